@@ -1,0 +1,69 @@
+// Reverse-mode automatic differentiation: a dynamic tape, as in PyTorch.
+//
+// An op whose inputs require grad records a Node holding its backward formula (the
+// formula lives next to the op's forward, in src/ops). backward() walks the graph in
+// dependency order; each input's gradient is cast to that input's dtype, so a leaf's
+// .grad() always has the leaf's dtype.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensorcast/tensor.h"
+
+namespace tc {
+
+// Disables graph recording in its scope (torch::NoGradGuard). Thread-local.
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+ private:
+  bool prev_;
+};
+
+bool is_grad_enabled();
+void set_grad_enabled(bool enabled);
+
+namespace autograd {
+
+struct Node;
+
+// Where a gradient goes: input `input_nr` of `fn`, expected to have this dtype and shape.
+struct Edge {
+  std::shared_ptr<Node> fn;
+  DType dtype = kFloat32;
+  Shape shape;
+};
+
+// Receives dL/d(output), returns dL/d(input_i) for every input (undefined = no gradient).
+// `needs[i]` says whether input i wants a gradient, so formulas can skip work.
+using BackwardFn =
+    std::function<std::vector<Tensor>(const Tensor& grad_output, const std::vector<bool>& needs)>;
+
+struct Node {
+  std::string name;
+  std::vector<Edge> next;   // one per input of the forward op
+  virtual ~Node() = default;
+  virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  virtual void release() {}  // drop saved tensors once the graph is not retained
+};
+
+// Records `fn` as the backward of `output` = op(inputs) when grad mode is on and some
+// floating input requires grad. Returns `output` (now requiring grad if recorded).
+Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs,
+              BackwardFn fn);
+bool any_requires_grad(const std::vector<Tensor>& inputs);
+
+// The engine behind Tensor::backward.
+void backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
+
+// d(outputs)/d(inputs) without touching .grad(): returns one gradient per input.
+std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs,
+                         const Tensor& grad_output = Tensor(), bool retain_graph = false);
+
+}  // namespace autograd
+}  // namespace tc

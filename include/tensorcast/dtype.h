@@ -1,0 +1,104 @@
+// tc::DType, its constexpr traits table, type promotion and the dtype dispatcher.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <string_view>
+
+#include "tensorcast/error.h"
+#include "tensorcast/half.h"
+
+namespace tc {
+
+enum class DType : uint8_t { Float32, Float16, BFloat16, Float64, Int64, Int32, UInt8, Bool };
+inline constexpr int kNumDTypes = 8;
+
+inline constexpr DType kFloat32 = DType::Float32;
+inline constexpr DType kFloat = DType::Float32;
+inline constexpr DType kFloat16 = DType::Float16;
+inline constexpr DType kHalf = DType::Float16;
+inline constexpr DType kBFloat16 = DType::BFloat16;
+inline constexpr DType kFloat64 = DType::Float64;
+inline constexpr DType kDouble = DType::Float64;
+inline constexpr DType kInt64 = DType::Int64;
+inline constexpr DType kLong = DType::Int64;
+inline constexpr DType kInt32 = DType::Int32;
+inline constexpr DType kInt = DType::Int32;
+inline constexpr DType kUInt8 = DType::UInt8;
+inline constexpr DType kByte = DType::UInt8;
+inline constexpr DType kBool = DType::Bool;
+
+struct DTypeTraits {
+  std::string_view name;       // PyTorch's spelling: "float32", "bfloat16", ...
+  std::string_view short_name; // "f32", "bf16", ... (safetensors and reports use these)
+  size_t size;
+  bool is_floating;
+  DType accumulate;            // dtype reductions and GEMMs accumulate in
+  double epsilon;              // machine epsilon (1 for integers)
+  double max;                  // largest finite value
+};
+
+inline constexpr DTypeTraits kDTypeTraits[kNumDTypes] = {
+    {"float32", "f32", 4, true, DType::Float32, 0x1p-23, 3.4028234663852886e38},
+    {"float16", "f16", 2, true, DType::Float32, 0x1p-10, 65504.0},
+    {"bfloat16", "bf16", 2, true, DType::Float32, 0x1p-7, 3.3895313892515355e38},
+    {"float64", "f64", 8, true, DType::Float64, 0x1p-52, 1.7976931348623157e308},
+    {"int64", "i64", 8, false, DType::Int64, 1.0, 9.223372036854775807e18},
+    {"int32", "i32", 4, false, DType::Int64, 1.0, 2147483647.0},
+    {"uint8", "u8", 1, false, DType::Int64, 1.0, 255.0},
+    {"bool", "bool", 1, false, DType::Int64, 1.0, 1.0},
+};
+
+constexpr const DTypeTraits& traits(DType t) { return kDTypeTraits[static_cast<int>(t)]; }
+constexpr size_t element_size(DType t) { return traits(t).size; }
+constexpr bool is_floating(DType t) { return traits(t).is_floating; }
+constexpr bool is_reduced_float(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+constexpr std::string_view dtype_name(DType t) { return traits(t).name; }
+std::ostream& operator<<(std::ostream& os, DType t);
+
+// The result dtype of a binary op on tensors of dtypes a and b (PyTorch's table):
+// floating beats integral, the wider wins, and float16 with bfloat16 gives float32.
+DType promote_types(DType a, DType b);
+
+// C++ type <-> DType.
+template <class T> struct CppToDType;
+template <> struct CppToDType<float> { static constexpr DType value = DType::Float32; };
+template <> struct CppToDType<Half> { static constexpr DType value = DType::Float16; };
+template <> struct CppToDType<BFloat16> { static constexpr DType value = DType::BFloat16; };
+template <> struct CppToDType<double> { static constexpr DType value = DType::Float64; };
+template <> struct CppToDType<int64_t> { static constexpr DType value = DType::Int64; };
+template <> struct CppToDType<int32_t> { static constexpr DType value = DType::Int32; };
+template <> struct CppToDType<uint8_t> { static constexpr DType value = DType::UInt8; };
+template <> struct CppToDType<bool> { static constexpr DType value = DType::Bool; };
+template <class T> inline constexpr DType dtype_of = CppToDType<T>::value;
+
+// Calls fn.template operator()<T>() with the C++ type of `t`.
+// Usage: dispatch_all(t, "op", [&]<class T>() { ... });
+template <class F>
+decltype(auto) dispatch_all(DType t, const char* op, F&& fn) {
+  switch (t) {
+    case DType::Float32: return fn.template operator()<float>();
+    case DType::Float16: return fn.template operator()<Half>();
+    case DType::BFloat16: return fn.template operator()<BFloat16>();
+    case DType::Float64: return fn.template operator()<double>();
+    case DType::Int64: return fn.template operator()<int64_t>();
+    case DType::Int32: return fn.template operator()<int32_t>();
+    case DType::UInt8: return fn.template operator()<uint8_t>();
+    case DType::Bool: return fn.template operator()<bool>();
+  }
+  TC_FAIL(op, "unsupported dtype ", static_cast<int>(t));
+}
+
+// Floating dtypes only; anything else is an error naming the op.
+template <class F>
+decltype(auto) dispatch_floating(DType t, const char* op, F&& fn) {
+  switch (t) {
+    case DType::Float32: return fn.template operator()<float>();
+    case DType::Float16: return fn.template operator()<Half>();
+    case DType::BFloat16: return fn.template operator()<BFloat16>();
+    case DType::Float64: return fn.template operator()<double>();
+    default: TC_FAIL(op, "expected a floating dtype, got ", dtype_name(t));
+  }
+}
+
+}  // namespace tc

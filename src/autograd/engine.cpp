@@ -1,0 +1,224 @@
+// The autograd tape: grad mode, recording nodes, and the backward engine.
+//
+// Each node has one output; its incoming gradients are summed in a buffer until every
+// consumer has contributed (dependency counting), then its formula runs under no-grad.
+// Gradients are cast to the dtype each input had in the forward pass, so mixed-precision
+// graphs hand fp32 gradients to fp32 parameters.
+#include <unordered_map>
+
+#include "core/tensor_impl.h"
+#include "tensorcast/autograd.h"
+#include "tensorcast/ops.h"
+
+namespace tc {
+namespace {
+thread_local bool g_grad_enabled = true;
+}  // namespace
+
+bool is_grad_enabled() { return g_grad_enabled; }
+void set_grad_enabled(bool enabled) { g_grad_enabled = enabled; }
+NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
+
+namespace autograd {
+namespace {
+
+// A node built from an op's backward lambda.
+struct FunctionNode final : Node {
+  BackwardFn fn;
+  std::vector<bool> needs;
+  std::vector<Tensor> apply(const Tensor& grad) override {
+    TC_CHECK(fn != nullptr, "autograd",
+             "trying to backward through the graph a second time (or after its saved tensors were freed); "
+             "call backward(..., retain_graph=true) the first time");
+    return fn(grad, needs);
+  }
+  void release() override { fn = nullptr; }
+};
+
+// Accumulates into a leaf's .grad(), in the leaf's dtype.
+struct AccumulateGrad final : Node {
+  std::shared_ptr<TensorImpl> leaf;
+  std::vector<Tensor> apply(const Tensor& grad) override {
+    Tensor g = grad.dtype() == leaf->dtype ? grad : grad.to(leaf->dtype);
+    if (!leaf->grad.defined()) {
+      // Own the gradient: never alias a tensor someone else may still write to.
+      leaf->grad = g.impl_ptr().use_count() == 1 && g.is_contiguous() && g.impl()->storage.use_count() == 1
+                       ? g
+                       : g.clone();
+    } else {
+      leaf->grad.add_(g);
+    }
+    return {};
+  }
+};
+
+Edge edge_for(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  if (impl->grad_fn) return {impl->grad_fn, impl->dtype, impl->sizes};
+  if (!impl->requires_grad) return {nullptr, impl->dtype, impl->sizes};
+  std::shared_ptr<Node> acc = impl->grad_accumulator.lock();
+  if (!acc) {
+    auto a = std::make_shared<AccumulateGrad>();
+    a->name = "AccumulateGrad";
+    a->leaf = t.impl_ptr();
+    impl->grad_accumulator = a;
+    acc = a;
+  }
+  return {acc, impl->dtype, impl->sizes};
+}
+
+}  // namespace
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn) {
+  if (!g_grad_enabled || !is_floating(output.dtype()) || !any_requires_grad(inputs)) return output;
+  auto node = std::make_shared<FunctionNode>();
+  node->name = name;
+  node->fn = std::move(fn);
+  node->next.reserve(inputs.size());
+  node->needs.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    if (t.defined() && t.requires_grad()) {
+      node->next.push_back(edge_for(t));
+      node->needs.push_back(true);
+    } else {
+      node->next.push_back(Edge{});
+      node->needs.push_back(false);
+    }
+  }
+  output.impl()->grad_fn = std::move(node);
+  return output;
+}
+
+namespace {
+
+// Runs the graph below `root_fn` with `root_grad`. If `capture` is given, gradients
+// arriving at those nodes are stored there instead of flowing into .grad().
+void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad, bool retain_graph,
+                  std::unordered_map<Node*, Tensor>* capture) {
+  // Count, for each node, how many edges point at it.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack{root_fn.get()};
+  deps[root_fn.get()] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next) {
+      if (!e.fn) continue;
+      auto [it, inserted] = deps.try_emplace(e.fn.get(), 0);
+      ++it->second;
+      if (inserted) stack.push_back(e.fn.get());
+    }
+  }
+  std::unordered_map<Node*, Tensor> buffers;
+  buffers[root_fn.get()] = root_grad;
+  std::vector<Node*> ready{root_fn.get()};
+  NoGradGuard no_grad;
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    Tensor g = std::move(buffers[n]);
+    buffers.erase(n);
+    std::vector<Tensor> grads;  // stays empty when no gradient reached n
+    if (capture && capture->count(n)) {
+      (*capture)[n] = g;  // autograd::grad: report it instead of writing .grad()
+      if (dynamic_cast<AccumulateGrad*>(n) == nullptr && g.defined()) grads = n->apply(g);
+    } else if (g.defined()) {
+      grads = n->apply(g);
+    }
+    if (!retain_graph) n->release();
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      const Edge& e = n->next[i];
+      if (!e.fn) continue;
+      Tensor gi = i < grads.size() ? grads[i] : Tensor();
+      if (gi.defined()) {
+        TC_CHECK(gi.sizes() == e.shape, "autograd", "function ", n->name, " returned a gradient of shape ",
+                 shape_str(gi.sizes()), " for an input of shape ", shape_str(e.shape));
+        if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
+        Tensor& buf = buffers[e.fn.get()];
+        buf = buf.defined() ? add(buf, gi) : gi;
+      }
+      if (--deps[e.fn.get()] == 0) ready.push_back(e.fn.get());
+    }
+  }
+}
+
+Tensor default_root_grad(const Tensor& root, const Tensor& gradient, const char* op) {
+  if (gradient.defined()) {
+    TC_CHECK(gradient.sizes() == root.sizes(), op, "gradient has shape ", shape_str(gradient.sizes()),
+             " but the output has shape ", shape_str(root.sizes()));
+    return gradient.dtype() == root.dtype() ? gradient : gradient.to(root.dtype());
+  }
+  TC_CHECK(root.numel() == 1, op, "grad can be implicitly created only for scalar outputs; the output has shape ",
+           shape_str(root.sizes()));
+  return ones(root.sizes(), root.dtype());
+}
+
+}  // namespace
+
+void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  TC_CHECK(root.defined(), "backward", "called on an undefined tensor");
+  TC_CHECK(root.requires_grad(), "backward",
+           "element 0 of tensors does not require grad and does not have a grad_fn");
+  Tensor g = default_root_grad(root, gradient, "backward");
+  Edge e = edge_for(root);
+  run_backward(e.fn, g, retain_graph, nullptr);
+}
+
+std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& grad_output,
+                         bool retain_graph) {
+  TC_CHECK(output.defined() && output.requires_grad(), "autograd::grad", "the output does not require grad");
+  std::unordered_map<Node*, Tensor> capture;
+  std::vector<Node*> keys;
+  for (const Tensor& t : inputs) {
+    TC_CHECK(t.defined() && t.requires_grad(), "autograd::grad", "every input must require grad");
+    Node* k = edge_for(t).fn.get();
+    keys.push_back(k);
+    capture[k] = Tensor();
+  }
+  Tensor g = default_root_grad(output, grad_output, "autograd::grad");
+  run_backward(edge_for(output).fn, g, retain_graph, &capture);
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor r = capture[keys[i]];
+    if (r.defined() && r.dtype() != inputs[i].dtype()) r = r.to(inputs[i].dtype());
+    out.push_back(r.defined() ? r : zeros_like(inputs[i]));
+  }
+  return out;
+}
+
+}  // namespace autograd
+
+// ---- Tensor's autograd accessors
+
+Tensor& Tensor::requires_grad_(bool r) {
+  TC_CHECK(defined(), "requires_grad_", "called on an undefined tensor");
+  TC_CHECK(!r || is_floating(dtype()), "requires_grad_", "only tensors of floating point dtype can require "
+           "gradients, got ", dtype_name(dtype()));
+  TC_CHECK(impl_->grad_fn == nullptr || r, "requires_grad_",
+           "you can only change requires_grad flags of leaf variables; use detach() to get a leaf");
+  impl_->requires_grad = r;
+  return *this;
+}
+
+bool Tensor::requires_grad() const { return defined() && (impl_->requires_grad || impl_->grad_fn != nullptr); }
+bool Tensor::is_leaf() const { return impl_->grad_fn == nullptr; }
+const Tensor& Tensor::grad() const { TC_CHECK(defined(), "grad", "called on an undefined tensor"); return impl_->grad; }
+void Tensor::set_grad(const Tensor& g) const {
+  TC_CHECK(!g.defined() || (g.sizes() == sizes() && g.dtype() == dtype()), "set_grad", "gradient of shape ",
+           shape_str(g.sizes()), " and dtype ", dtype_name(g.dtype()), " does not match the tensor's ",
+           shape_str(sizes()), " ", dtype_name(dtype()));
+  impl_->grad = g;
+}
+std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return impl_->grad_fn; }
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward(*this, gradient, retain_graph);
+}
+
+}  // namespace tc

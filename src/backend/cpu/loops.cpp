@@ -1,0 +1,98 @@
+// Strided block loads/stores with dtype conversion, broadcast strides, and copy_into.
+#include "backend/cpu/loops.h"
+
+namespace tc::cpu {
+
+Shape broadcast_strides(const Tensor& t, const Shape& shape, const char* op) {
+  const Shape& ts = t.sizes();
+  TC_CHECK(ts.size() <= shape.size(), op, "cannot broadcast shape ", shape_str(ts), " to ", shape_str(shape));
+  Shape out(shape.size(), 0);
+  const size_t lead = shape.size() - ts.size();
+  for (size_t d = 0; d < ts.size(); ++d) {
+    if (ts[d] == shape[lead + d]) out[lead + d] = t.strides()[d];
+    else TC_CHECK(ts[d] == 1, op, "cannot broadcast shape ", shape_str(ts), " to ", shape_str(shape));
+  }
+  return out;
+}
+
+template <class C>
+void load_block(const char* p, int64_t stride, DType dt, C* dst, int64_t n) {
+  if (stride == 0) {  // a broadcast value
+    C v{};
+    load_block<C>(p, static_cast<int64_t>(element_size(dt)), dt, &v, 1);
+    std::fill(dst, dst + n, v);
+    return;
+  }
+  if constexpr (std::is_same_v<C, float>) {
+    if (stride == 2 && dt == kBFloat16) return bf16_to_float(reinterpret_cast<const BFloat16*>(p), dst, n);
+    if (stride == 2 && dt == kFloat16) return half_to_float(reinterpret_cast<const Half*>(p), dst, n);
+  }
+  dispatch_all(dt, "load", [&]<class T>() {
+    for (int64_t i = 0; i < n; ++i) {
+      T v;
+      std::memcpy(&v, p + i * stride, sizeof(T));
+      dst[i] = static_cast<C>(v);
+    }
+  });
+}
+
+template <class C>
+void store_block(const C* src, char* p, int64_t stride, DType dt, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    if (stride == 2 && dt == kBFloat16) return float_to_bf16(src, reinterpret_cast<BFloat16*>(p), n);
+    if (stride == 2 && dt == kFloat16) return float_to_half(src, reinterpret_cast<Half*>(p), n);
+  }
+  dispatch_all(dt, "store", [&]<class T>() {
+    for (int64_t i = 0; i < n; ++i) {
+      T v;
+      if constexpr (std::is_same_v<T, bool>) v = src[i] != C(0);
+      else if constexpr (std::is_integral_v<T>) v = static_cast<T>(static_cast<int64_t>(src[i]));
+      else v = static_cast<T>(src[i]);
+      std::memcpy(p + i * stride, &v, sizeof(T));
+    }
+  });
+}
+
+template void load_block<float>(const char*, int64_t, DType, float*, int64_t);
+template void load_block<double>(const char*, int64_t, DType, double*, int64_t);
+template void store_block<float>(const float*, char*, int64_t, DType, int64_t);
+template void store_block<double>(const double*, char*, int64_t, DType, int64_t);
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  Shape ss = broadcast_strides(src, dst.sizes(), "copy_");
+  Shape ds = dst.strides();
+  if (dst.dtype() == src.dtype()) {
+    // Same dtype: move bytes, exact for every type (int64 included).
+    const size_t es = element_size(dst.dtype());
+    std::array<Operand, 2> ops{Operand{static_cast<char*>(dst.raw_data()), dst.dtype(), &ds},
+                               Operand{static_cast<char*>(src.raw_data()), src.dtype(), &ss}};
+    for_each_run<2>(ops, dst.sizes(), [es](char** p, const int64_t* st, int64_t n) {
+      if (st[0] == static_cast<int64_t>(es) && st[1] == static_cast<int64_t>(es)) {
+        std::memcpy(p[0], p[1], n * es);
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * st[0], p[1] + i * st[1], es);
+    });
+    return;
+  }
+  if (dst.is_contiguous() && src.is_contiguous() && dst.sizes() == src.sizes()) {
+    const int64_t n = dst.numel();
+    char* d = static_cast<char*>(dst.raw_data());
+    const char* s = static_cast<const char*>(src.raw_data());
+    const size_t des = element_size(dst.dtype()), ses = element_size(src.dtype());
+    parallel_for(0, n, kGrainElements, [&](int64_t b, int64_t e) {
+      convert(s + b * ses, src.dtype(), d + b * des, dst.dtype(), e - b);
+    });
+    return;
+  }
+  const bool dbl = computes_in_double(dst.dtype()) || computes_in_double(src.dtype());
+  auto body = [&]<class C>() {
+    map_blocks<C, 1>(dst, {src}, "copy_", [](int64_t n, const C* const* in, C* o) {
+      std::memcpy(o, in[0], n * sizeof(C));
+    });
+  };
+  if (dbl) body.template operator()<double>();
+  else body.template operator()<float>();
+}
+
+}  // namespace tc::cpu

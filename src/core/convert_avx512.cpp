@@ -1,0 +1,173 @@
+// AVX-512 float <-> bfloat16 / float16 kernels (declared in core/convert_kernels.h):
+//   float_to_bf16_avx512bf16  VCVTNEPS2BF16, with float32-subnormal lanes fixed up
+//   float_to_bf16_avx512      integer round-to-nearest-even (AVX-512F/BW)
+//   bf16_to_float_avx512      zero-extend and shift (exact)
+//   float_to_half_avx512      VCVTPS2PH with an explicit rounding immediate
+//   half_to_float_avx512      VCVTPH2PS, with NaN lanes redone in integers
+// Every kernel is bit-identical to the scalar reference in half.h for every input and
+// ignores MXCSR (rounding mode, FTZ, DAZ). Tails use masked loads and stores, so nothing
+// is read or written past n elements.
+//
+// This file is compiled with -mavx512*: it must not odr-use inline functions from
+// headers (half.h's reference routines included), or the linker could keep this file's
+// AVX-512 copy for callers on CPUs without AVX-512. Helpers stay in an unnamed namespace.
+// GCC 12.2's AVX-512 headers trip -Wmaybe-uninitialized on their own `__Y = __Y`
+// placeholders (GCC PR105593); the warning says nothing about this file.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include "core/convert_kernels.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512BF16__)
+
+namespace tc::detail {
+namespace {
+
+inline __mmask16 tail_mask(int64_t rem) { return static_cast<__mmask16>((1u << rem) - 1u); }
+
+// Round-to-nearest-even of 16 floats (as bits) to bf16, in integers: the reference rule.
+// Result in the low 16 bits of each 32-bit lane.
+inline __m512i bf16_round_bits(__m512i u) {
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(ax, _mm512_set1_epi32(0x7f800000));
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040));
+  return _mm512_mask_mov_epi32(rounded, nan, quiet);
+}
+
+inline __m256i f32_to_bf16_int(__m512i u) { return _mm512_cvtepi32_epi16(bf16_round_bits(u)); }
+
+// VCVTNEPS2BF16 treats float32 subnormal inputs as zero (DAZ, whatever MXCSR says); the
+// reference keeps them (they round to bf16 subnormals). Lanes whose exponent field is
+// zero but which are not +-0 are redone in integers. Rare in practice, so it is a branch.
+inline __m256i f32_to_bf16_hw(__m512i u) {
+  const __m256i hw = (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(u));
+  const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  // ax - 1 < 0x7fffff (unsigned) <=> 0 < ax <= 0x7fffff <=> nonzero subnormal.
+  const __mmask16 sub = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(ax, _mm512_set1_epi32(1)),
+                                                _mm512_set1_epi32(0x7fffff));
+  if (__builtin_expect(sub != 0, 0)) return _mm256_mask_mov_epi16(hw, sub, f32_to_bf16_int(u));
+  return hw;
+}
+
+inline __m256i f32_to_f16_hw(__m512 x) {
+  // The immediate fixes the rounding (MXCSR.RC is not consulted). VCVTPS2PH quiets NaN
+  // keeping sign and the top 9 payload bits, as the reference does, and produces fp16
+  // subnormals whatever MXCSR.FTZ says (float32 subnormals become +-0 either way).
+  return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+// VCVTPH2PS quiets signalling NaNs (sets bit 22); the reference widens NaN payloads bit
+// for bit. NaN lanes are rebuilt in integers: sign | 0x7f800000 | payload << 13.
+inline __m512 f16_to_f32_hw(__m256i h) {
+  __m512 w = _mm512_cvtph_ps(h);
+  const __m256i ah = _mm256_and_si256(h, _mm256_set1_epi16(0x7fff));
+  const __mmask16 nan = _mm256_cmpgt_epu16_mask(ah, _mm256_set1_epi16(0x7c00));
+  if (__builtin_expect(nan != 0, 0)) {
+    const __m512i e = _mm512_cvtepu16_epi32(h);
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(e, _mm512_set1_epi32(0x8000)), 16);
+    const __m512i payload = _mm512_slli_epi32(_mm512_and_si512(e, _mm512_set1_epi32(0x3ff)), 13);
+    const __m512i bits =
+        _mm512_or_si512(_mm512_or_si512(sign, payload), _mm512_set1_epi32(0x7f800000));
+    w = _mm512_mask_mov_ps(w, nan, _mm512_castsi512_ps(bits));
+  }
+  return w;
+}
+
+inline __m512 bf16_to_f32(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+}  // namespace
+
+void float_to_bf16_avx512bf16(const float* src, BFloat16* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a = f32_to_bf16_hw(_mm512_loadu_si512(src + i));
+    const __m256i b = f32_to_bf16_hw(_mm512_loadu_si512(src + i + 16));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i + 16), b);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : tail_mask(n - i);
+    const __m256i r = f32_to_bf16_hw(_mm512_maskz_loadu_epi32(m, src + i));
+    _mm256_mask_storeu_epi16(dst + i, m, r);
+  }
+}
+
+void float_to_bf16_avx512(const float* src, BFloat16* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a = f32_to_bf16_int(_mm512_loadu_si512(src + i));
+    const __m256i b = f32_to_bf16_int(_mm512_loadu_si512(src + i + 16));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i + 16), b);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : tail_mask(n - i);
+    _mm256_mask_storeu_epi16(dst + i, m, f32_to_bf16_int(_mm512_maskz_loadu_epi32(m, src + i)));
+  }
+}
+
+void bf16_to_float_avx512(const BFloat16* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 a = bf16_to_f32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+    const __m512 b = bf16_to_f32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 16)));
+    _mm512_storeu_ps(dst + i, a);
+    _mm512_storeu_ps(dst + i + 16, b);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : tail_mask(n - i);
+    _mm512_mask_storeu_ps(dst + i, m, bf16_to_f32(_mm256_maskz_loadu_epi16(m, src + i)));
+  }
+}
+
+void float_to_half_avx512(const float* src, Half* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a = f32_to_f16_hw(_mm512_loadu_ps(src + i));
+    const __m256i b = f32_to_f16_hw(_mm512_loadu_ps(src + i + 16));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i + 16), b);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : tail_mask(n - i);
+    _mm256_mask_storeu_epi16(dst + i, m, f32_to_f16_hw(_mm512_maskz_loadu_ps(m, src + i)));
+  }
+}
+
+void half_to_float_avx512(const Half* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 a = f16_to_f32_hw(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+    const __m512 b =
+        f16_to_f32_hw(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 16)));
+    _mm512_storeu_ps(dst + i, a);
+    _mm512_storeu_ps(dst + i + 16, b);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : tail_mask(n - i);
+    _mm512_mask_storeu_ps(dst + i, m, f16_to_f32_hw(_mm256_maskz_loadu_epi16(m, src + i)));
+  }
+}
+
+}  // namespace tc::detail
+
+#else  // Built without the AVX-512 flags (not x86-64, or a compiler without them).
+
+// convert_path_available() never selects these on such a build's CPUs in practice; they
+// still have to exist and be correct, so they are the scalar reference.
+namespace tc::detail {
+void float_to_bf16_avx512bf16(const float* s, BFloat16* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = BFloat16(s[i]); }
+void float_to_bf16_avx512(const float* s, BFloat16* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = BFloat16(s[i]); }
+void bf16_to_float_avx512(const BFloat16* s, float* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = float(s[i]); }
+void float_to_half_avx512(const float* s, Half* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = Half(s[i]); }
+void half_to_float_avx512(const Half* s, float* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = float(s[i]); }
+}  // namespace tc::detail
+
+#endif

@@ -1,0 +1,163 @@
+// Tensor factories: empty/zeros/ones/full/arange, random tensors, tensor(), from_blob.
+#include <cmath>
+
+#include "backend/cpu/loops.h"
+#include "core/random.h"
+#include "core/tensor_impl.h"
+#include "tensorcast/ops.h"
+
+namespace tc {
+
+Generator& default_generator() {
+  static Generator g;
+  return g;
+}
+
+void manual_seed(uint64_t seed) {
+  Generator& g = default_generator();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  g.engine.seed(seed);
+}
+
+namespace {
+
+Tensor finish(Tensor t, const TensorOptions& o) {
+  if (o.requires_grad()) t.requires_grad_(true);
+  return t;
+}
+
+// Fills t (contiguous) from doubles made by gen(i), sequentially so results depend on
+// the seed only, never on the thread count.
+template <class Gen>
+Tensor fill_generated(Tensor t, Gen gen) {
+  const int64_t n = t.numel();
+  std::vector<double> vals(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) vals[i] = gen(i);
+  cpu::copy_into(t, from_blob(vals.data(), t.sizes(), kFloat64));
+  return t;
+}
+
+}  // namespace
+
+Tensor empty(const Shape& size, TensorOptions o) { return finish(make_tensor(size, o.dtype(), o.device()), o); }
+
+Tensor full(const Shape& size, double value, TensorOptions o) {
+  Tensor t = make_tensor(size, o.dtype(), o.device());
+  t.fill_(value);
+  return finish(t, o);
+}
+Tensor zeros(const Shape& size, TensorOptions o) { return full(size, 0.0, o); }
+Tensor ones(const Shape& size, TensorOptions o) { return full(size, 1.0, o); }
+
+Tensor arange(double end, TensorOptions o) { return arange(0.0, end, 1.0, o); }
+Tensor arange(double start, double end, double step, TensorOptions o) {
+  TC_CHECK(step != 0, "arange", "step must be nonzero");
+  TC_CHECK(std::isfinite(start) && std::isfinite(end), "arange", "unsupported range: ", start, " -> ", end);
+  TC_CHECK((end - start) / step >= 0, "arange", "upper bound and larger bound inconsistent with step sign");
+  const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  return finish(fill_generated(make_tensor({n}, o.dtype(), o.device()),
+                               [&](int64_t i) { return start + static_cast<double>(i) * step; }),
+                o);
+}
+
+Tensor rand(const Shape& size, TensorOptions o) {
+  TC_CHECK(is_floating(o.dtype()), "rand", "expected a floating dtype, got ", dtype_name(o.dtype()));
+  Generator& g = default_generator();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  Tensor t = fill_generated(make_tensor(size, o.dtype(), o.device()), [&](int64_t) { return g.uniform(); });
+  if (is_reduced_float(o.dtype())) {  // rounding may reach 1.0; keep the [0, 1) promise
+    t = where(ge(t, 1.0), zeros({}, o.dtype()), t);
+  }
+  return finish(t, o);
+}
+
+Tensor randn(const Shape& size, TensorOptions o) {
+  TC_CHECK(is_floating(o.dtype()), "randn", "expected a floating dtype, got ", dtype_name(o.dtype()));
+  Generator& g = default_generator();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  double spare = 0;
+  bool has_spare = false;
+  Tensor t = fill_generated(make_tensor(size, o.dtype(), o.device()), [&](int64_t) {
+    if (has_spare) {
+      has_spare = false;
+      return spare;
+    }
+    // Box-Muller: two normals from two uniforms (u1 in (0, 1] so log is finite).
+    const double u1 = 1.0 - g.uniform(), u2 = g.uniform();
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    spare = r * std::sin(2.0 * M_PI * u2);
+    has_spare = true;
+    return r * std::cos(2.0 * M_PI * u2);
+  });
+  return finish(t, o);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions o) {
+  TC_CHECK(low < high, "randint", "expected low < high, got low=", low, ", high=", high);
+  Generator& g = default_generator();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  const auto range = static_cast<uint64_t>(high - low);
+  Tensor t = make_tensor(size, kInt64, o.device());
+  int64_t* p = t.data_ptr<int64_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = low + static_cast<int64_t>(g.engine() % range);
+  return finish(o.dtype() == kInt64 ? t : t.to(o.dtype()), o);
+}
+
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
+Tensor full_like(const Tensor& t, double v) { return full(t.sizes(), v, TensorOptions(t.dtype()).device(t.device())); }
+Tensor rand_like(const Tensor& t) { return rand(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
+Tensor randn_like(const Tensor& t) { return randn(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
+
+template <class T>
+Tensor tensor(const std::vector<T>& values, const Shape& size, std::optional<DType> dtype) {
+  const Shape shape = size.empty() ? Shape{static_cast<int64_t>(values.size())} : size;
+  TC_CHECK(shape_numel(shape) == static_cast<int64_t>(values.size()), "tensor", "shape ", shape_str(shape),
+           " needs ", shape_numel(shape), " values, got ", values.size());
+  Tensor t = make_tensor(shape, dtype.value_or(dtype_of<T>));
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> bytes(values.begin(), values.end());
+    cpu::copy_into(t, from_blob(bytes.data(), shape, kBool));
+  } else {
+    cpu::copy_into(t, from_blob(const_cast<T*>(values.data()), shape, dtype_of<T>));
+  }
+  return t;
+}
+template Tensor tensor<float>(const std::vector<float>&, const Shape&, std::optional<DType>);
+template Tensor tensor<double>(const std::vector<double>&, const Shape&, std::optional<DType>);
+template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&, std::optional<DType>);
+template Tensor tensor<int32_t>(const std::vector<int32_t>&, const Shape&, std::optional<DType>);
+template Tensor tensor<uint8_t>(const std::vector<uint8_t>&, const Shape&, std::optional<DType>);
+template Tensor tensor<bool>(const std::vector<bool>&, const Shape&, std::optional<DType>);
+template Tensor tensor<BFloat16>(const std::vector<BFloat16>&, const Shape&, std::optional<DType>);
+template Tensor tensor<Half>(const std::vector<Half>&, const Shape&, std::optional<DType>);
+
+Tensor tensor(std::initializer_list<double> values, TensorOptions o) {
+  return finish(tensor(std::vector<double>(values), {}, o.dtype()), o);
+}
+
+Tensor scalar_tensor(double value, TensorOptions o) { return full({}, value, o); }
+
+Tensor from_blob(void* data, const Shape& size, TensorOptions o) {
+  return from_blob(data, size, contiguous_strides(size), o);
+}
+
+Tensor from_blob(void* data, const Shape& size, const Shape& strides, TensorOptions o) {
+  TC_CHECK(size.size() == strides.size(), "from_blob", "sizes ", shape_str(size), " and strides ",
+           shape_str(strides), " differ in length");
+  int64_t extent = 0;
+  for (size_t i = 0; i < size.size(); ++i) {
+    TC_CHECK(size[i] >= 0 && strides[i] >= 0, "from_blob", "negative size or stride");
+    if (size[i] > 0) extent += (size[i] - 1) * strides[i];
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  const size_t nbytes = shape_numel(size) == 0 ? 0 : static_cast<size_t>(extent + 1) * element_size(o.dtype());
+  impl->storage = std::make_shared<Storage>(data, nbytes, o.device());
+  impl->sizes = size;
+  impl->strides = strides;
+  impl->dtype = o.dtype();
+  return finish(Tensor(std::move(impl)), o);
+}
+
+}  // namespace tc

@@ -1,0 +1,180 @@
+// Tensor metadata, element access and printing. Views are in core/views.cpp.
+#include <cmath>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include "backend/cpu/loops.h"
+#include "core/tensor_impl.h"
+#include "tensorcast/ops.h"
+
+namespace tc {
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << (s.size() == 1 ? ",)" : ")");
+  return os.str();
+}
+
+int64_t shape_numel(const Shape& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape st(sizes.size());
+  int64_t acc = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(sizes[i], 1);
+  }
+  return st;
+}
+
+bool is_contiguous_layout(const Shape& sizes, const Shape& strides) {
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+int64_t TensorImpl::numel() const { return shape_numel(sizes); }
+
+Tensor make_tensor(const Shape& sizes, DType dtype, Device device) {
+  for (int64_t s : sizes) TC_CHECK(s >= 0, "empty", "negative size in shape ", shape_str(sizes));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(sizes)) * element_size(dtype), device);
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.impl()->storage;
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    TC_CHECK(x == y || x == 1 || y == 1, op, "shapes ", shape_str(a), " and ", shape_str(b),
+             " cannot be broadcast together");
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  const int64_t n = std::max<int64_t>(ndim, 1);  // 0-d tensors accept dim 0 and -1
+  TC_CHECK(dim >= -n && dim < n, op, "dimension ", dim, " out of range for a ", ndim,
+           "-d tensor (expected to be in [", -n, ", ", n - 1, "])");
+  return dim < 0 ? dim + n : dim;
+}
+
+#define TC_DEFINED(op) TC_CHECK(defined(), op, "called on an undefined tensor")
+
+DType Tensor::dtype() const { TC_DEFINED("dtype"); return impl_->dtype; }
+Device Tensor::device() const { TC_DEFINED("device"); return impl_->device(); }
+const Shape& Tensor::sizes() const { TC_DEFINED("sizes"); return impl_->sizes; }
+const Shape& Tensor::strides() const { TC_DEFINED("strides"); return impl_->strides; }
+int64_t Tensor::dim() const { TC_DEFINED("dim"); return static_cast<int64_t>(impl_->sizes.size()); }
+int64_t Tensor::numel() const { TC_DEFINED("numel"); return impl_->numel(); }
+int64_t Tensor::storage_offset() const { TC_DEFINED("storage_offset"); return impl_->offset; }
+size_t Tensor::nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype()); }
+bool Tensor::is_contiguous() const { TC_DEFINED("is_contiguous"); return is_contiguous_layout(impl_->sizes, impl_->strides); }
+void* Tensor::raw_data() const { TC_DEFINED("data_ptr"); return impl_->data(); }
+
+int64_t Tensor::size(int64_t d) const {
+  TC_CHECK(dim() > 0, "size", "a 0-d tensor has no dimensions");
+  return impl_->sizes[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  TC_CHECK(dim() > 0, "stride", "a 0-d tensor has no dimensions");
+  return impl_->strides[wrap_dim(d, dim(), "stride")];
+}
+
+double Tensor::item_double() const {
+  TC_CHECK(numel() == 1, "item", "a tensor with ", numel(), " elements cannot be converted to a scalar");
+  TC_CHECK(device().is_cpu(), "item", "expected a CPU tensor");
+  double v = 0;
+  convert(raw_data(), dtype(), &v, kFloat64, 1);
+  return v;
+}
+
+std::vector<double> Tensor::to_vector() const {
+  TC_DEFINED("to_vector");
+  std::vector<double> out(static_cast<size_t>(numel()));
+  Tensor dst = from_blob(out.data(), sizes(), kFloat64);
+  cpu::copy_into(dst, *this);
+  return out;
+}
+
+namespace {
+
+void print_value(std::ostream& os, double v, DType dt) {
+  if (std::isnan(v)) os << "nan";
+  else if (std::isinf(v)) os << (v > 0 ? "inf" : "-inf");
+  else if (dt == kBool) os << (v != 0 ? "True" : "False");
+  else if (!is_floating(dt)) os << static_cast<int64_t>(v);
+  else os << std::setprecision(dt == kFloat64 ? 8 : 4) << v;
+}
+
+void print_dims(std::ostream& os, const std::vector<double>& v, const Shape& s, size_t d, int64_t& idx,
+                DType dt, int indent) {
+  if (d == s.size()) {
+    print_value(os, v[idx++], dt);
+    return;
+  }
+  const int64_t limit = 6;  // like PyTorch, elide the middle of long dimensions
+  os << "[";
+  const int64_t inner = shape_numel(Shape(s.begin() + d + 1, s.end()));
+  for (int64_t i = 0; i < s[d]; ++i) {
+    if (i > 0) {
+      os << ",";
+      if (d + 1 < s.size()) os << "\n" << std::string(indent + 1, ' ');
+      else os << " ";
+    }
+    if (s[d] > limit && i == limit / 2) {
+      os << "...";
+      idx += (s[d] - limit) * inner;
+      i = s[d] - limit / 2 - 1;
+      continue;
+    }
+    print_dims(os, v, s, d + 1, idx, dt, indent + 1);
+  }
+  os << "]";
+}
+
+}  // namespace
+
+std::string Tensor::str() const {
+  if (!defined()) return "tensor(undefined)";
+  std::ostringstream os;
+  os << "tensor(";
+  int64_t idx = 0;
+  print_dims(os, to_vector(), sizes(), 0, idx, dtype(), 7);
+  if (dtype() != kFloat32 && dtype() != kInt64 && dtype() != kBool) os << ", dtype=" << dtype_name(dtype());
+  if (impl_->grad_fn) os << ", grad_fn=<" << impl_->grad_fn->name << ">";
+  else if (impl_->requires_grad) os << ", requires_grad=True";
+  os << ")";
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+
+}  // namespace tc

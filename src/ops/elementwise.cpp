@@ -1,0 +1,370 @@
+// Pointwise ops: arithmetic, unary math, activations, clamp, where, comparisons.
+// Forward and backward live together; backward formulas are fused pointwise kernels
+// (one pass, float32 math for 16-bit data) rather than chains of ops.
+#include <cmath>
+
+#include "ops/pointwise.h"
+
+namespace tc {
+
+using autograd::record;
+using ops::map1;
+using ops::map2;
+using ops::map3;
+
+namespace ops {
+
+DType scalar_result_dtype(const Tensor& a, double value) {
+  if (is_floating(a.dtype())) return a.dtype();
+  return std::floor(value) == value ? a.dtype() : kFloat32;
+}
+
+Tensor scalar_operand(const Tensor& a, double value) {
+  return full({}, value, TensorOptions(a.dtype() == kFloat64 ? kFloat64 : kFloat32).device(a.device()));
+}
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  TC_CHECK(a.defined() && b.defined(), op, "got an undefined tensor");
+  TC_CHECK(a.device() == b.device(), op, "expected all tensors on the same device, got ", a.device(), " and ",
+           b.device());
+}
+
+}  // namespace ops
+
+namespace {
+
+void check_defined(const char* op, const Tensor& x) { TC_CHECK(x.defined(), op, "got an undefined tensor"); }
+
+// A unary op with a fused backward: df(g, x, out) gives the input gradient.
+template <class F, class DF>
+Tensor unary_float_op(const char* name, const Tensor& x, F f, DF df) {
+  check_defined(name, x);
+  Tensor out = map1(x, ops::float_result_dtype(x.dtype()), name, f);
+  return record(name, out, {x}, [x = x.detach(), out = out.detach(), name, df](const Tensor& g, const std::vector<bool>&) {
+    return std::vector<Tensor>{map3(g, x, out, g.dtype(), name, df)};
+  });
+}
+
+DType arith_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  ops::check_same_device(op, a, b);
+  return promote_types(a.dtype(), b.dtype());
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ binary arithmetic
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  const DType dt = arith_dtype("add", a, b);
+  Tensor out = alpha == 1.0 ? map2(a, b, dt, "add", [](auto x, auto y) { return x + y; })
+                            : map2(a, b, dt, "add", [alpha](auto x, auto y) { return x + decltype(x)(alpha) * y; });
+  return record("add", out, {a, b}, [sa = a.sizes(), sb = b.sizes(), alpha](const Tensor& g, const std::vector<bool>& n) {
+    return std::vector<Tensor>{n[0] ? sum_to_size(g, sa) : Tensor(),
+                               n[1] ? sum_to_size(alpha == 1.0 ? g : mul(g, alpha), sb) : Tensor()};
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  TC_CHECK(a.dtype() != kBool || b.dtype() != kBool, "sub", "subtraction of two bool tensors is not supported");
+  return add(a, b, -alpha);
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  const DType dt = arith_dtype("mul", a, b);
+  Tensor out = map2(a, b, dt, "mul", [](auto x, auto y) { return x * y; });
+  return record("mul", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g, const std::vector<bool>& n) {
+    return std::vector<Tensor>{n[0] ? sum_to_size(mul(g, b), a.sizes()) : Tensor(),
+                               n[1] ? sum_to_size(mul(g, a), b.sizes()) : Tensor()};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  DType dt = arith_dtype("div", a, b);
+  if (!is_floating(dt)) dt = kFloat32;  // true division, as torch.div
+  Tensor out = map2(a, b, dt, "div", [](auto x, auto y) { return x / y; });
+  return record("div", out, {a, b}, [a = a.detach(), b = b.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>& n) {
+    Tensor ga, gb;
+    if (n[0]) ga = sum_to_size(div(g, b), a.sizes());
+    if (n[1]) gb = sum_to_size(map3(g, out, b, g.dtype(), "div_backward", [](auto gg, auto o, auto y) { return -gg * o / y; }), b.sizes());
+    return std::vector<Tensor>{ga, gb};
+  });
+}
+
+Tensor add(const Tensor& a, double b) {
+  check_defined("add", a);
+  Tensor out = map2(a, ops::scalar_operand(a, b), ops::scalar_result_dtype(a, b), "add", [](auto x, auto y) { return x + y; });
+  return record("add", out, {a}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
+}
+Tensor sub(const Tensor& a, double b) { return add(a, -b); }
+Tensor mul(const Tensor& a, double b) {
+  check_defined("mul", a);
+  Tensor out = map2(a, ops::scalar_operand(a, b), ops::scalar_result_dtype(a, b), "mul", [](auto x, auto y) { return x * y; });
+  return record("mul", out, {a}, [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{mul(g, b)}; });
+}
+Tensor div(const Tensor& a, double b) {
+  check_defined("div", a);
+  const DType dt = is_floating(a.dtype()) ? a.dtype() : kFloat32;
+  Tensor out = map2(a, ops::scalar_operand(a, b), dt, "div", [](auto x, auto y) { return x / y; });
+  return record("div", out, {a}, [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{div(g, b)}; });
+}
+
+Tensor pow(const Tensor& a, double e) {
+  check_defined("pow", a);
+  const DType dt = ops::scalar_result_dtype(a, e);
+  Tensor out = e == 2.0 ? map1(a, dt, "pow", [](auto x) { return x * x; })
+                        : map1(a, dt, "pow", [e](auto x) { return std::pow(x, decltype(x)(e)); });
+  return record("pow", out, {a}, [a = a.detach(), e](const Tensor& g, const std::vector<bool>&) {
+    if (e == 0.0) return std::vector<Tensor>{zeros_like(g)};
+    return std::vector<Tensor>{map2(g, a, g.dtype(), "pow_backward", [e](auto gg, auto x) {
+      using C = decltype(x);
+      return gg * C(e) * std::pow(x, C(e - 1.0));
+    })};
+  });
+}
+
+Tensor pow(const Tensor& a, const Tensor& e) {
+  DType dt = arith_dtype("pow", a, e);
+  Tensor out = map2(a, e, dt, "pow", [](auto x, auto y) { return std::pow(x, y); });
+  return record("pow", out, {a, e}, [a = a.detach(), e = e.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>& n) {
+    Tensor ga, ge;
+    if (n[0]) {
+      ga = map3(g, a, e, g.dtype(), "pow_backward", [](auto gg, auto x, auto y) {
+        using C = decltype(x);
+        return y == C(0) ? C(0) : gg * y * std::pow(x, y - C(1));
+      });
+      ga = sum_to_size(ga, a.sizes());
+    }
+    if (n[1]) {
+      // d/de a^e = a^e log(a); PyTorch defines it as 0 where a == 0 and e >= 0.
+      Tensor t = map3(out, a, e, g.dtype(), "pow_backward", [](auto o, auto x, auto y) {
+        using C = decltype(x);
+        return (x == C(0) && y >= C(0)) ? C(0) : o * std::log(x);
+      });
+      ge = sum_to_size(mul(g, t), e.sizes());
+    }
+    return std::vector<Tensor>{ga, ge};
+  });
+}
+
+namespace {
+template <bool IsMax>
+Tensor extremum(const char* name, const Tensor& a, const Tensor& b) {
+  const DType dt = arith_dtype(name, a, b);
+  Tensor out = map2(a, b, dt, name, [](auto x, auto y) {
+    if (x != x) return x;  // NaN propagates
+    if (y != y) return y;
+    return IsMax ? (x > y ? x : y) : (x < y ? x : y);
+  });
+  return record(name, out, {a, b}, [a = a.detach(), b = b.detach(), name](const Tensor& g, const std::vector<bool>& n) {
+    // The gradient goes to the chosen input; ties split it evenly (as PyTorch).
+    auto share = [&](const Tensor& self, const Tensor& other) {
+      return map3(g, self, other, g.dtype(), name, [](auto gg, auto x, auto y) {
+        using C = decltype(x);
+        if (x == y) return gg * C(0.5);
+        const bool chosen = (x != x) || (IsMax ? x > y : x < y);
+        return chosen ? gg : C(0);
+      });
+    };
+    return std::vector<Tensor>{n[0] ? sum_to_size(share(a, b), a.sizes()) : Tensor(),
+                               n[1] ? sum_to_size(share(b, a), b.sizes()) : Tensor()};
+  });
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum<true>("maximum", a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum<false>("minimum", a, b); }
+
+// ------------------------------------------------------------------ unary
+
+Tensor neg(const Tensor& x) {
+  check_defined("neg", x);
+  TC_CHECK(x.dtype() != kBool, "neg", "negation of a bool tensor is not supported");
+  Tensor out = map1(x, x.dtype(), "neg", [](auto v) { return -v; });
+  return record("neg", out, {x}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{neg(g)}; });
+}
+
+Tensor abs(const Tensor& x) {
+  check_defined("abs", x);
+  Tensor out = map1(x, x.dtype(), "abs", [](auto v) { return std::abs(v); });
+  return record("abs", out, {x}, [x = x.detach()](const Tensor& g, const std::vector<bool>&) {
+    return std::vector<Tensor>{map2(g, x, g.dtype(), "abs_backward", [](auto gg, auto v) {
+      using C = decltype(v);
+      return v > C(0) ? gg : (v < C(0) ? -gg : C(0));
+    })};
+  });
+}
+
+Tensor exp(const Tensor& x) {
+  return unary_float_op("exp", x, [](auto v) { return std::exp(v); }, [](auto g, auto, auto o) { return g * o; });
+}
+Tensor log(const Tensor& x) {
+  return unary_float_op("log", x, [](auto v) { return std::log(v); }, [](auto g, auto v, auto) { return g / v; });
+}
+Tensor log1p(const Tensor& x) {
+  return unary_float_op("log1p", x, [](auto v) { return std::log1p(v); },
+                        [](auto g, auto v, auto) { return g / (decltype(v)(1) + v); });
+}
+Tensor sqrt(const Tensor& x) {
+  return unary_float_op("sqrt", x, [](auto v) { return std::sqrt(v); },
+                        [](auto g, auto, auto o) { return g / (decltype(o)(2) * o); });
+}
+Tensor rsqrt(const Tensor& x) {
+  return unary_float_op("rsqrt", x, [](auto v) { return decltype(v)(1) / std::sqrt(v); },
+                        [](auto g, auto, auto o) { return decltype(o)(-0.5) * g * o * o * o; });
+}
+Tensor reciprocal(const Tensor& x) {
+  return unary_float_op("reciprocal", x, [](auto v) { return decltype(v)(1) / v; },
+                        [](auto g, auto, auto o) { return -g * o * o; });
+}
+Tensor tanh(const Tensor& x) {
+  return unary_float_op("tanh", x, [](auto v) { return std::tanh(v); },
+                        [](auto g, auto, auto o) { return g * (decltype(o)(1) - o * o); });
+}
+
+namespace {
+template <class C>
+C stable_sigmoid(C v) {
+  if (v >= C(0)) return C(1) / (C(1) + std::exp(-v));
+  const C e = std::exp(v);
+  return e / (C(1) + e);
+}
+}  // namespace
+
+Tensor sigmoid(const Tensor& x) {
+  return unary_float_op("sigmoid", x, [](auto v) { return stable_sigmoid(v); },
+                        [](auto g, auto, auto o) { return g * o * (decltype(o)(1) - o); });
+}
+
+Tensor relu(const Tensor& x) {
+  check_defined("relu", x);
+  Tensor out = map1(x, x.dtype(), "relu", [](auto v) { return v > decltype(v)(0) || v != v ? v : decltype(v)(0); });
+  return record("relu", out, {x}, [out = out.detach()](const Tensor& g, const std::vector<bool>&) {
+    return std::vector<Tensor>{map2(g, out, g.dtype(), "relu_backward", [](auto gg, auto o) {
+      return o > decltype(o)(0) ? gg : decltype(o)(0);
+    })};
+  });
+}
+
+Tensor gelu(const Tensor& x, std::string_view approximate) {
+  TC_CHECK(approximate == "none" || approximate == "tanh", "gelu", "approximate must be \"none\" or \"tanh\", got \"",
+           approximate, "\"");
+  if (approximate == "none") {
+    return unary_float_op(
+        "gelu", x, [](auto v) { using C = decltype(v); return C(0.5) * v * (C(1) + std::erf(v * C(M_SQRT1_2))); },
+        [](auto g, auto v, auto) {
+          using C = decltype(v);
+          const C cdf = C(0.5) * (C(1) + std::erf(v * C(M_SQRT1_2)));
+          const C pdf = std::exp(C(-0.5) * v * v) * C(0.3989422804014327);  // 1/sqrt(2 pi)
+          return g * (cdf + v * pdf);
+        });
+  }
+  return unary_float_op(
+      "gelu", x,
+      [](auto v) {
+        using C = decltype(v);
+        const C k = C(0.7978845608028654);  // sqrt(2/pi)
+        return C(0.5) * v * (C(1) + std::tanh(k * (v + C(0.044715) * v * v * v)));
+      },
+      [](auto g, auto v, auto) {
+        using C = decltype(v);
+        const C k = C(0.7978845608028654);
+        const C inner = k * (v + C(0.044715) * v * v * v);
+        const C t = std::tanh(inner);
+        const C dinner = k * (C(1) + C(3 * 0.044715) * v * v);
+        return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * dinner);
+      });
+}
+
+Tensor silu(const Tensor& x) {
+  return unary_float_op("silu", x, [](auto v) { return v * stable_sigmoid(v); },
+                        [](auto g, auto v, auto) {
+                          using C = decltype(v);
+                          const C s = stable_sigmoid(v);
+                          return g * s * (C(1) + v * (C(1) - s));
+                        });
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  check_defined("clamp", x);
+  TC_CHECK(lo || hi, "clamp", "at least one of min and max must be given");
+  const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
+  DType dt = x.dtype();
+  if (!is_floating(dt) && ((lo && std::floor(*lo) != *lo) || (hi && std::floor(*hi) != *hi))) dt = kFloat32;
+  Tensor out = map1(x, dt, "clamp", [l, h](auto v) {
+    using C = decltype(v);
+    if (v != v) return v;
+    return v < C(l) ? C(l) : (v > C(h) ? C(h) : v);  // min wins when min > max, as torch.clamp
+  });
+  return record("clamp", out, {x}, [x = x.detach(), l, h](const Tensor& g, const std::vector<bool>&) {
+    return std::vector<Tensor>{map2(g, x, g.dtype(), "clamp_backward", [l, h](auto gg, auto v) {
+      using C = decltype(v);
+      return (v >= C(l) && v <= C(h)) ? gg : C(0);
+    })};
+  });
+}
+
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
+  ops::check_same_device("where", c, a);
+  ops::check_same_device("where", a, b);
+  TC_CHECK(c.dtype() == kBool, "where", "condition must be a bool tensor, got ", dtype_name(c.dtype()));
+  const DType dt = promote_types(a.dtype(), b.dtype());
+  Tensor out = map3(c, a, b, dt, "where", [](auto cc, auto x, auto y) { return cc != decltype(x)(0) ? x : y; });
+  return record("where", out, {a, b}, [c = c.detach(), sa = a.sizes(), sb = b.sizes()](const Tensor& g, const std::vector<bool>& n) {
+    Tensor z = zeros({}, g.dtype());
+    return std::vector<Tensor>{n[0] ? sum_to_size(where(c, g, z), sa) : Tensor(),
+                               n[1] ? sum_to_size(where(c, z, g), sb) : Tensor()};
+  });
+}
+
+// ------------------------------------------------------------------ comparisons
+
+#define TC_COMPARISON(name, expr)                                                                      \
+  Tensor name(const Tensor& a, const Tensor& b) {                                                      \
+    ops::check_same_device(#name, a, b);                                                               \
+    return map2(a, b, kBool, #name, [](auto x, auto y) { return decltype(x)((expr) ? 1 : 0); });      \
+  }                                                                                                    \
+  Tensor name(const Tensor& a, double s) {                                                             \
+    TC_CHECK(a.defined(), #name, "got an undefined tensor");                                           \
+    Tensor b = full({}, s, TensorOptions(a.dtype() == kFloat64 || !is_floating(a.dtype()) ? kFloat64 : kFloat32)); \
+    return map2(a, b, kBool, #name, [](auto x, auto y) { return decltype(x)((expr) ? 1 : 0); });      \
+  }
+TC_COMPARISON(eq, x == y)
+TC_COMPARISON(ne, x != y)
+TC_COMPARISON(lt, x < y)
+TC_COMPARISON(le, x <= y)
+TC_COMPARISON(gt, x > y)
+TC_COMPARISON(ge, x >= y)
+#undef TC_COMPARISON
+
+Tensor isnan(const Tensor& x) {
+  check_defined("isnan", x);
+  return map1(x, kBool, "isnan", [](auto v) { return decltype(v)(v != v ? 1 : 0); });
+}
+Tensor isfinite(const Tensor& x) {
+  check_defined("isfinite", x);
+  return map1(x, kBool, "isfinite", [](auto v) { return decltype(v)(std::isfinite(v) ? 1 : 0); });
+}
+
+// ------------------------------------------------------------------ operators
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
+Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(double a, const Tensor& b) { return mul(reciprocal(b), a); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+
+}  // namespace tc

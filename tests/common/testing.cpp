@@ -1,0 +1,126 @@
+#include "common/testing.h"
+
+#include <cmath>
+#include <random>
+#include <sstream>
+
+namespace tc::testing {
+
+Tol tol_for(DType dt, double ulps) {
+  switch (dt) {
+    case DType::Float64: return {1e-10, 1e-10};
+    case DType::Float32: return {ulps * 0x1p-23 * 4, ulps * 0x1p-23 * 4};  // float32 math inside
+    case DType::BFloat16: return {ulps * 0x1p-8, ulps * 0x1p-8};
+    case DType::Float16: return {ulps * 0x1p-11, ulps * 0x1p-11};
+    default: return {0, 0};
+  }
+}
+
+Tensor uniform(const Shape& shape, DType dt, double lo, double hi, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& x : v) x = dist(gen);
+  return tensor(v, shape, kFloat64).to(dt);
+}
+
+namespace {
+bool matches(double a, double e, Tol tol) {
+  if (std::isnan(e)) return std::isnan(a);
+  if (std::isinf(e)) return a == e;
+  return std::fabs(a - e) <= tol.atol + tol.rtol * std::fabs(e);
+}
+}  // namespace
+
+::testing::AssertionResult all_close(const Tensor& actual, const std::vector<double>& expected, Tol tol) {
+  if (!actual.defined()) return ::testing::AssertionFailure() << "tensor is undefined";
+  std::vector<double> a = actual.to_vector();
+  if (a.size() != expected.size())
+    return ::testing::AssertionFailure() << "size " << a.size() << " != expected " << expected.size();
+  int bad = 0;
+  std::ostringstream os;
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!matches(a[i], expected[i], tol)) {
+      if (bad < 8) os << "\n  [" << i << "] got " << a[i] << ", expected " << expected[i];
+      worst = std::max(worst, std::fabs(a[i] - expected[i]));
+      ++bad;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << a.size() << " elements differ (dtype "
+                                       << dtype_name(actual.dtype()) << ", atol " << tol.atol << ", rtol " << tol.rtol
+                                       << ", worst abs error " << worst << "):" << os.str();
+}
+
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, Tol tol) {
+  if (actual.sizes() != expected.sizes())
+    return ::testing::AssertionFailure() << "shape " << shape_str(actual.sizes()) << " != expected "
+                                         << shape_str(expected.sizes());
+  return all_close(actual, expected.to_vector(), tol);
+}
+
+::testing::AssertionResult equal(const Tensor& actual, const Tensor& expected) {
+  if (actual.sizes() != expected.sizes())
+    return ::testing::AssertionFailure() << "shape " << shape_str(actual.sizes()) << " != expected "
+                                         << shape_str(expected.sizes());
+  return all_close(actual, expected.to_vector(), {0, 0});
+}
+
+std::vector<double> map_ref(const Tensor& x, const std::function<double(double)>& f) {
+  std::vector<double> v = x.to_vector();
+  for (auto& e : v) e = f(e);
+  return v;
+}
+
+::testing::AssertionResult gradcheck(const Fn& f, const std::vector<Tensor>& inputs, Tol tol, double eps) {
+  // Analytic: backward of sum(f(x) * w) in the inputs' own dtypes.
+  std::vector<Tensor> xs;
+  for (const Tensor& t : inputs) {
+    Tensor c = t.detach().clone();
+    if (t.requires_grad()) c.requires_grad_(true);
+    xs.push_back(c);
+  }
+  Tensor out = f(xs);
+  if (!out.requires_grad()) return ::testing::AssertionFailure() << "output does not require grad";
+  Tensor w64 = uniform(out.sizes(), kFloat64, 0.5, 1.5, 1234);
+  out.backward(w64.to(out.dtype()));
+
+  // Numerical: central differences in float64 on the same values.
+  std::vector<Tensor> x64;
+  for (const Tensor& t : inputs) x64.push_back(t.detach().to(kFloat64).contiguous().clone());
+  auto loss = [&]() {
+    NoGradGuard ng;
+    return sum(mul(f(x64).to(kFloat64), w64)).item<double>();
+  };
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!inputs[k].requires_grad()) continue;
+    Tensor& x = x64[k];
+    double* p = x.data_ptr<double>();
+    std::vector<double> num(static_cast<size_t>(x.numel()));
+    double scale = 1.0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const double orig = p[i];
+      const double h = eps * std::max(1.0, std::fabs(orig));
+      p[i] = orig + h;
+      const double lp = loss();
+      p[i] = orig - h;
+      const double lm = loss();
+      p[i] = orig;
+      num[i] = (lp - lm) / (2 * h);
+      scale = std::max(scale, std::fabs(num[i]));
+    }
+    const Tensor& g = xs[k].grad();
+    if (!g.defined()) return ::testing::AssertionFailure() << "input " << k << " got no gradient";
+    if (g.dtype() != inputs[k].dtype())
+      return ::testing::AssertionFailure() << "input " << k << " gradient has dtype " << dtype_name(g.dtype())
+                                           << ", expected " << dtype_name(inputs[k].dtype());
+    auto r = all_close(g, num, {tol.atol * scale, tol.rtol});
+    if (!r) return ::testing::AssertionFailure() << "gradient of input " << k << ": " << r.message();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace tc::testing

@@ -1,0 +1,51 @@
+// Shared test helpers: dtype-aware tolerances, comparisons against float64 references,
+// and gradcheck against float64 central differences.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <vector>
+
+#include "tensorcast/tensorcast.h"
+
+namespace tc::testing {
+
+// |actual - expected| <= atol + rtol * |expected|, elementwise.
+struct Tol {
+  double atol;
+  double rtol;
+};
+
+// Tolerance for one op evaluated in `dt` from exactly representable inputs: a few ulps of
+// the dtype's epsilon (the result rounds once, plus float32 internal error).
+Tol tol_for(DType dt, double ulps = 4.0);
+
+// The floating dtypes every op is checked in.
+inline const std::vector<DType> kFloatingTypes = {kFloat32, kBFloat16, kFloat16};
+
+// A tensor of `shape` with values uniform in [lo, hi), exactly representable in `dt`
+// (so float64 references see the same inputs). Deterministic for a given seed.
+Tensor uniform(const Shape& shape, DType dt, double lo = -2.0, double hi = 2.0, uint64_t seed = 1);
+
+// Compares `actual` (any dtype; NaN matches NaN, inf matches inf of the same sign) with
+// `expected` values in row-major order.
+::testing::AssertionResult all_close(const Tensor& actual, const std::vector<double>& expected, Tol tol);
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, Tol tol);
+
+// Exact equality of values and shape.
+::testing::AssertionResult equal(const Tensor& actual, const Tensor& expected);
+
+// Applies a float64 function elementwise to x's values (the reference for unary ops).
+std::vector<double> map_ref(const Tensor& x, const std::function<double(double)>& f);
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Checks the analytic gradient of f at `inputs` (backward in the inputs' dtypes) against
+// float64 central differences of f evaluated on float64 copies of the inputs.
+// Inputs that do not require grad are held constant. The output is reduced with fixed
+// random weights so every output element contributes. The tolerance scales with the
+// largest numerical gradient magnitude: |a - n| <= atol * max(1, max|n|) + rtol * |n|.
+::testing::AssertionResult gradcheck(const Fn& f, const std::vector<Tensor>& inputs, Tol tol,
+                                     double eps = 1e-6);
+
+}  // namespace tc::testing
