@@ -14,5 +14,7 @@ configure_package_config_file(cmake/tensorcastConfig.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/tensorcastConfigVersion.cmake COMPATIBILITY SameMajorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/tensorcastConfig.cmake ${PROJECT_BINARY_DIR}/tensorcastConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tensorcast)
+# The .pc file locates the prefix from its own place, so `cmake --install --prefix X` works.
+file(RELATIVE_PATH TC_PC_TO_PREFIX "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
 configure_file(cmake/tensorcast.pc.in ${PROJECT_BINARY_DIR}/tensorcast.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/tensorcast.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -21,6 +21,7 @@ Tensor arange(double start, double end, double step = 1.0, TensorOptions options
 Tensor rand(const Shape& size, TensorOptions options = {});   // U[0, 1)
 Tensor randn(const Shape& size, TensorOptions options = {});  // N(0, 1)
 Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions options = kInt64);
+Tensor randperm(int64_t n, TensorOptions options = kInt64);  // a seeded permutation of 0..n-1
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
@@ -110,6 +111,12 @@ Tensor operator<(const Tensor& a, const Tensor& b);
 Tensor operator<=(const Tensor& a, const Tensor& b);
 Tensor operator>(const Tensor& a, const Tensor& b);
 Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
 
 // ---------------------------------------------------------------- reductions
 // Accumulate in float32 for 16-bit and float32 inputs, float64 for float64 (and integers);

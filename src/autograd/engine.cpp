@@ -129,6 +129,8 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
     if (capture && capture->count(n)) {
       (*capture)[n] = g;  // autograd::grad: report it instead of writing .grad()
       if (dynamic_cast<AccumulateGrad*>(n) == nullptr && g.defined()) grads = n->apply(g);
+    } else if (capture && dynamic_cast<AccumulateGrad*>(n) != nullptr) {
+      // autograd::grad never touches .grad(), not even of leaves it was not asked about.
     } else if (g.defined()) {
       grads = n->apply(g);
     }
@@ -176,11 +178,14 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
   TC_CHECK(output.defined() && output.requires_grad(), "autograd::grad", "the output does not require grad");
   std::unordered_map<Node*, Tensor> capture;
   std::vector<Node*> keys;
+  // Holds the inputs' nodes: an accumulator made here for a leaf outside the graph would
+  // otherwise die at once and its address could be reused by another node.
+  std::vector<std::shared_ptr<Node>> alive;
   for (const Tensor& t : inputs) {
     TC_CHECK(t.defined() && t.requires_grad(), "autograd::grad", "every input must require grad");
-    Node* k = edge_for(t).fn.get();
-    keys.push_back(k);
-    capture[k] = Tensor();
+    alive.push_back(edge_for(t).fn);
+    keys.push_back(alive.back().get());
+    capture[keys.back()] = Tensor();
   }
   Tensor g = default_root_grad(output, grad_output, "autograd::grad");
   run_backward(edge_for(output).fn, g, retain_graph, &capture);
@@ -208,7 +213,7 @@ Tensor& Tensor::requires_grad_(bool r) {
 }
 
 bool Tensor::requires_grad() const { return defined() && (impl_->requires_grad || impl_->grad_fn != nullptr); }
-bool Tensor::is_leaf() const { return impl_->grad_fn == nullptr; }
+bool Tensor::is_leaf() const { TC_CHECK(defined(), "is_leaf", "called on an undefined tensor"); return impl_->grad_fn == nullptr; }
 const Tensor& Tensor::grad() const { TC_CHECK(defined(), "grad", "called on an undefined tensor"); return impl_->grad; }
 void Tensor::set_grad(const Tensor& g) const {
   TC_CHECK(!g.defined() || (g.sizes() == sizes() && g.dtype() == dtype()), "set_grad", "gradient of shape ",
@@ -216,7 +221,10 @@ void Tensor::set_grad(const Tensor& g) const {
            shape_str(sizes()), " ", dtype_name(dtype()));
   impl_->grad = g;
 }
-std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return impl_->grad_fn; }
+std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
+  TC_CHECK(defined(), "grad_fn", "called on an undefined tensor");
+  return impl_->grad_fn;
+}
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   autograd::backward(*this, gradient, retain_graph);
 }

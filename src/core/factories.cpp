@@ -103,6 +103,18 @@ Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions o) {
   return finish(o.dtype() == kInt64 ? t : t.to(o.dtype()), o);
 }
 
+Tensor randperm(int64_t n, TensorOptions o) {
+  TC_CHECK(n >= 0, "randperm", "n must be non-negative, got ", n);
+  Generator& g = default_generator();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  Tensor t = make_tensor({n}, kInt64, o.device());
+  int64_t* p = t.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) p[i] = i;
+  for (int64_t i = n - 1; i > 0; --i)  // Fisher-Yates
+    std::swap(p[i], p[static_cast<int64_t>(g.engine() % static_cast<uint64_t>(i + 1))]);
+  return finish(o.dtype() == kInt64 ? t : t.to(o.dtype()), o);
+}
+
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
 Tensor ones_like(const Tensor& t) { return ones(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }

@@ -131,16 +131,19 @@ void print_value(std::ostream& os, double v, DType dt) {
   else if (std::isinf(v)) os << (v > 0 ? "inf" : "-inf");
   else if (dt == kBool) os << (v != 0 ? "True" : "False");
   else if (!is_floating(dt)) os << static_cast<int64_t>(v);
+  else if (v == std::trunc(v) && std::fabs(v) < 1e16)  // PyTorch's "3." for integral floats
+    os << (std::signbit(v) && v == 0 ? "-" : "") << static_cast<int64_t>(v) << ".";
   else os << std::setprecision(dt == kFloat64 ? 8 : 4) << v;
 }
 
 void print_dims(std::ostream& os, const std::vector<double>& v, const Shape& s, size_t d, int64_t& idx,
-                DType dt, int indent) {
+                DType dt, int indent, bool summarize) {
   if (d == s.size()) {
     print_value(os, v[idx++], dt);
     return;
   }
-  const int64_t limit = 6;  // like PyTorch, elide the middle of long dimensions
+  // Like PyTorch, tensors over 1000 elements elide the middle of dims longer than 6.
+  const int64_t limit = summarize ? 6 : INT64_MAX;
   os << "[";
   const int64_t inner = shape_numel(Shape(s.begin() + d + 1, s.end()));
   for (int64_t i = 0; i < s[d]; ++i) {
@@ -155,7 +158,7 @@ void print_dims(std::ostream& os, const std::vector<double>& v, const Shape& s, 
       i = s[d] - limit / 2 - 1;
       continue;
     }
-    print_dims(os, v, s, d + 1, idx, dt, indent + 1);
+    print_dims(os, v, s, d + 1, idx, dt, indent + 1, summarize);
   }
   os << "]";
 }
@@ -167,7 +170,7 @@ std::string Tensor::str() const {
   std::ostringstream os;
   os << "tensor(";
   int64_t idx = 0;
-  print_dims(os, to_vector(), sizes(), 0, idx, dtype(), 7);
+  print_dims(os, to_vector(), sizes(), 0, idx, dtype(), 7, numel() > 1000);
   if (dtype() != kFloat32 && dtype() != kInt64 && dtype() != kBool) os << ", dtype=" << dtype_name(dtype());
   if (impl_->grad_fn) os << ", grad_fn=<" << impl_->grad_fn->name << ">";
   else if (impl_->requires_grad) os << ", requires_grad=True";

@@ -13,7 +13,8 @@ namespace {
 
 // Strides for viewing (sizes, strides) as `shape`, or empty if no view is possible.
 std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, const Shape& shape) {
-  if (is_contiguous_layout(sizes, strides)) return contiguous_strides(shape);
+  // An empty tensor has no elements to place: any shape views it (as in PyTorch).
+  if (shape_numel(sizes) == 0 || is_contiguous_layout(sizes, strides)) return contiguous_strides(shape);
   // Split the old dims into chunks that are contiguous among themselves; each new dim
   // must fall inside one chunk (the algorithm of PyTorch's computeStride).
   Shape out(shape.size());

@@ -16,11 +16,14 @@ namespace ops {
 
 DType scalar_result_dtype(const Tensor& a, double value) {
   if (is_floating(a.dtype())) return a.dtype();
-  return std::floor(value) == value ? a.dtype() : kFloat32;
+  if (std::floor(value) != value) return kFloat32;
+  return a.dtype() == kBool ? kInt64 : a.dtype();  // True + 1 == 2, as in PyTorch
 }
 
 Tensor scalar_operand(const Tensor& a, double value) {
-  return full({}, value, TensorOptions(a.dtype() == kFloat64 ? kFloat64 : kFloat32).device(a.device()));
+  // float32 suffices next to 16-bit and float32 data; integers need the scalar's full value.
+  const bool wide = a.dtype() == kFloat64 || !is_floating(a.dtype());
+  return full({}, value, TensorOptions(wide ? kFloat64 : kFloat32).device(a.device()));
 }
 
 void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
@@ -293,7 +296,8 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   Tensor out = map1(x, dt, "clamp", [l, h](auto v) {
     using C = decltype(v);
     if (v != v) return v;
-    return v < C(l) ? C(l) : (v > C(h) ? C(h) : v);  // min wins when min > max, as torch.clamp
+    const C lo_clamped = v < C(l) ? C(l) : v;
+    return lo_clamped > C(h) ? C(h) : lo_clamped;  // max wins when min > max, as torch.clamp
   });
   return record("clamp", out, {x}, [x = x.detach(), l, h](const Tensor& g, const std::vector<bool>&) {
     return std::vector<Tensor>{map2(g, x, g.dtype(), "clamp_backward", [l, h](auto gg, auto v) {
@@ -325,7 +329,8 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   }                                                                                                    \
   Tensor name(const Tensor& a, double s) {                                                             \
     TC_CHECK(a.defined(), #name, "got an undefined tensor");                                           \
-    Tensor b = full({}, s, TensorOptions(a.dtype() == kFloat64 || !is_floating(a.dtype()) ? kFloat64 : kFloat32)); \
+    /* The scalar takes a floating tensor's dtype (x_bf16 == 0.1 compares bf16(0.1)). */               \
+    Tensor b = full({}, s, TensorOptions(is_floating(a.dtype()) ? a.dtype() : kFloat64));                 \
     return map2(a, b, kBool, #name, [](auto x, auto y) { return decltype(x)((expr) ? 1 : 0); });      \
   }
 TC_COMPARISON(eq, x == y)
@@ -366,5 +371,11 @@ Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
 Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator==(const Tensor& a, double b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, double b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, double b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, double b) { return le(a, b); }
+Tensor operator>(const Tensor& a, double b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, double b) { return ge(a, b); }
 
 }  // namespace tc

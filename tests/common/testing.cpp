@@ -23,7 +23,8 @@ Tensor uniform(const Shape& shape, DType dt, double lo, double hi, uint64_t seed
   for (auto s : shape) n *= s;
   std::vector<double> v(static_cast<size_t>(n));
   for (auto& x : v) x = dist(gen);
-  return tensor(v, shape, kFloat64).to(dt);
+  // Built 1-d then reshaped: tensor() reads an empty shape as "1-d", but {} here means 0-d.
+  return tensor(v, {n}, kFloat64).reshape(shape).to(dt);
 }
 
 namespace {
@@ -85,8 +86,11 @@ std::vector<double> map_ref(const Tensor& x, const std::function<double(double)>
   }
   Tensor out = f(xs);
   if (!out.requires_grad()) return ::testing::AssertionFailure() << "output does not require grad";
-  Tensor w64 = uniform(out.sizes(), kFloat64, 0.5, 1.5, 1234);
-  out.backward(w64.to(out.dtype()));
+  // Weights exactly representable in the output dtype, so both sides use the same ones.
+  const DType wdt = is_floating(out.dtype()) ? out.dtype() : kFloat64;
+  Tensor w = uniform(out.sizes(), wdt, 0.5, 1.5, 1234);
+  Tensor w64 = w.to(kFloat64);
+  out.backward(w);
 
   // Numerical: central differences in float64 on the same values.
   std::vector<Tensor> x64;

@@ -4,9 +4,22 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "tensorcast/tensorcast.h"
+
+// Expects `stmt` to throw tc::Error whose message contains `substr`.
+#define TC_EXPECT_ERROR(stmt, substr)                                                   \
+  do {                                                                                  \
+    try {                                                                               \
+      stmt;                                                                             \
+      ADD_FAILURE() << "expected tc::Error containing \"" << (substr) << "\" from " #stmt; \
+    } catch (const ::tc::Error& e_) {                                                   \
+      EXPECT_NE(std::string(e_.what()).find(substr), std::string::npos)                 \
+          << "message: " << e_.what();                                                  \
+    }                                                                                   \
+  } while (0)
 
 namespace tc::testing {
 

@@ -47,6 +47,8 @@ void store_block(const C* src, char* p, int64_t stride, DType dt, int64_t n) {
       T v;
       if constexpr (std::is_same_v<T, bool>) v = src[i] != C(0);
       else if constexpr (std::is_integral_v<T>) v = static_cast<T>(static_cast<int64_t>(src[i]));
+      else if constexpr (std::is_same_v<C, double> && (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>))
+        v = round_double_to<T>(src[i]);  // double -> float -> 16-bit would round twice
       else v = static_cast<T>(src[i]);
       std::memcpy(p + i * stride, &v, sizeof(T));
     }

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The one entry point:
+#   ./run.sh            install what is missing, build, run the main job (training on Fashion-MNIST)
+#   ./run.sh test       install what is missing, build, run the whole test suite
+#   ./run.sh test-asan  the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   ./run.sh build      install what is missing and build only
+# BUILD_DIR (default build) and JOBS (default: all cores) may be set in the environment.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+cmd="${1:-main}"
+shift || true
+JOBS="${JOBS:-$(nproc)}"
+export CCACHE_BASEDIR="$PWD"
+
+build() {  # build DIR [cmake args...]
+  local dir="$1"; shift
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$JOBS"
+}
+
+bash scripts/deps.sh
+case "$cmd" in
+  main)
+    build "${BUILD_DIR:-build}"
+    "${BUILD_DIR:-build}/examples/train_fashion_mnist" "$@"
+    ;;
+  build)
+    build "${BUILD_DIR:-build}" "$@"
+    ;;
+  test)
+    dir="${BUILD_DIR:-build}"
+    build "$dir"
+    # Slow tests run too, in their bounded form (TC_SLOW_BOUNDED is the default).
+    ctest --test-dir "$dir" --output-on-failure -j "$JOBS" "$@"
+    ;;
+  test-asan)
+    dir="${BUILD_DIR:-build-asan}"
+    build "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTC_SANITIZE=ON -DTC_BUILD_BENCH=OFF -DTC_BUILD_EXAMPLES=OFF
+    # oneDNN's JIT and OpenMP runtime are not instrumented; leaks inside them are not ours.
+    ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      ctest --test-dir "$dir" --output-on-failure -j "$JOBS" -L unit "$@"
+    ;;
+  *)
+    echo "usage: ./run.sh [main|test|test-asan|build] [args...]" >&2
+    exit 2
+    ;;
+esac

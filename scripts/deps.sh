@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what tensorcast needs from Debian's packages, only what is missing (idempotent,
+# and quick when everything is there). Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config
+  libdnnl-dev           # oneDNN: CPU GEMM, convolution, pooling
+  libgtest-dev          # unit tests
+  libbenchmark-dev      # kernel benchmarks
+  zlib1g-dev            # gzip-compressed IDX datasets
+  dataset-fashion-mnist # the default training data (/usr/share/datasets/fashion-mnist)
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

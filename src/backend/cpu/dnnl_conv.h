@@ -1,0 +1,37 @@
+// Internal: 2-d convolution on oneDNN (forward, backward data, backward weights + bias).
+//
+// Inputs may have any strides (a permuted view is reordered by oneDNN directly); outputs
+// are new contiguous NCHW / OIHW tensors. float32 and bfloat16 run natively (float32
+// accumulation); float16 runs natively only where oneDNN has an optimized fp16 kernel and
+// otherwise goes through float32, rounding the result once.
+#pragma once
+#include <utility>
+
+#include "tensorcast/tensor.h"
+
+namespace tc::cpu {
+
+struct ConvParams {
+  int64_t stride[2] = {1, 1};
+  int64_t padding[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};  // PyTorch's convention: 1 = dense
+  int64_t groups = 1;
+};
+
+// Output spatial size of one dim (PyTorch's formula).
+inline int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
+Tensor dnnl_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p);
+Tensor dnnl_conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Shape& input_sizes,
+                                 const ConvParams& p);
+// Returns (grad_weight, grad_bias); grad_bias is undefined unless with_bias.
+std::pair<Tensor, Tensor> dnnl_conv2d_backward_weights(const Tensor& x, const Tensor& grad_out,
+                                                       const Shape& weight_sizes, bool with_bias,
+                                                       const ConvParams& p);
+
+// The oneDNN implementation the forward of this configuration uses ("" = float32 fallback).
+std::string dnnl_conv2d_impl(const Tensor& x, const Tensor& w, const ConvParams& p);
+
+}  // namespace tc::cpu

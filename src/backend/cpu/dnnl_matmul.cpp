@@ -1,0 +1,291 @@
+// The CPU batched matrix product: oneDNN matmul primitives behind a thread-safe LRU cache,
+// the float32 detour for float16 on CPUs without fp16 math, and the float64 loop.
+#include "backend/cpu/dnnl_matmul.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cpu/dnnl_context.h"
+#include "core/tensor_impl.h"
+#include "tensorcast/autograd.h"
+#include "tensorcast/ops.h"
+#include "tensorcast/parallel.h"
+
+namespace tc::cpu {
+namespace {
+
+// ------------------------------------------------------------------ geometry
+
+// A view of t that oneDNN reads well: a broadcast (stride-0) batch dim becomes size 1,
+// and every size-1 dim gets a row-major-consistent stride (its value is never used, but
+// oneDNN's layout checks look at it). A matrix without a unit stride (an expanded vector,
+// a column slice with step) is materialized, since no fast GEMM kernel reads it.
+Tensor canonical(const Tensor& t) {
+  const int64_t nd = t.dim();
+  Shape sz = t.sizes(), st = t.strides();
+  // No unit stride in the matrix (e.g. every other column): oneDNN would pick its slow
+  // reference kernel, so one dense copy is cheaper.
+  const bool unit = sz[nd - 1] == 1 || sz[nd - 2] == 1 || st[nd - 1] == 1 || st[nd - 2] == 1;
+  if (t.numel() > 0 && (!unit || (sz[nd - 1] > 1 && st[nd - 1] == 0) || (sz[nd - 2] > 1 && st[nd - 2] == 0)))
+    return canonical(t.contiguous());
+  for (int64_t d = 0; d < nd - 2; ++d)
+    if (st[d] == 0) sz[d] = 1;
+  int64_t extent = 1;  // max over inner dims of stride * size
+  for (int64_t d = nd - 1; d >= 0; --d) {
+    if (sz[d] == 1) st[d] = extent;
+    extent = std::max(extent, st[d] * sz[d]);
+  }
+  return make_view(t, sz, st, t.storage_offset());
+}
+
+// ------------------------------------------------------------------ primitive cache
+
+using Key = std::vector<int64_t>;
+struct KeyHash {
+  size_t operator()(const Key& k) const noexcept {
+    size_t h = 0xcbf29ce484222325ull;
+    for (int64_t v : k) h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull;
+    return h;
+  }
+};
+
+struct Entry {
+  std::optional<dnnl::matmul> prim;  // empty: oneDNN has no implementation (cached refusal)
+  size_t scratchpad_bytes = 0;
+};
+
+// Thread-safe LRU. Primitives are created outside the lock (creation is slow); two threads
+// racing on one new key both create, and the second insert keeps the first entry.
+class PrimitiveCache {
+ public:
+  static constexpr size_t kCapacity = 1024;
+
+  std::optional<Entry> find(const Key& k) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(k);
+    if (it == map_.end()) return std::nullopt;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return it->second->second;
+  }
+  Entry insert(const Key& k, Entry e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(k);
+    if (it != map_.end()) return it->second->second;
+    lru_.emplace_front(k, std::move(e));
+    map_.emplace(k, lru_.begin());
+    if (lru_.size() > kCapacity) {
+      map_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return lru_.front().second;
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lru_.size();
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
+    lru_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::list<std::pair<Key, Entry>> lru_;
+  std::unordered_map<Key, std::list<std::pair<Key, Entry>>::iterator, KeyHash> map_;
+};
+
+PrimitiveCache& cache() {
+  static PrimitiveCache c;
+  return c;
+}
+
+void append_geometry(Key& k, const Tensor& t) {
+  k.push_back(static_cast<int64_t>(t.dtype()));
+  k.push_back(t.dim());
+  k.insert(k.end(), t.sizes().begin(), t.sizes().end());
+  k.insert(k.end(), t.strides().begin(), t.strides().end());
+}
+
+// bias as oneDNN wants it: c's number of dims, all 1 but the last.
+dnnl::memory::desc bias_desc(const Tensor& bias, int64_t nd, const char* op) {
+  dnnl::memory::dims dims(static_cast<size_t>(nd), 1), strides(static_cast<size_t>(nd), 1);
+  dims.back() = bias.size(0);
+  const int64_t s = bias.size(0) == 1 ? 1 : bias.stride(0);
+  strides.back() = s;
+  for (int64_t d = nd - 2; d >= 0; --d) strides[d] = s * bias.size(0);
+  return dnnl::memory::desc(dims, dnnl_dtype(bias.dtype(), op), strides);
+}
+
+// The cached primitive for this geometry (creating it on a miss); an entry without a
+// primitive when oneDNN refuses the problem (e.g. float16 without CPU support).
+Entry lookup(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op) {
+  Key k;
+  k.reserve(64);
+  append_geometry(k, a);
+  append_geometry(k, b);
+  append_geometry(k, c);
+  k.push_back(bias.defined() ? bias.stride(0) : -1);
+  // Some oneDNN kernels fix their work split at creation: a primitive belongs to a thread count.
+  k.push_back(get_num_threads());
+  if (auto e = cache().find(k)) return *e;
+
+  Entry e;
+  try {
+    const auto md_c = dnnl_desc(c, op);
+    auto d = bias.defined() ? dnnl::matmul::desc(dnnl_desc(a, op), dnnl_desc(b, op), bias_desc(bias, c.dim(), op), md_c)
+                            : dnnl::matmul::desc(dnnl_desc(a, op), dnnl_desc(b, op), md_c);
+    dnnl::primitive_attr attr;
+    // A caller-owned scratchpad lets several threads run one cached primitive at once.
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::primitive_desc pd(d, attr, dnnl_engine());
+    e.scratchpad_bytes = pd.scratchpad_desc().get_size();
+    e.prim = dnnl::matmul(pd);
+  } catch (const dnnl::error&) {
+    e.prim.reset();  // remembered, so a refused problem is not re-tried on every call
+  }
+  return cache().insert(k, std::move(e));
+}
+
+// Per-thread scratchpad storage, grown on demand.
+void* scratchpad(size_t bytes) {
+  struct Buf {
+    void* p = nullptr;
+    size_t n = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf buf;
+  if (bytes > buf.n) {
+    std::free(buf.p);
+    buf.n = (bytes + 63) / 64 * 64;
+    buf.p = std::aligned_alloc(64, buf.n);
+    TC_CHECK(buf.p != nullptr, "matmul", "could not allocate a scratchpad of ", bytes, " bytes");
+  }
+  return buf.p;
+}
+
+bool run_dnnl(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op) {
+  const Entry e = lookup(a, b, bias, c, op);
+  if (!e.prim) return false;
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl_memory(a, dnnl_desc(a, op))},
+                                             {DNNL_ARG_WEIGHTS, dnnl_memory(b, dnnl_desc(b, op))},
+                                             {DNNL_ARG_DST, dnnl_memory(c, dnnl_desc(c, op))}};
+  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_desc(bias, c.dim(), op), dnnl_engine(), bias.raw_data()));
+  if (e.scratchpad_bytes > 0) {
+    dnnl::memory::desc sd({static_cast<dnnl::memory::dim>(e.scratchpad_bytes)}, dnnl::memory::data_type::u8, {1});
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(sd, dnnl_engine(), scratchpad(e.scratchpad_bytes)));
+  }
+  e.prim->execute(dnnl_stream(), args);
+  dnnl_stream().wait();
+  return true;
+}
+
+// ------------------------------------------------------------------ float64 loop
+
+// Rows of c in parallel; within a row, i-p-j order so b is read along its rows. Blocking
+// over p keeps a strip of b in cache while a block of j is accumulated.
+void matmul_f64(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c) {
+  const int64_t nd = c.dim();
+  const int64_t n = c.size(-2), m = c.size(-1), k = a.size(-1);
+  const int64_t batch = c.numel() / (n * m);
+  const double* pa = a.data_ptr<double>();
+  const double* pb = b.data_ptr<double>();
+  const double* pbias = bias.defined() ? bias.data_ptr<double>() : nullptr;
+  double* pc = c.data_ptr<double>();
+  const int64_t as0 = a.stride(-2), as1 = a.stride(-1), bs0 = b.stride(-2), bs1 = b.stride(-1);
+  const int64_t cs0 = c.stride(-2), cs1 = c.stride(-1);
+  const int64_t bias_s = bias.defined() ? bias.stride(0) : 0;
+  auto offsets = [&](int64_t bi, int64_t& oa, int64_t& ob, int64_t& oc) {
+    oa = ob = oc = 0;
+    for (int64_t d = nd - 3; d >= 0; --d) {
+      const int64_t i = bi % c.size(d);
+      bi /= c.size(d);
+      if (a.size(d) != 1) oa += i * a.stride(d);
+      if (b.size(d) != 1) ob += i * b.stride(d);
+      oc += i * c.stride(d);
+    }
+  };
+  constexpr int64_t kBlockP = 128, kBlockJ = 256;
+  parallel_for(0, batch * n, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, k * m)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t oa, ob, oc;
+      offsets(r / n, oa, ob, oc);
+      const int64_t i = r % n;
+      const double* arow = pa + oa + i * as0;
+      double* crow = pc + oc + i * cs0;
+      for (int64_t j = 0; j < m; ++j) crow[j * cs1] = pbias ? pbias[j * bias_s] : 0.0;
+      for (int64_t j0 = 0; j0 < m; j0 += kBlockJ) {
+        const int64_t j1 = std::min(m, j0 + kBlockJ);
+        for (int64_t p0 = 0; p0 < k; p0 += kBlockP) {
+          const int64_t p1 = std::min(k, p0 + kBlockP);
+          for (int64_t p = p0; p < p1; ++p) {
+            const double av = arow[p * as1];
+            const double* brow = pb + ob + p * bs0;
+            for (int64_t j = j0; j < j1; ++j) crow[j * cs1] += av * brow[j * bs1];
+          }
+        }
+      }
+    }
+  });
+}
+
+bool probe_native(DType dt) {
+  if (dt == kFloat64) return false;
+  Tensor a = make_tensor({2, 2}, dt), b = make_tensor({2, 2}, dt), c = make_tensor({2, 2}, dt);
+  return lookup(a, b, Tensor(), c, "matmul").prim.has_value();
+}
+
+}  // namespace
+
+bool native_matmul(DType dt) {
+  static const bool f32 = probe_native(kFloat32), bf16 = probe_native(kBFloat16), f16 = probe_native(kFloat16);
+  switch (dt) {
+    case DType::Float32: return f32;
+    case DType::BFloat16: return bf16;
+    case DType::Float16: return f16;
+    default: return false;
+  }
+}
+
+size_t matmul_cache_size() { return cache().size(); }
+void clear_matmul_cache() { cache().clear(); }
+
+void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& c_out, const char* op) {
+  Tensor c = c_out;  // a handle we may write through
+  if (c.numel() == 0) return;
+  const DType dt = c.dtype();
+  NoGradGuard no_grad;
+  if (a_in.size(-1) == 0) {  // an empty sum: the bias, or zeros
+    if (bias.defined()) c.copy_(bias); else c.zero_();
+    return;
+  }
+  const Tensor a = canonical(a_in), b = canonical(b_in);
+  if (dt == kFloat64) return matmul_f64(a, b, bias, c);
+  TC_CHECK(dt == kFloat32 || dt == kBFloat16 || dt == kFloat16, op, "expected a floating dtype, got ", dtype_name(dt));
+  if (run_dnnl(a, b, bias, c, op)) return;
+  if (dt == kFloat16) {
+    // No fp16 GEMM on this CPU (oneDNN 2.6 has none without AVX512-FP16): widen the inputs
+    // to float32 scratch, multiply with float32 accumulation and round the result once.
+    Tensor c32 = make_tensor(c.sizes(), kFloat32);
+    matmul_into(a.to(kFloat32), b.to(kFloat32), bias.defined() ? bias.to(kFloat32) : Tensor(), c32, op);
+    c.copy_(c32);
+    return;
+  }
+  // oneDNN refused these strides: retry once on dense copies.
+  if (!a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous()) {
+    Tensor cc = c.is_contiguous() ? c : make_tensor(c.sizes(), dt);
+    TC_CHECK(run_dnnl(a.contiguous(), b.contiguous(), bias.defined() ? bias.contiguous() : Tensor(), cc, op), op,
+             "oneDNN has no matmul for ", shape_str(a.sizes()), " x ", shape_str(b.sizes()), " in ", dtype_name(dt));
+    if (!cc.is_same(c)) c.copy_(cc);
+    return;
+  }
+  TC_FAIL(op, "oneDNN has no matmul for ", shape_str(a.sizes()), " x ", shape_str(b.sizes()), " in ", dtype_name(dt));
+}
+
+}  // namespace tc::cpu

@@ -1,0 +1,29 @@
+// Internal: the CPU batched matrix product behind matmul, mm, bmm and linear.
+//
+// float32 and bfloat16 run on oneDNN matmul primitives (bfloat16 accumulates in float32);
+// float16 uses oneDNN when the CPU has native fp16 math and otherwise goes through float32;
+// float64 (references and gradcheck only; oneDNN has none) uses a plain blocked loop.
+// Primitives are costly to create, so they are cached by geometry and dtype.
+#pragma once
+#include <cstddef>
+
+#include "tensorcast/tensor.h"
+
+namespace tc::cpu {
+
+// c = a @ b (+ bias). a is (..., n, k), b (..., k, m) and c (..., n, m), all with the same
+// number of dims (2..12); each batch dim of a and b equals c's or is 1 (broadcast; a
+// stride-0 batch dim counts as 1). bias is undefined or 1-d of size m. All share one
+// floating dtype. Inputs may have any strides (transposed views are not copied); c is
+// written in place and must not overlap a or b. k == 0 gives bias (or zeros).
+void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op);
+
+// Whether this CPU's oneDNN has a native matmul for `dt` (false for float16 on CPUs
+// without AVX512-FP16; always false for float64).
+bool native_matmul(DType dt);
+
+// Primitives in the cache (for tests and diagnostics) and dropping them all.
+size_t matmul_cache_size();
+void clear_matmul_cache();
+
+}  // namespace tc::cpu

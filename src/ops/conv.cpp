@@ -1,0 +1,88 @@
+// conv2d: argument checks with PyTorch-like messages, dtype dispatch (oneDNN for
+// float32 / bfloat16 / float16, direct loops for float64) and the autograd formula
+// (oneDNN backward-data and backward-weights; the bias gradient comes with the weights').
+#include "backend/cpu/conv_direct.h"
+#include "backend/cpu/dnnl_conv.h"
+#include "core/tensor_impl.h"
+#include "ops/conv_common.h"
+#include "tensorcast/ops.h"
+
+namespace tc {
+
+namespace {
+
+constexpr const char* kOp = "conv2d";
+
+void check_conv_args(const Tensor& x, const Tensor& w, const Tensor& b, const cpu::ConvParams& p) {
+  TC_CHECK(x.defined() && w.defined(), kOp, "input and weight must be defined");
+  TC_CHECK(x.dim() == 4, kOp, "expected 4-d input (N, C, H, W), got shape ", shape_str(x.sizes()));
+  TC_CHECK(w.dim() == 4, kOp, "expected 4-d weight (out_channels, in_channels / groups, kH, kW), got shape ",
+           shape_str(w.sizes()));
+  TC_CHECK(x.dtype() == w.dtype(), kOp, "input dtype ", dtype_name(x.dtype()), " and weight dtype ",
+           dtype_name(w.dtype()), " differ");
+  TC_CHECK(is_floating(x.dtype()), kOp, "expected a floating dtype, got ", dtype_name(x.dtype()));
+  TC_CHECK(x.device().is_cpu() && w.device().is_cpu(), kOp, "only CPU tensors are supported, got ", x.device(),
+           " and ", w.device());
+  TC_CHECK(p.groups > 0, kOp, "groups must be positive, got ", p.groups);
+  const int64_t C = x.size(1), O = w.size(0);
+  TC_CHECK(C % p.groups == 0, kOp, "groups=", p.groups, " must divide the input's ", C, " channels (input shape ",
+           shape_str(x.sizes()), ")");
+  TC_CHECK(O % p.groups == 0, kOp, "groups=", p.groups, " must divide the weight's ", O,
+           " output channels (weight shape ", shape_str(w.sizes()), ")");
+  TC_CHECK(w.size(1) * p.groups == C, kOp, "input of shape ", shape_str(x.sizes()), " has ", C,
+           " channels, but weight of shape ", shape_str(w.sizes()), " with groups=", p.groups, " expects ",
+           w.size(1) * p.groups, " channels");
+  for (int d = 0; d < 2; ++d) {
+    const int64_t padded = x.size(2 + d) + 2 * p.padding[d];
+    const int64_t k_eff = (w.size(2 + d) - 1) * p.dilation[d] + 1;
+    TC_CHECK(k_eff <= padded, kOp, "kernel size (", w.size(2), ", ", w.size(3), ") with dilation (", p.dilation[0],
+             ", ", p.dilation[1], ") is larger than the padded input size (", x.size(2) + 2 * p.padding[0], ", ",
+             x.size(3) + 2 * p.padding[1], ") of input shape ", shape_str(x.sizes()));
+  }
+  if (b.defined()) {
+    TC_CHECK(b.dim() == 1 && b.size(0) == O, kOp, "expected bias of shape (", O, ") for weight of shape ",
+             shape_str(w.sizes()), ", got ", shape_str(b.sizes()));
+    TC_CHECK(b.dtype() == x.dtype(), kOp, "bias dtype ", dtype_name(b.dtype()), " and input dtype ",
+             dtype_name(x.dtype()), " differ");
+  }
+  TC_CHECK(x.numel() > 0 && w.numel() > 0, kOp, "empty input ", shape_str(x.sizes()), " or weight ",
+           shape_str(w.sizes()), " is not supported");
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, Shape padding,
+              Shape dilation, int64_t groups) {
+  cpu::ConvParams p;
+  ops::pair_param(kOp, "stride", stride, 1, p.stride);
+  ops::pair_param(kOp, "padding", padding, 0, p.padding);
+  ops::pair_param(kOp, "dilation", dilation, 1, p.dilation);
+  p.groups = groups;
+  check_conv_args(input, weight, bias, p);
+  const bool f64 = input.dtype() == kFloat64;
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // float16 -> float32 conversions inside are not part of the graph
+    out = f64 ? cpu::direct_conv2d_forward(input, weight, bias, p)
+              : cpu::dnnl_conv2d_forward(ops::dnnl_ready(input), ops::dnnl_ready(weight), ops::dnnl_ready(bias), p);
+  }
+  return autograd::record(
+      kOp, out, {input, weight, bias},
+      [x = input.detach(), w = weight.detach(), has_bias = bias.defined(), p, f64](const Tensor& grad,
+                                                                                  const std::vector<bool>& needs) {
+        const Tensor g = ops::dnnl_ready(grad.dtype() == x.dtype() ? grad : grad.to(x.dtype()));
+        Tensor gx, gw, gb;
+        if (needs[0])
+          gx = f64 ? cpu::direct_conv2d_backward_data(g, w, x.sizes(), p)
+                   : cpu::dnnl_conv2d_backward_data(g, ops::dnnl_ready(w), x.sizes(), p);
+        if (needs[1] || (has_bias && needs[2])) {
+          const bool want_bias = has_bias && needs[2];
+          std::tie(gw, gb) = f64 ? cpu::direct_conv2d_backward_weights(x, g, w.sizes(), want_bias, p)
+                                 : cpu::dnnl_conv2d_backward_weights(ops::dnnl_ready(x), g, w.sizes(), want_bias, p);
+          if (!needs[1]) gw = Tensor();
+        }
+        return std::vector<Tensor>{gx, gw, gb};
+      });
+}
+
+}  // namespace tc

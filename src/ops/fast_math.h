@@ -1,0 +1,74 @@
+// Internal: branch-free float exp and log1p that compilers vectorize (libm's scalar calls
+// do not), for the softmax and loss loops. Double overloads forward to <cmath>, so
+// templated kernels call fast_exp/fast_log1p for either compute type.
+#pragma once
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+// Marks a float loop to be compiled for AVX2 and AVX-512 as well as baseline x86-64, the
+// best picked at load time (GCC target_clones), so the library still runs on any x86-64.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define TC_SIMD_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
+#else
+#define TC_SIMD_CLONES
+#endif
+
+namespace tc::ops {
+
+// exp(v), Cephes' expf scheme without branches: n = round(v log2 e) through the 1.5 * 2^23
+// trick (no float->int conversion, defined for NaN too), r = v - n ln2 in two parts, a
+// degree-6 polynomial on [-ln2/2, ln2/2], times 2^n built from bits; out-of-range and NaN
+// inputs are fixed up with selects. About 2 ulps; results below FLT_MIN flush to 0, and
+// arguments above 88.376 give inf (softmax and the losses only need arguments <= 0).
+inline float fast_exp(float v) {
+  constexpr float kLo = -87.33654f;  // exp(kLo) = FLT_MIN
+  constexpr float kHi = 88.37626f;   // largest v with round(v log2 e) <= 127
+  const float xc = v < kLo ? kLo : (v > kHi ? kHi : v);
+  const float t = xc * 1.44269504088896341f + 12582912.0f;
+  const float fn = t - 12582912.0f;
+  const int32_t n = std::bit_cast<int32_t>(t) - 0x4b400000;
+  const float r = (xc - fn * 0.693359375f) - fn * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  float e = p * std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23);
+  e = v < kLo ? 0.0f : e;
+  e = v > kHi ? std::numeric_limits<float>::infinity() : e;
+  return v != v ? v : e;
+}
+inline double fast_exp(double v) { return std::exp(v); }
+
+// log1p(e) for e in [0, 1] (the softplus range): u = 1 + e, Cephes' logf polynomial on
+// the mantissa in [sqrt(1/2), sqrt(2)), plus the classic correction (e - (u - 1)) / u that
+// restores the low bits lost in 1 + e, so tiny e gives e exactly. About 2 ulps.
+inline float fast_log1p_unit(float e) {
+  const float u = 1.0f + e;
+  const bool big = u > 1.41421356f;
+  const float m = big ? u * 0.5f : u;
+  const float k = big ? 1.0f : 0.0f;
+  const float x = m - 1.0f;
+  const float z = x * x;
+  float y = 7.0376836292e-2f;
+  y = y * x - 1.1514610310e-1f;
+  y = y * x + 1.1676998740e-1f;
+  y = y * x - 1.2420140846e-1f;
+  y = y * x + 1.4249322787e-1f;
+  y = y * x - 1.6668057665e-1f;
+  y = y * x + 2.0000714765e-1f;
+  y = y * x - 2.4999993993e-1f;
+  y = y * x + 3.3333331174e-1f;
+  y = y * x * z;
+  y += -2.12194440e-4f * k;
+  y += -0.5f * z;
+  const float lg = (x + y) + 0.693359375f * k;
+  return lg + (e - (u - 1.0f)) / u;
+}
+inline double fast_log1p_unit(double e) { return std::log1p(e); }
+
+}  // namespace tc::ops

@@ -1,0 +1,145 @@
+// max_pool2d, avg_pool2d and adaptive_avg_pool2d: checks, output sizes with PyTorch's
+// ceil_mode rule, dispatch (oneDNN pooling for float32 / bfloat16 / float16, direct loops
+// for float64 and for windows oneDNN cannot express) and the autograd formulas.
+#include "backend/cpu/conv_direct.h"
+#include "backend/cpu/dnnl_pool.h"
+#include "core/tensor_impl.h"
+#include "ops/conv_common.h"
+#include "tensorcast/ops.h"
+
+namespace tc {
+
+namespace {
+
+using cpu::PoolKind;
+using cpu::PoolParams;
+
+void check_pool_input(const char* op, const Tensor& x) {
+  TC_CHECK(x.defined(), op, "got an undefined tensor");
+  TC_CHECK(x.dim() == 4, op, "expected 4-d input (N, C, H, W), got shape ", shape_str(x.sizes()));
+  TC_CHECK(is_floating(x.dtype()), op, "expected a floating dtype, got ", dtype_name(x.dtype()));
+  TC_CHECK(x.device().is_cpu(), op, "only CPU tensors are supported, got ", x.device());
+  TC_CHECK(x.numel() > 0, op, "empty input of shape ", shape_str(x.sizes()), " is not supported");
+}
+
+// PyTorch's pooling_output_shape: in ceil mode the last window must start inside the
+// input or its left padding.
+int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil, bool ceil_mode) {
+  const int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil_mode && (out - 1) * s >= in + pad) --out;
+  return out;
+}
+
+PoolParams pool_params(const char* op, const Tensor& x, const Shape& kernel, const Shape& stride,
+                       const Shape& padding, const Shape& dilation, bool ceil_mode) {
+  PoolParams p;
+  TC_CHECK(!kernel.empty(), op, "kernel_size must have 1 or 2 elements, got ", shape_str(kernel));
+  ops::pair_param(op, "kernel_size", kernel, 1, p.kernel);
+  ops::pair_param(op, "stride", stride.empty() ? kernel : stride, 1, p.stride);
+  ops::pair_param(op, "padding", padding, 0, p.padding);
+  ops::pair_param(op, "dilation", dilation, 1, p.dilation);
+  for (int d = 0; d < 2; ++d) {
+    TC_CHECK(p.padding[d] <= p.kernel[d] / 2, op, "padding (", p.padding[0], ", ", p.padding[1],
+             ") should be at most half of kernel size (", p.kernel[0], ", ", p.kernel[1], ")");
+    p.out[d] = pool_out_size(x.size(2 + d), p.kernel[d], p.stride[d], p.padding[d], p.dilation[d], ceil_mode);
+  }
+  TC_CHECK(p.out[0] > 0 && p.out[1] > 0, op, "output size (", p.out[0], ", ", p.out[1],
+           ") is too small for input of shape ", shape_str(x.sizes()), " with kernel (", p.kernel[0], ", ",
+           p.kernel[1], "), stride (", p.stride[0], ", ", p.stride[1], "), padding (", p.padding[0], ", ",
+           p.padding[1], ") and dilation (", p.dilation[0], ", ", p.dilation[1], ")");
+  return p;
+}
+
+// Runs a direct float/double kernel for any floating dtype: 16-bit data goes through
+// float32 and the result rounds once.
+template <class F>
+Tensor via_direct(const Tensor& x, F f) {
+  if (x.dtype() == kFloat32 || x.dtype() == kFloat64) return f(x);
+  return f(x.to(kFloat32)).to(x.dtype());
+}
+
+Tensor grad_as(const Tensor& g, DType dt) { return g.dtype() == dt ? g : g.to(dt); }
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape padding, Shape dilation,
+                  bool ceil_mode) {
+  constexpr const char* kOp = "max_pool2d";
+  check_pool_input(kOp, input);
+  const PoolParams p = pool_params(kOp, input, kernel_size, stride, padding, dilation, ceil_mode);
+  const DType dt = input.dtype();
+  const Shape xs = input.sizes();
+  if (dt == kFloat64) {
+    auto [out, idx] = cpu::direct_max_pool2d(input, p);
+    return autograd::record(kOp, out, {input}, [idx = idx, xs](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{cpu::direct_max_pool2d_backward(grad_as(g, kFloat64), idx, xs)};
+    });
+  }
+  cpu::PoolResult r;
+  {
+    NoGradGuard no_grad;
+    r = cpu::dnnl_pool2d_forward(input.contiguous(), p, PoolKind::Max);
+  }
+  return autograd::record(kOp, r.out, {input}, [ws = r.workspace, xs, dt, p](const Tensor& g, const std::vector<bool>&) {
+    return std::vector<Tensor>{cpu::dnnl_pool2d_backward(grad_as(g, dt), ws, xs, dt, p, PoolKind::Max)};
+  });
+}
+
+Tensor avg_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape padding, bool ceil_mode,
+                  bool count_include_pad) {
+  constexpr const char* kOp = "avg_pool2d";
+  check_pool_input(kOp, input);
+  const PoolParams p = pool_params(kOp, input, kernel_size, stride, padding, {1, 1}, ceil_mode);
+  const DType dt = input.dtype();
+  const Shape xs = input.sizes();
+  // PyTorch's divisor with count_include_pad clips a ceil_mode window that overhangs the
+  // padded input; oneDNN always divides by the kernel area there.
+  bool overhang = false;
+  for (int d = 0; d < 2; ++d)
+    overhang |= (p.out[d] - 1) * p.stride[d] - p.padding[d] + p.kernel[d] > xs[2 + d] + p.padding[d];
+  const bool direct = dt == kFloat64 || (count_include_pad && overhang);
+  const PoolKind kind = count_include_pad ? PoolKind::AvgIncludePad : PoolKind::AvgExcludePad;
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = direct ? via_direct(input, [&](const Tensor& x) { return cpu::direct_avg_pool2d(x, p, count_include_pad); })
+                 : cpu::dnnl_pool2d_forward(input.contiguous(), p, kind).out;
+  }
+  return autograd::record(kOp, out, {input}, [xs, dt, p, direct, kind, count_include_pad](const Tensor& grad,
+                                                                                         const std::vector<bool>&) {
+    const Tensor g = grad_as(grad, dt);
+    Tensor gx = direct ? via_direct(g, [&](const Tensor& gg) {
+      return cpu::direct_avg_pool2d_backward(gg, xs, p, count_include_pad);
+    })
+                       : cpu::dnnl_pool2d_backward(g, Tensor(), xs, dt, p, kind);
+    return std::vector<Tensor>{gx};
+  });
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
+  constexpr const char* kOp = "adaptive_avg_pool2d";
+  check_pool_input(kOp, input);
+  TC_CHECK(!output_size.empty(), kOp, "output_size must have 1 or 2 elements, got ", shape_str(output_size));
+  int64_t out[2];
+  ops::pair_param(kOp, "output_size", output_size, 1, out);
+  const int64_t H = input.size(2), W = input.size(3);
+  if (H % out[0] == 0 && W % out[1] == 0) {  // equal windows: plain average pooling
+    const Shape k = {H / out[0], W / out[1]};
+    return avg_pool2d(input, k, k, {0, 0}, false, true);
+  }
+  const DType dt = input.dtype();
+  const Shape xs = input.sizes();
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = via_direct(input, [&](const Tensor& x) { return cpu::direct_adaptive_avg_pool2d(x, out[0], out[1]); });
+  }
+  return autograd::record(kOp, y, {input}, [xs, dt](const Tensor& grad, const std::vector<bool>&) {
+    return std::vector<Tensor>{via_direct(grad_as(grad, dt), [&](const Tensor& g) {
+      return cpu::direct_adaptive_avg_pool2d_backward(g, xs);
+    })};
+  });
+}
+
+}  // namespace tc

@@ -1,0 +1,86 @@
+// Internal: contiguous row loads/stores in a compute type, for the fused nn kernels
+// (layer_norm, batch_norm, embedding) that walk rows of contiguous tensors themselves.
+#pragma once
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/loops.h"
+
+namespace tc::ops {
+
+// The compute type of a fused kernel: double for float64 data, float otherwise (16-bit
+// data is widened to float32 and rounded once on store).
+template <class F>
+decltype(auto) dispatch_compute(DType dt, F&& fn) {
+  if (dt == kFloat64) return fn.template operator()<double>();
+  return fn.template operator()<float>();
+}
+
+// n elements of contiguous `dt` data starting at element i of `base`, as C. Returns the
+// data itself when it already is C, else converts into `buf` (n elements).
+template <class C>
+const C* load_row(const void* base, DType dt, int64_t i, int64_t n, C* buf) {
+  const size_t es = element_size(dt);
+  const char* p = static_cast<const char*>(base) + static_cast<size_t>(i) * es;
+  if (dt == dtype_of<C>) return reinterpret_cast<const C*>(p);
+  cpu::load_block<C>(p, static_cast<int64_t>(es), dt, buf, n);
+  return buf;
+}
+
+// Stores n C values to contiguous `dt` data at element i of `base`.
+template <class C>
+void store_row(const C* src, void* base, DType dt, int64_t i, int64_t n) {
+  const size_t es = element_size(dt);
+  char* p = static_cast<char*>(base) + static_cast<size_t>(i) * es;
+  if (dt == dtype_of<C>) {
+    if (reinterpret_cast<const char*>(src) != p) std::memcpy(p, src, static_cast<size_t>(n) * es);
+    return;
+  }
+  cpu::store_block<C>(src, p, static_cast<int64_t>(es), dt, n);
+}
+
+// A whole (small) contiguous-or-not tensor as a vector of C; empty when undefined.
+template <class C>
+std::vector<C> to_compute_vector(const Tensor& t) {
+  std::vector<C> v;
+  if (!t.defined()) return v;
+  Tensor c = t.detach().contiguous();
+  v.resize(static_cast<size_t>(c.numel()));
+  if (!v.empty()) cpu::load_block<C>(static_cast<const char*>(c.raw_data()), static_cast<int64_t>(element_size(c.dtype())),
+                                     c.dtype(), v.data(), c.numel());
+  return v;
+}
+
+// Sum of n values and sum of squared deviations from `mean`, accumulated in double over
+// eight independent lanes (vectorizes without -ffast-math and keeps long rows accurate).
+template <class C>
+double row_sum(const C* p, int64_t n) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += static_cast<double>(p[i + l]);
+  double s = 0;
+  for (; i < n; ++i) s += static_cast<double>(p[i]);
+  for (double a : acc) s += a;
+  return s;
+}
+
+template <class C>
+double row_sq_dev(const C* p, int64_t n, double mean) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) {
+      const double d = static_cast<double>(p[i + l]) - mean;
+      acc[l] += d * d;
+    }
+  double s = 0;
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(p[i]) - mean;
+    s += d * d;
+  }
+  for (double a : acc) s += a;
+  return s;
+}
+
+}  // namespace tc::ops

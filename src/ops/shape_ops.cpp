@@ -1,0 +1,118 @@
+// cat and stack: joining tensors along a dimension, with dtype promotion across inputs.
+// Contiguous inputs already in the result dtype are copied row by row with memcpy; the
+// rest go through the strided converting copy. Backward narrows the gradient back.
+#include <cstring>
+
+#include "ops/pointwise.h"
+#include "tensorcast/autograd.h"
+
+namespace tc {
+
+namespace {
+
+// PyTorch's legacy rule: 1-d empty tensors are skipped whatever the other shapes are.
+bool skipped_in_cat(const Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  constexpr const char* op = "cat";
+  TC_CHECK(!tensors.empty(), op, "expected a non-empty list of tensors");
+  int64_t ref = -1;  // the first tensor that takes part
+  DType dt = kBool;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    TC_CHECK(t.defined(), op, "tensor ", i, " is undefined");
+    TC_CHECK(t.dim() > 0, op, "zero-dimensional tensor (at position ", i, ") cannot be concatenated");
+    if (i > 0) ops::check_same_device(op, tensors[0], t);
+    dt = i == 0 ? t.dtype() : promote_types(dt, t.dtype());
+    if (ref < 0 && !skipped_in_cat(t)) ref = static_cast<int64_t>(i);
+  }
+  if (ref < 0) return make_tensor({0}, dt, tensors[0].device());
+  const Tensor& r = tensors[ref];
+  const int64_t d = wrap_dim(dim, r.dim(), op);
+  Shape out_shape = r.sizes();
+  out_shape[d] = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (skipped_in_cat(t)) continue;
+    TC_CHECK(t.dim() == r.dim(), op, "tensors must have the same number of dimensions: tensor ", ref, " has shape ",
+             shape_str(r.sizes()), " but tensor ", i, " has shape ", shape_str(t.sizes()));
+    for (int64_t k = 0; k < r.dim(); ++k)
+      TC_CHECK(k == d || t.size(k) == r.size(k), op, "sizes of tensors must match except in dimension ", d,
+               ": tensor ", ref, " has shape ", shape_str(r.sizes()), " but tensor ", i, " has shape ",
+               shape_str(t.sizes()));
+    out_shape[d] += t.size(d);
+  }
+  Tensor out = make_tensor(out_shape, dt, r.device());
+
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < d; ++k) outer *= out_shape[k];
+  for (int64_t k = d + 1; k < r.dim(); ++k) inner *= out_shape[k];
+  const size_t es = element_size(dt);
+  const size_t out_row = static_cast<size_t>(out_shape[d] * inner) * es;  // bytes per outer index in out
+  struct Piece {
+    const char* src;
+    size_t offset, bytes;  // within one outer row of out
+  };
+  std::vector<Piece> fast;
+  std::vector<int64_t> starts(tensors.size(), 0);
+  int64_t start = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    starts[i] = start;
+    if (skipped_in_cat(t)) continue;
+    const int64_t len = t.size(d);
+    if (len > 0 && t.numel() > 0) {
+      if (t.dtype() == dt && t.is_contiguous()) {
+        fast.push_back({static_cast<const char*>(t.raw_data()), static_cast<size_t>(start * inner) * es,
+                        static_cast<size_t>(len * inner) * es});
+      } else {
+        Shape sizes = out_shape;
+        sizes[d] = len;
+        cpu::copy_into(make_view(out, sizes, out.strides(), start * out.stride(d)), t.detach());
+      }
+    }
+    start += len;
+  }
+  if (!fast.empty() && outer > 0) {
+    char* dst = static_cast<char*>(out.raw_data());
+    const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>((1 << 20) / std::max<size_t>(out_row, 1)));
+    parallel_for(0, outer, grain, [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o)
+        for (const Piece& p : fast) std::memcpy(dst + o * out_row + p.offset, p.src + o * p.bytes, p.bytes);
+    });
+  }
+
+  std::vector<int64_t> lens(tensors.size());
+  std::vector<bool> skip(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    skip[i] = skipped_in_cat(tensors[i]);
+    lens[i] = skip[i] ? 0 : tensors[i].size(d);
+  }
+  return autograd::record(op, out, tensors, [d, starts, lens, skip](const Tensor& g, const std::vector<bool>& needs) {
+    std::vector<Tensor> grads(needs.size());
+    for (size_t i = 0; i < needs.size(); ++i) {
+      if (!needs[i]) continue;
+      grads[i] = skip[i] ? zeros({0}, g.dtype()) : g.narrow(d, starts[i], lens[i]);
+    }
+    return grads;
+  });
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  constexpr const char* op = "stack";
+  TC_CHECK(!tensors.empty(), op, "expected a non-empty list of tensors");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TC_CHECK(tensors[i].defined(), op, "tensor ", i, " is undefined");
+    TC_CHECK(tensors[i].sizes() == tensors[0].sizes(), op, "expected all tensors to have the same shape, but tensor 0 has shape ",
+             shape_str(tensors[0].sizes()), " and tensor ", i, " has shape ", shape_str(tensors[i].sizes()));
+  }
+  const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, op);
+  std::vector<Tensor> parts;
+  parts.reserve(tensors.size());
+  for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));
+  return cat(parts, d);
+}
+
+}  // namespace tc

@@ -1,0 +1,343 @@
+// Tests for conv2d: forward against an independent float64 direct convolution (float32,
+// bfloat16, float16; stride / padding / dilation / groups / depthwise; permuted input;
+// bias on and off), gradcheck of input, weight and bias in every floating dtype, the
+// float16 round-once fallback, concurrent use of the primitive cache, error messages,
+// and the training CNN's two conv blocks forward + backward with a timing log line.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/dnnl_conv.h"
+#include "common/testing.h"
+
+namespace tc {
+namespace {
+
+using testing::all_close;
+using testing::gradcheck;
+using testing::Tol;
+using testing::tol_for;
+using testing::uniform;
+
+struct ConvCase {
+  Shape x, w;  // input NCHW, weight (O, C/g, kh, kw)
+  Shape stride, padding, dilation;
+  int64_t groups;
+  bool bias;
+  bool permuted;  // feed the input as a permuted (non-contiguous) view
+};
+
+std::string describe(const ConvCase& c) {
+  return "x" + shape_str(c.x) + " w" + shape_str(c.w) + " s" + shape_str(c.stride) + " p" + shape_str(c.padding) +
+         " d" + shape_str(c.dilation) + " g" + std::to_string(c.groups) + (c.bias ? " bias" : "") +
+         (c.permuted ? " permuted" : "");
+}
+
+// Independent reference: textbook loops over row-major values, in float64.
+std::vector<double> reference_conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvCase& c, Shape* out) {
+  const auto xv = x.to_vector(), wv = w.to_vector();
+  const auto bv = b.defined() ? b.to_vector() : std::vector<double>();
+  const int64_t N = c.x[0], C = c.x[1], H = c.x[2], W = c.x[3], O = c.w[0], KH = c.w[2], KW = c.w[3];
+  const int64_t CG = C / c.groups, OG = O / c.groups;
+  const int64_t OH = (H + 2 * c.padding[0] - c.dilation[0] * (KH - 1) - 1) / c.stride[0] + 1;
+  const int64_t OW = (W + 2 * c.padding[1] - c.dilation[1] * (KW - 1) - 1) / c.stride[1] + 1;
+  *out = {N, O, OH, OW};
+  std::vector<double> y(static_cast<size_t>(N * O * OH * OW));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) {
+          double s = bv.empty() ? 0.0 : bv[o];
+          for (int64_t ci = 0; ci < CG; ++ci)
+            for (int64_t u = 0; u < KH; ++u)
+              for (int64_t v = 0; v < KW; ++v) {
+                const int64_t h = i * c.stride[0] - c.padding[0] + u * c.dilation[0];
+                const int64_t ww = j * c.stride[1] - c.padding[1] + v * c.dilation[1];
+                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                const int64_t ch = (o / OG) * CG + ci;
+                s += xv[((n * C + ch) * H + h) * W + ww] * wv[((o * CG + ci) * KH + u) * KW + v];
+              }
+          y[((n * O + o) * OH + i) * OW + j] = s;
+        }
+  return y;
+}
+
+const std::vector<ConvCase> kCases = {
+    {{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
+    {{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, false, false},
+    {{2, 3, 11, 10}, {5, 3, 3, 2}, {2, 3}, {1, 0}, {1, 1}, 1, true, false},   // asymmetric, floor drops columns
+    {{2, 2, 10, 9}, {3, 2, 3, 3}, {1, 1}, {2, 2}, {2, 3}, 1, true, false},    // dilation
+    {{2, 4, 7, 7}, {6, 2, 3, 3}, {1, 2}, {1, 1}, {1, 1}, 2, true, false},     // groups
+    {{2, 4, 8, 8}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4, true, false},     // depthwise
+    {{2, 8, 6, 6}, {8, 1, 5, 5}, {2, 2}, {2, 2}, {1, 1}, 8, false, true},     // depthwise, permuted
+    {{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, true},      // permuted input
+    {{2, 16, 12, 12}, {32, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false}, // blocked layouts
+};
+
+Tensor make_input(const ConvCase& c, DType dt, uint64_t seed) {
+  if (!c.permuted) return uniform(c.x, dt, -1.0, 1.0, seed);
+  // Stored NHWC, viewed NCHW: strides no longer descending.
+  Tensor nhwc = uniform({c.x[0], c.x[2], c.x[3], c.x[1]}, dt, -1.0, 1.0, seed);
+  return nhwc.permute({0, 3, 1, 2});
+}
+
+class ConvForward : public ::testing::TestWithParam<DType> {};
+
+TEST_P(ConvForward, MatchesFloat64DirectLoop) {
+  const DType dt = GetParam();
+  uint64_t seed = 10;
+  for (const ConvCase& c : kCases) {
+    SCOPED_TRACE(describe(c));
+    Tensor x = make_input(c, dt, ++seed);
+    if (c.permuted) ASSERT_FALSE(x.is_contiguous());
+    Tensor w = uniform(c.w, dt, -1.0, 1.0, ++seed);
+    Tensor b = c.bias ? uniform({c.w[0]}, dt, -1.0, 1.0, ++seed) : Tensor();
+    Tensor y = conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
+    Shape ref_shape;
+    const auto ref = reference_conv(x, w, b, c, &ref_shape);
+    ASSERT_EQ(y.sizes(), ref_shape);
+    ASSERT_EQ(y.dtype(), dt);
+    // float32 accumulates up to 144 products; 16-bit results round once.
+    const Tol tol = dt == kFloat32 ? tol_for(dt, 32) : tol_for(dt, 2);
+    EXPECT_TRUE(all_close(y, ref, tol));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ConvForward, ::testing::Values(kFloat32, kBFloat16, kFloat16, kFloat64),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Conv2d, Float16RoundsOnceThroughFloat32) {
+  Tensor x = uniform({2, 3, 9, 8}, kFloat16, -1.0, 1.0, 3);
+  Tensor w = uniform({4, 3, 3, 3}, kFloat16, -1.0, 1.0, 4);
+  Tensor b = uniform({4}, kFloat16, -1.0, 1.0, 5);
+  cpu::ConvParams p;
+  const std::string impl = cpu::dnnl_conv2d_impl(x, w, p);
+  std::printf("[ conv ] float16 forward implementation: %s\n", impl.empty() ? "float32 fallback" : impl.c_str());
+  if (!impl.empty()) GTEST_SKIP() << "oneDNN has a native float16 convolution here: " << impl;
+  Tensor y = conv2d(x, w, b);
+  Tensor y32 = conv2d(x.to(kFloat32), w.to(kFloat32), b.to(kFloat32)).to(kFloat16);
+  EXPECT_TRUE(testing::equal(y, y32));
+}
+
+// ------------------------------------------------------------------ gradients
+
+class ConvGrad : public ::testing::TestWithParam<DType> {};
+
+Tol grad_tol(DType dt) {
+  switch (dt) {
+    case DType::Float64: return {1e-7, 1e-7};  // central differences of a float64 loss
+    case DType::Float32: return tol_for(dt, 32);
+    default: return tol_for(dt, 4);
+  }
+}
+
+TEST_P(ConvGrad, InputWeightBias) {
+  const DType dt = GetParam();
+  struct G {
+    Shape x, w, stride, padding, dilation;
+    int64_t groups;
+  };
+  const std::vector<G> cases = {
+      {{2, 2, 5, 5}, {3, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+      {{2, 2, 6, 5}, {2, 2, 2, 3}, {2, 1}, {0, 1}, {2, 1}, 1},
+      {{2, 4, 5, 5}, {4, 2, 3, 3}, {1, 1}, {1, 0}, {1, 1}, 2},
+      {{1, 3, 5, 4}, {3, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 3},  // depthwise
+  };
+  uint64_t seed = 100;
+  for (const G& c : cases) {
+    SCOPED_TRACE("x" + shape_str(c.x) + " w" + shape_str(c.w) + " g" + std::to_string(c.groups));
+    Tensor x = uniform(c.x, dt, -1.0, 1.0, ++seed).requires_grad_();
+    Tensor w = uniform(c.w, dt, -1.0, 1.0, ++seed).requires_grad_();
+    Tensor b = uniform({c.w[0]}, dt, -1.0, 1.0, ++seed).requires_grad_();
+    auto f = [&](const std::vector<Tensor>& in) {
+      return conv2d(in[0], in[1], in[2], c.stride, c.padding, c.dilation, c.groups);
+    };
+    EXPECT_TRUE(gradcheck(f, {x, w, b}, grad_tol(dt)));
+    // Only the weight: the node must skip the data gradient and still fill the weight's.
+    Tensor xc = uniform(c.x, dt, -1.0, 1.0, ++seed);
+    auto fw = [&](const std::vector<Tensor>& in) {
+      return conv2d(in[0], in[1], Tensor(), c.stride, c.padding, c.dilation, c.groups);
+    };
+    EXPECT_TRUE(gradcheck(fw, {xc, w}, grad_tol(dt)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ConvGrad, ::testing::Values(kFloat32, kBFloat16, kFloat16, kFloat64),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Conv2d, GradientOfPermutedInputHasInputShape) {
+  Tensor base = uniform({2, 5, 5, 3}, kFloat32, -1.0, 1.0, 7).requires_grad_();
+  Tensor w = uniform({4, 3, 3, 3}, kFloat32, -1.0, 1.0, 8);
+  auto f = [&](const std::vector<Tensor>& in) { return conv2d(in[0].permute({0, 3, 1, 2}), in[1], Tensor(), {1, 1}, {1, 1}); };
+  EXPECT_TRUE(gradcheck(f, {base, w}, grad_tol(kFloat32)));
+}
+
+// The training CNN's second layer at a smaller batch: oneDNN's blocked JIT kernels for all
+// three passes (gradcheck's shapes are small enough to get other kernels), against the
+// float64 direct loops on the same values.
+TEST(Conv2d, JitShapesMatchFloat64) {
+  for (DType dt : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    Tensor x = uniform({8, 32, 14, 14}, dt, 0.0, 1.0, 41).requires_grad_();
+    Tensor w = uniform({64, 32, 3, 3}, dt, -0.1, 0.1, 42).requires_grad_();
+    Tensor b = uniform({64}, dt, -0.1, 0.1, 43).requires_grad_();
+    Tensor g = uniform({8, 64, 14, 14}, dt, -1.0, 1.0, 44);
+    std::vector<Tensor> in64;
+    for (const Tensor& t : {x, w, b}) in64.push_back(t.detach().to(kFloat64).requires_grad_());
+    Tensor y = conv2d(x, w, b, {1, 1}, {1, 1});
+    Tensor y64 = conv2d(in64[0], in64[1], in64[2], {1, 1}, {1, 1});
+    y.backward(g);
+    y64.backward(g.to(kFloat64));
+    // Sums of up to 288 (forward), 576 (data) and 1568 (weights) products: the bound
+    // scales with the largest magnitude of each result (float32 accumulation, one rounding).
+    auto check = [&](const Tensor& a, const Tensor& ref, const char* what) {
+      double m = 0;
+      for (double v : ref.to_vector()) m = std::max(m, std::fabs(v));
+      const Tol t = dt == kFloat32 ? Tol{1e-5 * m, 1e-5} : Tol{0x1p-8 * m, 0x1p-8};
+      EXPECT_TRUE(all_close(a, ref, t)) << what;
+    };
+    check(y, y64, "output");
+    check(x.grad(), in64[0].grad(), "input grad");
+    check(w.grad(), in64[1].grad(), "weight grad");
+    check(b.grad(), in64[2].grad(), "bias grad");
+  }
+}
+
+// ------------------------------------------------------------------ cache and threads
+
+TEST(Conv2d, ConcurrentCallsAgreeWithSerial) {
+  Tensor x = uniform({2, 8, 10, 10}, kFloat32, -1.0, 1.0, 21);
+  Tensor w = uniform({16, 8, 3, 3}, kFloat32, -1.0, 1.0, 22);
+  // A configuration no other test uses, so the threads race to create its plan.
+  const Shape stride = {1, 2}, padding = {2, 1};
+  std::vector<Tensor> got(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t)
+    threads.emplace_back([&, t] { got[t] = conv2d(x, w, Tensor(), stride, padding); });
+  for (auto& th : threads) th.join();
+  Tensor expected = conv2d(x, w, Tensor(), stride, padding);
+  EXPECT_EQ(expected.sizes(), (Shape{2, 16, 12, 5}));
+  for (const Tensor& g : got) EXPECT_TRUE(testing::equal(g, expected));
+}
+
+// ------------------------------------------------------------------ errors
+
+void expect_error(const std::function<void()>& fn, const std::string& message) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected tc::Error containing: " << message;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << "message was: " << e.what();
+  }
+}
+
+TEST(Conv2d, ErrorMessages) {
+  Tensor x = zeros({2, 3, 8, 8}), w = zeros({4, 3, 3, 3});
+  expect_error([&] { conv2d(zeros({3, 28, 28}), w); },
+               "[conv2d] expected 4-d input (N, C, H, W), got shape (3, 28, 28)");
+  expect_error([&] { conv2d(x, zeros({4, 3, 3})); }, "[conv2d] expected 4-d weight");
+  expect_error([&] { conv2d(x, zeros({4, 2, 3, 3})); },
+               "[conv2d] input of shape (2, 3, 8, 8) has 3 channels, but weight of shape (4, 2, 3, 3) with groups=1 "
+               "expects 2 channels");
+  expect_error([&] { conv2d(zeros({2, 4, 8, 8}), zeros({4, 2, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 3); },
+               "[conv2d] groups=3 must divide the input's 4 channels");
+  expect_error([&] { conv2d(zeros({2, 4, 8, 8}), zeros({3, 2, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2); },
+               "[conv2d] groups=2 must divide the weight's 3 output channels");
+  expect_error([&] { conv2d(x, zeros({4, 3, 9, 9})); },
+               "[conv2d] kernel size (9, 9) with dilation (1, 1) is larger than the padded input size (8, 8)");
+  expect_error([&] { conv2d(x, w, Tensor(), {1, 1}, {0, 0}, {4, 4}); }, "is larger than the padded input size");
+  expect_error([&] { conv2d(x.to(kBFloat16), w); },
+               "[conv2d] input dtype bfloat16 and weight dtype float32 differ");
+  expect_error([&] { conv2d(x, w, Tensor(), {0, 1}); }, "[conv2d] stride must be positive, got (0, 1)");
+  expect_error([&] { conv2d(x, w, Tensor(), {1, -2}); }, "[conv2d] stride must be positive");
+  expect_error([&] { conv2d(x, w, Tensor(), {1, 1}, {-1, 0}); }, "[conv2d] padding must be non-negative");
+  expect_error([&] { conv2d(x, w, zeros({3})); }, "[conv2d] expected bias of shape (4)");
+  expect_error([&] { conv2d(x, w, zeros({4}, kFloat64)); }, "[conv2d] bias dtype float64 and input dtype float32 differ");
+  expect_error([&] { conv2d(x.to(kInt64), w.to(kInt64)); }, "[conv2d] expected a floating dtype, got int64");
+}
+
+// ------------------------------------------------------------------ the training CNN
+
+// Conv2d(1,32,3,pad 1)-ReLU-MaxPool2d(2)-Conv2d(32,64,3,pad 1)-ReLU-MaxPool2d(2), 128 x 28 x 28.
+struct Cnn {
+  Tensor w1, b1, w2, b2;
+  Tensor forward(const Tensor& x) const {
+    Tensor h = max_pool2d(relu(conv2d(x, w1, b1, {1, 1}, {1, 1})), {2, 2});
+    return max_pool2d(relu(conv2d(h, w2, b2, {1, 1}, {1, 1})), {2, 2});
+  }
+};
+
+// Weights and input are bfloat16-exact, so float32 and bfloat16 runs start from the same
+// values and differ only by the rounding of activations and gradients.
+Cnn make_cnn(DType dt) {
+  Cnn m{uniform({32, 1, 3, 3}, kBFloat16, -0.3, 0.3, 31), uniform({32}, kBFloat16, -0.1, 0.1, 32),
+        uniform({64, 32, 3, 3}, kBFloat16, -0.06, 0.06, 33), uniform({64}, kBFloat16, -0.1, 0.1, 34)};
+  for (Tensor* t : {&m.w1, &m.b1, &m.w2, &m.b2}) {
+    *t = t->to(dt);
+    t->requires_grad_();
+  }
+  return m;
+}
+
+// ||a - b|| / ||b||: bfloat16 flips a few ReLU / max-pool decisions, so elementwise
+// bounds do not fit, but the whole tensor must agree to bfloat16 precision.
+double relative_l2(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+TEST(Conv2d, TrainingCnnForwardBackward) {
+  const Tensor x16 = uniform({128, 1, 28, 28}, kBFloat16, 0.0, 1.0, 30);
+  // A positive output gradient keeps the gradient sums from cancelling, so relative errors
+  // measure rounding rather than the few max-pool ties bfloat16 resolves differently.
+  const Tensor g16 = uniform({128, 64, 7, 7}, kBFloat16, 0.5, 1.5, 35);
+  std::vector<std::vector<double>> f32_results;
+  for (DType dt : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    Cnn m = make_cnn(dt);
+    const Tensor x = x16.to(dt), g = g16.to(dt);
+    Tensor out;
+    auto step = [&] {
+      for (Tensor* t : {&m.w1, &m.b1, &m.w2, &m.b2}) t->set_grad(Tensor());
+      out = m.forward(x);
+      out.backward(g);
+    };
+    step();  // creates and caches the primitives
+    const int steps = 5;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) step();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
+    std::printf("[ cnn  ] %s conv-relu-pool x2, batch 128, 28x28: %.2f ms per forward+backward step (%d threads)\n",
+                std::string(dtype_name(dt)).c_str(), ms, get_num_threads());
+    ASSERT_EQ(out.sizes(), (Shape{128, 64, 7, 7}));
+    std::vector<std::vector<double>> results{out.to_vector()};
+    for (Tensor* t : {&m.w1, &m.b1, &m.w2, &m.b2}) {
+      ASSERT_TRUE(t->grad().defined());
+      EXPECT_EQ(t->grad().dtype(), dt);
+      EXPECT_EQ(t->grad().sizes(), t->sizes());
+      results.push_back(t->grad().to_vector());
+    }
+    if (dt == kFloat32) {
+      f32_results = results;
+      continue;
+    }
+    const char* names[] = {"output", "w1.grad", "b1.grad", "w2.grad", "b2.grad"};
+    for (size_t i = 0; i < results.size(); ++i) {
+      const double err = relative_l2(results[i], f32_results[i]);
+      std::printf("[ cnn  ] bfloat16 vs float32 %s: relative L2 error %.2e\n", names[i], err);
+      EXPECT_LT(err, 0.01) << names[i];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tc

@@ -1,0 +1,537 @@
+// Tests for the pointwise ops in ops.h: forward against float64 std:: references in
+// fp32/bf16/fp16/fp64, broadcasting, non-contiguous inputs, dtype promotion, special
+// values, gradcheck of every differentiable op, thread-count independence, bad input.
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/testing.h"
+
+namespace tc {
+namespace {
+
+using testing::all_close;
+using testing::equal;
+using testing::gradcheck;
+using testing::tol_for;
+using testing::uniform;
+
+const std::vector<DType> kTypes = {kFloat32, kBFloat16, kFloat16, kFloat64};
+
+double ref_sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+double ref_gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double ref_gelu_tanh(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+struct UnaryCase {
+  std::string name;
+  std::function<Tensor(const Tensor&)> op;
+  std::function<double(double)> ref;
+  double lo, hi;  // input range (away from poles and kinks for gradcheck)
+  bool differentiable = true;
+};
+
+std::vector<UnaryCase> unary_cases() {
+  return {
+      {"neg", [](const Tensor& x) { return neg(x); }, [](double x) { return -x; }, -2, 2},
+      {"operator-", [](const Tensor& x) { return -x; }, [](double x) { return -x; }, -2, 2},
+      {"abs", [](const Tensor& x) { return abs(x); }, [](double x) { return std::fabs(x); }, -2, 2},
+      {"exp", [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, -2, 2},
+      {"log", [](const Tensor& x) { return log(x); }, [](double x) { return std::log(x); }, 0.1, 4},
+      {"log1p", [](const Tensor& x) { return log1p(x); }, [](double x) { return std::log1p(x); }, -0.5, 3},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }, [](double x) { return std::sqrt(x); }, 0.05, 4},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, [](double x) { return 1 / std::sqrt(x); }, 0.1, 4},
+      {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, [](double x) { return 1 / x; }, 0.25, 4},
+      {"reciprocal-", [](const Tensor& x) { return reciprocal(x); }, [](double x) { return 1 / x; }, -4, -0.25},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, -3, 3},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, ref_sigmoid, -6, 6},
+      {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0; }, -2, 2},
+      {"gelu", [](const Tensor& x) { return gelu(x); }, ref_gelu, -3, 3},
+      {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); }, ref_gelu_tanh, -3, 3},
+      {"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x * ref_sigmoid(x); }, -4, 4},
+      {"pow2", [](const Tensor& x) { return pow(x, 2.0); }, [](double x) { return x * x; }, -2, 2},
+      {"pow3", [](const Tensor& x) { return pow(x, 3.0); }, [](double x) { return x * x * x; }, -2, 2},
+      {"pow0.5", [](const Tensor& x) { return pow(x, 0.5); }, [](double x) { return std::sqrt(x); }, 0.1, 4},
+      {"pow-1.5", [](const Tensor& x) { return pow(x, -1.5); }, [](double x) { return std::pow(x, -1.5); }, 0.5, 3},
+      {"pow1", [](const Tensor& x) { return pow(x, 1.0); }, [](double x) { return x; }, -2, 2},
+      {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.75); },
+       [](double x) { return std::min(std::max(x, -0.5), 0.75); }, -2, 2},
+      {"clamp_min", [](const Tensor& x) { return clamp(x, 0.25, std::nullopt); },
+       [](double x) { return std::max(x, 0.25); }, -2, 2},
+      {"clamp_max", [](const Tensor& x) { return clamp(x, std::nullopt, -0.25); },
+       [](double x) { return std::min(x, -0.25); }, -2, 2},
+      {"add_scalar", [](const Tensor& x) { return add(x, 1.5); }, [](double x) { return x + 1.5; }, -2, 2},
+      {"sub_scalar", [](const Tensor& x) { return sub(x, 0.75); }, [](double x) { return x - 0.75; }, -2, 2},
+      {"mul_scalar", [](const Tensor& x) { return mul(x, -3.0); }, [](double x) { return x * -3; }, -2, 2},
+      {"div_scalar", [](const Tensor& x) { return div(x, 4.0); }, [](double x) { return x / 4; }, -2, 2},
+      {"x+s", [](const Tensor& x) { return x + 2.0; }, [](double x) { return x + 2; }, -2, 2},
+      {"x-s", [](const Tensor& x) { return x - 2.0; }, [](double x) { return x - 2; }, -2, 2},
+      {"x*s", [](const Tensor& x) { return x * 0.5; }, [](double x) { return x * 0.5; }, -2, 2},
+      {"x/s", [](const Tensor& x) { return x / 8.0; }, [](double x) { return x / 8; }, -2, 2},
+      {"s+x", [](const Tensor& x) { return 2.0 + x; }, [](double x) { return 2 + x; }, -2, 2},
+      {"s-x", [](const Tensor& x) { return 2.0 - x; }, [](double x) { return 2 - x; }, -2, 2},
+      {"s*x", [](const Tensor& x) { return 0.5 * x; }, [](double x) { return 0.5 * x; }, -2, 2},
+      {"s/x", [](const Tensor& x) { return 3.0 / x; }, [](double x) { return 3 / x; }, 0.5, 4},
+  };
+}
+
+TEST(Unary, ForwardMatchesFloat64Reference) {
+  for (const UnaryCase& c : unary_cases()) {
+    for (DType dt : kTypes) {
+      Tensor x = uniform({5, 37}, dt, c.lo, c.hi, 11);
+      Tensor y = c.op(x);
+      EXPECT_EQ(y.dtype(), dt) << c.name;
+      EXPECT_EQ(y.sizes(), x.sizes()) << c.name;
+      EXPECT_TRUE(all_close(y, testing::map_ref(x, c.ref), tol_for(dt))) << c.name << " " << dtype_name(dt);
+      // A transposed, a strided and an expanded view of the same kind of data.
+      Tensor xt = uniform({37, 5}, dt, c.lo, c.hi, 12).t();
+      EXPECT_TRUE(all_close(c.op(xt), testing::map_ref(xt, c.ref), tol_for(dt))) << c.name << " transposed";
+      Tensor xs = uniform({6, 40}, dt, c.lo, c.hi, 13).slice(1, 1, 40, 3).slice(0, 0, 6, 2);
+      EXPECT_TRUE(all_close(c.op(xs), testing::map_ref(xs, c.ref), tol_for(dt))) << c.name << " sliced";
+      Tensor xe = uniform({3, 1}, dt, c.lo, c.hi, 14).expand({2, 3, 300});
+      EXPECT_TRUE(all_close(c.op(xe), testing::map_ref(xe, c.ref), tol_for(dt))) << c.name << " expanded";
+      Tensor x0 = uniform({}, dt, c.lo, c.hi, 15);
+      EXPECT_EQ(c.op(x0).dim(), 0) << c.name;
+      EXPECT_TRUE(all_close(c.op(x0), testing::map_ref(x0, c.ref), tol_for(dt))) << c.name << " 0-d";
+    }
+  }
+}
+
+// Gradcheck tolerance: the analytic gradient runs in dt from values rounded to dt.
+testing::Tol grad_tol(DType dt) {
+  if (dt == kFloat64) return {1e-7, 1e-7};
+  return tol_for(dt, 8);
+}
+
+TEST(Unary, Gradcheck) {
+  for (const UnaryCase& c : unary_cases()) {
+    for (DType dt : kTypes) {
+      Tensor x = uniform({3, 4}, dt, c.lo, c.hi, 21).requires_grad_();
+      EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return c.op(in[0]); }, {x}, grad_tol(dt)))
+          << c.name << " " << dtype_name(dt);
+    }
+  }
+}
+
+TEST(Unary, HandComputedBackward) {
+  // Independent of tc::sum: backward with an explicit gradient, float64 derivatives.
+  struct D { std::string name; std::function<Tensor(const Tensor&)> op; std::function<double(double)> d; double lo, hi; };
+  const std::vector<D> cases = {
+      {"exp", [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, -2, 2},
+      {"log", [](const Tensor& x) { return log(x); }, [](double x) { return 1 / x; }, 0.1, 4},
+      {"log1p", [](const Tensor& x) { return log1p(x); }, [](double x) { return 1 / (1 + x); }, -0.5, 3},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }, [](double x) { return 0.5 / std::sqrt(x); }, 0.1, 4},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, [](double x) { return -0.5 * std::pow(x, -1.5); }, 0.1, 4},
+      {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, [](double x) { return -1 / (x * x); }, 0.25, 4},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return 1 - std::tanh(x) * std::tanh(x); }, -3, 3},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); },
+       [](double x) { return ref_sigmoid(x) * (1 - ref_sigmoid(x)); }, -6, 6},
+      {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? 1.0 : 0.0; }, -2, 2},
+      {"abs", [](const Tensor& x) { return abs(x); }, [](double x) { return x > 0 ? 1.0 : -1.0; }, -2, 2},
+      {"neg", [](const Tensor& x) { return neg(x); }, [](double) { return -1.0; }, -2, 2},
+      {"gelu", [](const Tensor& x) { return gelu(x); },
+       [](double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-x * x / 2) / std::sqrt(2 * M_PI); },
+       -3, 3},
+      {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); },
+       [](double x) {
+         const double k = std::sqrt(2 / M_PI), u = k * (x + 0.044715 * x * x * x), t = std::tanh(u);
+         return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+       },
+       -3, 3},
+      {"silu", [](const Tensor& x) { return silu(x); },
+       [](double x) { const double s = ref_sigmoid(x); return s * (1 + x * (1 - s)); }, -4, 4},
+      {"pow-1.5", [](const Tensor& x) { return pow(x, -1.5); }, [](double x) { return -1.5 * std::pow(x, -2.5); }, 0.5, 3},
+      {"pow0", [](const Tensor& x) { return pow(x, 0.0); }, [](double) { return 0.0; }, -2, 2},
+      {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.75); },
+       [](double x) { return (x >= -0.5 && x <= 0.75) ? 1.0 : 0.0; }, -2, 2},
+      {"s/x", [](const Tensor& x) { return 3.0 / x; }, [](double x) { return -3 / (x * x); }, 0.5, 4},
+  };
+  for (const D& c : cases) {
+    for (DType dt : {kFloat32, kFloat64, kBFloat16}) {
+      Tensor x = uniform({50}, dt, c.lo, c.hi, 31).requires_grad_();
+      Tensor g = uniform({50}, dt, 0.5, 1.5, 32);
+      c.op(x).backward(g);
+      ASSERT_TRUE(x.grad().defined()) << c.name;
+      EXPECT_EQ(x.grad().dtype(), dt) << c.name;
+      std::vector<double> xv = x.to_vector(), gv = g.to_vector(), expected(50);
+      for (int i = 0; i < 50; ++i) expected[i] = gv[i] * c.d(xv[i]);
+      EXPECT_TRUE(all_close(x.grad(), expected, grad_tol(dt))) << c.name << " " << dtype_name(dt);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ binary ops
+
+struct BinaryCase {
+  std::string name;
+  std::function<Tensor(const Tensor&, const Tensor&)> op;
+  std::function<double(double, double)> ref;
+  double alo, ahi, blo, bhi;
+};
+
+std::vector<BinaryCase> binary_cases() {
+  return {
+      {"add", [](const Tensor& a, const Tensor& b) { return add(a, b); }, [](double a, double b) { return a + b; }, -2, 2, -2, 2},
+      {"add_alpha", [](const Tensor& a, const Tensor& b) { return add(a, b, 0.5); },
+       [](double a, double b) { return a + 0.5 * b; }, -2, 2, -2, 2},
+      {"sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); }, [](double a, double b) { return a - b; }, -2, 2, -2, 2},
+      {"sub_alpha", [](const Tensor& a, const Tensor& b) { return sub(a, b, 2.0); },
+       [](double a, double b) { return a - 2 * b; }, -2, 2, -2, 2},
+      {"mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); }, [](double a, double b) { return a * b; }, -2, 2, -2, 2},
+      {"div", [](const Tensor& a, const Tensor& b) { return div(a, b); }, [](double a, double b) { return a / b; }, -2, 2, 0.5, 2},
+      {"a+b", [](const Tensor& a, const Tensor& b) { return a + b; }, [](double a, double b) { return a + b; }, -2, 2, -2, 2},
+      {"a-b", [](const Tensor& a, const Tensor& b) { return a - b; }, [](double a, double b) { return a - b; }, -2, 2, -2, 2},
+      {"a*b", [](const Tensor& a, const Tensor& b) { return a * b; }, [](double a, double b) { return a * b; }, -2, 2, -2, 2},
+      {"a/b", [](const Tensor& a, const Tensor& b) { return a / b; }, [](double a, double b) { return a / b; }, -2, 2, -2, -0.5},
+      {"pow", [](const Tensor& a, const Tensor& b) { return pow(a, b); },
+       [](double a, double b) { return std::pow(a, b); }, 0.5, 2, -1.5, 1.5},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); },
+       [](double a, double b) { return std::max(a, b); }, -2, 2, -2, 2},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
+       [](double a, double b) { return std::min(a, b); }, -2, 2, -2, 2},
+  };
+}
+
+Shape bshape(const Shape& a, const Shape& b) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+// Reference for a broadcast binary op, computed on double values by explicit indexing.
+std::vector<double> broadcast_ref(const Tensor& a, const Tensor& b, const std::function<double(double, double)>& f) {
+  const Shape out = bshape(a.sizes(), b.sizes());
+  const Tensor ae = a.detach().expand(out).contiguous(), be = b.detach().expand(out).contiguous();
+  std::vector<double> av = ae.to_vector(), bv = be.to_vector(), r(av.size());
+  for (size_t i = 0; i < r.size(); ++i) r[i] = f(av[i], bv[i]);
+  return r;
+}
+
+TEST(Binary, ForwardBroadcastingPatterns) {
+  const std::vector<std::pair<Shape, Shape>> patterns = {
+      {{3, 1}, {1, 4}}, {{2, 3, 4}, {4}}, {{}, {2, 3}}, {{2, 3}, {}}, {{5, 7}, {5, 7}}, {{4, 1, 3}, {2, 1}}, {{1}, {6}}};
+  for (const BinaryCase& c : binary_cases()) {
+    for (DType dt : kTypes) {
+      for (const auto& [sa, sb] : patterns) {
+        Tensor a = uniform(sa, dt, c.alo, c.ahi, 41), b = uniform(sb, dt, c.blo, c.bhi, 42);
+        Tensor y = c.op(a, b);
+        EXPECT_EQ(y.sizes(), bshape(sa, sb)) << c.name;
+        EXPECT_EQ(y.dtype(), dt) << c.name;
+        EXPECT_TRUE(all_close(y, broadcast_ref(a, b, c.ref), tol_for(dt)))
+            << c.name << " " << dtype_name(dt) << " " << shape_str(sa) << " x " << shape_str(sb);
+      }
+      // Non-contiguous operands: transposed x sliced-with-step, and expanded x transposed.
+      Tensor a = uniform({6, 5}, dt, c.alo, c.ahi, 43).t();
+      Tensor b = uniform({5, 12}, dt, c.blo, c.bhi, 44).slice(1, 0, 12, 2);
+      EXPECT_TRUE(all_close(c.op(a, b), broadcast_ref(a, b, c.ref), tol_for(dt))) << c.name << " strided";
+      Tensor e = uniform({5, 1}, dt, c.alo, c.ahi, 45).expand({5, 6});
+      EXPECT_TRUE(all_close(c.op(e, a.t().t()), broadcast_ref(e, a, c.ref), tol_for(dt))) << c.name << " expanded";
+    }
+  }
+}
+
+TEST(Binary, LargeNonContiguousMultiThreaded) {
+  // Enough elements to take the parallel path, with operands of three layouts and dtypes.
+  const int orig = get_num_threads();
+  Tensor a = uniform({300, 400}, kBFloat16, -2, 2, 51).t();          // (400, 300) transposed
+  Tensor b = uniform({400, 1}, kFloat32, -2, 2, 52);                 // broadcast column
+  Tensor c = uniform({400, 600}, kFloat32, -2, 2, 53).slice(1, 0, 600, 2);
+  auto run = [&] { return add(mul(a, b), gelu(c)); };
+  set_num_threads(1);
+  Tensor r1 = run();
+  set_num_threads(2);
+  Tensor r2 = run();
+  set_num_threads(orig);
+  EXPECT_EQ(r1.dtype(), kFloat32);
+  EXPECT_TRUE(equal(r1, r2));
+  std::vector<double> av = a.contiguous().to_vector(), bv = b.to_vector(), cv = c.contiguous().to_vector(), ref(av.size());
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] = av[i] * bv[i / 300] + ref_gelu(cv[i]);
+  EXPECT_TRUE(all_close(r1, ref, tol_for(kFloat32, 8)));
+  // The same with a 16-bit output and a unary op.
+  set_num_threads(1);
+  Tensor s1 = sigmoid(a);
+  set_num_threads(2);
+  Tensor s2 = sigmoid(a);
+  set_num_threads(orig);
+  EXPECT_TRUE(equal(s1, s2));
+}
+
+TEST(Binary, Gradcheck) {
+  const std::vector<std::pair<Shape, Shape>> patterns = {{{3, 4}, {3, 4}}, {{3, 1}, {1, 4}}, {{2, 3}, {}}};
+  for (const BinaryCase& c : binary_cases()) {
+    for (DType dt : kTypes) {
+      for (const auto& [sa, sb] : patterns) {
+        Tensor a = uniform(sa, dt, c.alo, c.ahi, 61).requires_grad_();
+        Tensor b = uniform(sb, dt, c.blo, c.bhi, 62).requires_grad_();
+        EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return c.op(in[0], in[1]); }, {a, b},
+                              grad_tol(dt)))
+            << c.name << " " << dtype_name(dt) << " " << shape_str(sa) << " x " << shape_str(sb);
+        // Only one input requiring grad.
+        Tensor bc = b.detach();
+        EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return c.op(in[0], in[1]); }, {a, bc},
+                              grad_tol(dt)))
+            << c.name << " (b const) " << dtype_name(dt);
+      }
+    }
+  }
+}
+
+TEST(Binary, HandComputedBackwardWithBroadcast) {
+  // a (3, 1), b (1, 4): y = a * b + a / b; dy/da = sum_j g (b_j + 1/b_j), dy/db = sum_i g (a_i - a_i/b_j^2)
+  Tensor a = tensor({1.0, -2.0, 0.5}, kFloat64).reshape({3, 1}).requires_grad_();
+  Tensor b = tensor({1.0, 2.0, -4.0, 0.5}, kFloat64).reshape({1, 4}).requires_grad_();
+  Tensor g = arange(1, 13, 1, kFloat64).reshape({3, 4});
+  add(mul(a, b), div(a, b)).backward(g);
+  std::vector<double> av = {1, -2, 0.5}, bv = {1, 2, -4, 0.5}, ga(3, 0), gb(4, 0);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const double gij = 1 + i * 4 + j;
+      ga[i] += gij * (bv[j] + 1 / bv[j]);
+      gb[j] += gij * (av[i] - av[i] / (bv[j] * bv[j]));
+    }
+  EXPECT_TRUE(all_close(a.grad(), ga, {1e-12, 1e-12}));
+  EXPECT_TRUE(all_close(b.grad(), gb, {1e-12, 1e-12}));
+  // maximum/minimum: the gradient goes to the chosen input, split evenly on ties.
+  Tensor x = tensor({1.0, 5.0, 3.0}).requires_grad_();
+  Tensor y = tensor({2.0, 4.0, 3.0}).requires_grad_();
+  maximum(x, y).backward(tensor({10.0, 20.0, 30.0}));
+  EXPECT_TRUE(all_close(x.grad(), {0, 20, 15}, {0, 0}));
+  EXPECT_TRUE(all_close(y.grad(), {10, 0, 15}, {0, 0}));
+  // pow(a, e) with respect to both.
+  Tensor pa = tensor({2.0, 3.0}, kFloat64).requires_grad_();
+  Tensor pe = tensor({3.0, 0.5}, kFloat64).requires_grad_();
+  pow(pa, pe).backward(ones({2}, kFloat64));
+  EXPECT_TRUE(all_close(pa.grad(), {12, 0.5 / std::sqrt(3.0)}, {1e-12, 1e-12}));
+  EXPECT_TRUE(all_close(pe.grad(), {8 * std::log(2.0), std::sqrt(3.0) * std::log(3.0)}, {1e-12, 1e-12}));
+}
+
+// ------------------------------------------------------------------ where, clamp
+
+TEST(Where, ForwardAndBackward) {
+  Tensor c = tensor(std::vector<bool>{true, false, true, false}).reshape({2, 2});
+  Tensor a = tensor({1.0, 2.0, 3.0, 4.0}).reshape({2, 2});
+  Tensor b = tensor({-1.0, -2.0}, kBFloat16);  // broadcast, promoted to float32
+  Tensor y = where(c, a, b);
+  EXPECT_EQ(y.dtype(), kFloat32);
+  EXPECT_TRUE(all_close(y, {1, -2, 3, -2}, {0, 0}));
+  EXPECT_TRUE(all_close(where(gt(a, 2.5), a, zeros({})), {0, 0, 3, 4}, {0, 0}));
+  TC_EXPECT_ERROR(where(a, a, b), "[where] condition must be a bool tensor, got float32");
+  TC_EXPECT_ERROR(where(c, a, ones({3})), "[where] shapes");
+  Tensor ar = a.detach().requires_grad_(), br = b.detach().requires_grad_();
+  where(c, ar, br).backward(tensor({1.0, 2.0, 3.0, 4.0}).reshape({2, 2}));
+  EXPECT_TRUE(all_close(ar.grad(), {1, 0, 3, 0}, {0, 0}));
+  EXPECT_EQ(br.grad().dtype(), kBFloat16);
+  EXPECT_TRUE(all_close(br.grad(), {0, 6}, {0, 0}));
+  for (DType dt : kTypes) {
+    Tensor x = uniform({3, 4}, dt, -2, 2, 71).requires_grad_(), z = uniform({4}, dt, -2, 2, 72).requires_grad_();
+    Tensor cond = gt(uniform({3, 4}, kFloat32, -1, 1, 73), 0.0);
+    EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return where(cond, in[0], in[1]); }, {x, z},
+                          grad_tol(dt)))
+        << dtype_name(dt);
+  }
+}
+
+TEST(Clamp, Semantics) {
+  Tensor x = tensor({-3.0, -1.0, 0.0, 1.0, 3.0});
+  EXPECT_TRUE(all_close(clamp(x, -1.5, 2.0), {-1.5, -1, 0, 1, 2}, {0, 0}));
+  // min > max: every element becomes max (torch.clamp).
+  EXPECT_TRUE(all_close(clamp(x, 2.0, 1.0), {1, 1, 1, 1, 1}, {0, 0}));
+  TC_EXPECT_ERROR(clamp(x, std::nullopt, std::nullopt), "[clamp] at least one of min and max");
+  // Integer input with fractional bounds gives float.
+  Tensor i = tensor({-3.0, 0.0, 3.0}, kInt64);
+  EXPECT_EQ(clamp(i, -1.0, 1.0).dtype(), kInt64);
+  EXPECT_EQ(clamp(i, -1.5, 1.5).dtype(), kFloat32);
+  EXPECT_TRUE(all_close(clamp(i, -1.5, 1.5), {-1.5, 0, 1.5}, {0, 0}));
+}
+
+// ------------------------------------------------------------------ comparisons
+
+TEST(Compare, TensorAndScalar) {
+  Tensor a = tensor({1.0, 2.0, 3.0, NAN});
+  Tensor b = tensor({2.0, 2.0, 2.0, 2.0});
+  EXPECT_EQ(eq(a, b).dtype(), kBool);
+  EXPECT_TRUE(all_close(eq(a, b), {0, 1, 0, 0}, {0, 0}));
+  EXPECT_TRUE(all_close(ne(a, b), {1, 0, 1, 1}, {0, 0}));
+  EXPECT_TRUE(all_close(lt(a, b), {1, 0, 0, 0}, {0, 0}));
+  EXPECT_TRUE(all_close(le(a, b), {1, 1, 0, 0}, {0, 0}));
+  EXPECT_TRUE(all_close(gt(a, b), {0, 0, 1, 0}, {0, 0}));
+  EXPECT_TRUE(all_close(ge(a, b), {0, 1, 1, 0}, {0, 0}));
+  EXPECT_TRUE(equal(a == b, eq(a, b)));
+  EXPECT_TRUE(equal(a != b, ne(a, b)));
+  EXPECT_TRUE(equal(a < b, lt(a, b)));
+  EXPECT_TRUE(equal(a <= b, le(a, b)));
+  EXPECT_TRUE(equal(a > b, gt(a, b)));
+  EXPECT_TRUE(equal(a >= b, ge(a, b)));
+  EXPECT_TRUE(all_close(eq(a, 2.0), {0, 1, 0, 0}, {0, 0}));
+  EXPECT_TRUE(all_close(ne(a, 2.0), {1, 0, 1, 1}, {0, 0}));
+  EXPECT_TRUE(all_close(lt(a, 2.0), {1, 0, 0, 0}, {0, 0}));
+  EXPECT_TRUE(all_close(le(a, 2.0), {1, 1, 0, 0}, {0, 0}));
+  EXPECT_TRUE(all_close(a > 2.0, {0, 0, 1, 0}, {0, 0}));
+  EXPECT_TRUE(all_close(a >= 2.0, {0, 1, 1, 0}, {0, 0}));
+  EXPECT_TRUE(all_close(a == 2.0, {0, 1, 0, 0}, {0, 0}));
+  EXPECT_TRUE(all_close(a != 2.0, {1, 0, 1, 1}, {0, 0}));
+  EXPECT_TRUE(all_close(a < 2.0, {1, 0, 0, 0}, {0, 0}));
+  EXPECT_TRUE(all_close(a <= 2.0, {1, 1, 0, 0}, {0, 0}));
+  // Broadcasting and mixed dtypes.
+  Tensor m = gt(arange(6, kInt64).reshape({2, 3}), tensor({0.5, 3.5, 4.5}));
+  EXPECT_TRUE(all_close(m, {0, 0, 0, 1, 1, 1}, {0, 0}));
+  // Integer tensors against fractional and large scalars compare exactly.
+  EXPECT_TRUE(all_close(lt(tensor({2.0, 3.0}, kInt32), 2.5), {1, 0}, {0, 0}));
+  EXPECT_TRUE(all_close(eq(tensor(std::vector<int64_t>{16777217}), 16777217.0), {1}, {0, 0}));
+  // A scalar takes a floating tensor's dtype: bf16(0.1) == 0.1.
+  EXPECT_TRUE(all_close(eq(full({1}, 0.1, kBFloat16), 0.1), {1}, {0, 0}));
+  EXPECT_TRUE(all_close(eq(full({1}, 0.1, kFloat32), 0.1), {1}, {0, 0}));
+  EXPECT_TRUE(all_close(eq(full({1}, 0.1, kFloat64), 0.1), {1}, {0, 0}));
+  // No gradient flows through comparisons.
+  Tensor r = tensor({1.0}).requires_grad_();
+  EXPECT_FALSE(gt(r, 0.0).requires_grad());
+  EXPECT_FALSE(eq(r, r).requires_grad());
+  TC_EXPECT_ERROR(lt(ones({2}), ones({3})), "[lt] shapes (2,) and (3,) cannot be broadcast together");
+}
+
+TEST(Compare, IsnanIsfinite) {
+  Tensor x = tensor({1.0, NAN, INFINITY, -INFINITY, -0.0});
+  for (DType dt : kTypes) {
+    Tensor xd = x.to(dt);
+    EXPECT_EQ(isnan(xd).dtype(), kBool);
+    EXPECT_TRUE(all_close(isnan(xd), {0, 1, 0, 0, 0}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(isfinite(xd), {1, 0, 0, 0, 1}, {0, 0})) << dtype_name(dt);
+  }
+  EXPECT_TRUE(all_close(isfinite(arange(3, kInt64)), {1, 1, 1}, {0, 0}));
+  EXPECT_TRUE(all_close(isnan(arange(3, kInt32)), {0, 0, 0}, {0, 0}));
+}
+
+// ------------------------------------------------------------------ promotion
+
+TEST(Promotion, ResultDtypes) {
+  Tensor bf = ones({2}, kBFloat16), hf = ones({2}, kFloat16), f = ones({2}), d = ones({2}, kFloat64);
+  Tensor i64 = ones({2}, kInt64), i32 = ones({2}, kInt32), u8 = ones({2}, kUInt8), bo = ones({2}, kBool);
+  EXPECT_EQ(add(bf, f).dtype(), kFloat32);
+  EXPECT_EQ(add(hf, bf).dtype(), kFloat32);
+  EXPECT_EQ(mul(hf, d).dtype(), kFloat64);
+  EXPECT_EQ(add(i64, bf).dtype(), kBFloat16);
+  EXPECT_EQ(add(u8, i32).dtype(), kInt32);
+  EXPECT_EQ(add(bo, u8).dtype(), kUInt8);
+  EXPECT_EQ(add(bo, bo).dtype(), kBool);
+  EXPECT_EQ(maximum(i32, hf).dtype(), kFloat16);
+  EXPECT_EQ(where(gt(f, 0.0), i64, bf).dtype(), kBFloat16);
+  // Division is true division.
+  EXPECT_EQ(div(i64, i64).dtype(), kFloat32);
+  EXPECT_TRUE(all_close(div(tensor({7.0}, kInt64), tensor({2.0}, kInt64)), {3.5}, {0, 0}));
+  EXPECT_TRUE(all_close(div(tensor({7.0}, kInt64), 2.0), {3.5}, {0, 0}));
+  // Scalars: a floating scalar keeps a floating tensor's dtype; with integers it is float.
+  EXPECT_EQ(add(bf, 2.5).dtype(), kBFloat16);
+  EXPECT_EQ(mul(hf, 1e-3).dtype(), kFloat16);
+  EXPECT_EQ(add(i64, 2.0).dtype(), kInt64);
+  EXPECT_EQ(add(i32, 2.5).dtype(), kFloat32);
+  EXPECT_TRUE(all_close(add(tensor({1.0, 2.0}, kInt64), 0.5), {1.5, 2.5}, {0, 0}));
+  EXPECT_EQ(mul(u8, 3.0).dtype(), kUInt8);
+  EXPECT_EQ(add(bo, 1.0).dtype(), kInt64);  // True + 1 == 2
+  EXPECT_TRUE(all_close(add(tensor(std::vector<bool>{true, false}), 1.0), {2, 1}, {0, 0}));
+  EXPECT_EQ((2.0 - i32).dtype(), kInt32);
+  EXPECT_EQ(pow(i64, 2.0).dtype(), kInt64);
+  EXPECT_EQ(pow(i64, 0.5).dtype(), kFloat32);
+  EXPECT_EQ(exp(i64).dtype(), kFloat32);
+  EXPECT_EQ(sqrt(u8).dtype(), kFloat32);
+  EXPECT_EQ(abs(i32).dtype(), kInt32);
+  EXPECT_EQ(relu(i64).dtype(), kInt64);
+  EXPECT_EQ(neg(i64).dtype(), kInt64);
+  // Integer arithmetic is exact, scalars included.
+  Tensor big = tensor(std::vector<int64_t>{1, 2});
+  EXPECT_EQ(add(big, 16777217.0).data_ptr<int64_t>()[0], 16777218);  // 2^24 + 1 is not a float
+  EXPECT_EQ(mul(tensor(std::vector<int32_t>{100000}), 30000.0).dtype(), kInt32);
+  EXPECT_TRUE(all_close(add(i32, i32), {2, 2}, {0, 0}));
+  EXPECT_TRUE(all_close(sub(tensor({5.0}, kUInt8), tensor({2.0}, kUInt8)), {3}, {0, 0}));
+  EXPECT_TRUE(all_close(abs(tensor({-3.0, 4.0}, kInt64)), {3, 4}, {0, 0}));
+  TC_EXPECT_ERROR(sub(bo, bo), "[sub]");
+  TC_EXPECT_ERROR(neg(bo), "[neg]");
+  // Mixed-precision values: bf16 + f32 computes in f32 without rounding to bf16.
+  Tensor x = tensor({1.0}, kBFloat16), y = tensor({0x1p-12});
+  EXPECT_EQ(add(x, y).item<double>(), 1.0 + 0x1p-12);
+}
+
+// ------------------------------------------------------------------ special values
+
+TEST(Special, NanInfSignedZero) {
+  for (DType dt : kTypes) {
+    Tensor s = tensor({NAN, INFINITY, -INFINITY, -0.0, 1.0}, dt);
+    EXPECT_TRUE(all_close(relu(s), {NAN, INFINITY, 0, 0, 1}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(clamp(s, -1.0, 2.0), {NAN, 2, -1, 0, 1}, {0, 0})) << dtype_name(dt);
+    Tensor z = full({5}, 0.5, dt);
+    EXPECT_TRUE(all_close(maximum(s, z), {NAN, INFINITY, 0.5, 0.5, 1}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(maximum(z, s), {NAN, INFINITY, 0.5, 0.5, 1}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(minimum(z, s), {NAN, 0.5, -INFINITY, -0.0, 0.5}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(exp(s), {NAN, INFINITY, 0, 1, std::exp(1.0)}, tol_for(dt))) << dtype_name(dt);
+    EXPECT_TRUE(all_close(abs(s), {NAN, INFINITY, INFINITY, 0, 1}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(std::signbit(neg(full({1}, 0.0, dt)).item<double>())) << dtype_name(dt);
+    EXPECT_FALSE(std::signbit(abs(full({1}, -0.0, dt)).item<double>())) << dtype_name(dt);
+    EXPECT_TRUE(all_close(log(tensor({0.0, -1.0, 1.0}, dt)), {-INFINITY, NAN, 0}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(sqrt(tensor({-1.0, 0.0, INFINITY}, dt)), {NAN, 0, INFINITY}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(reciprocal(tensor({0.0, -0.0}, dt)), {INFINITY, -INFINITY}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(rsqrt(tensor({0.0}, dt)), {INFINITY}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(div(tensor({1.0, -1.0, 0.0}, dt), 0.0), {INFINITY, -INFINITY, NAN}, {0, 0}));
+    EXPECT_TRUE(all_close(log1p(tensor({-1.0}, dt)), {-INFINITY}, {0, 0})) << dtype_name(dt);
+    Tensor sg = sigmoid(tensor({-100.0, 100.0, -1000.0, 1000.0}, dt));
+    EXPECT_TRUE(all_close(isfinite(sg), {1, 1, 1, 1}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(sg, {std::exp(-100.0), 1, 0, 1}, {1e-30, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(tanh(tensor({-100.0, 100.0}, dt)), {-1, 1}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(silu(tensor({-100.0, 100.0}, dt)), {-100 * std::exp(-100.0), 100}, {1e-30, 0}));
+    EXPECT_TRUE(all_close(gelu(tensor({-100.0, 100.0}, dt)), {0, 100}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(gelu(tensor({-100.0, 100.0}, dt), "tanh"), {0, 100}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(add(s, 1.0), {NAN, INFINITY, -INFINITY, 1, 2}, {0, 0})) << dtype_name(dt);
+    EXPECT_TRUE(all_close(mul(s, 0.0), {NAN, NAN, NAN, 0, 0}, {0, 0})) << dtype_name(dt);
+  }
+  // Overflow to inf in fp16, not in bf16.
+  EXPECT_TRUE(all_close(mul(full({1}, 300.0, kFloat16), full({1}, 300.0, kFloat16)), {INFINITY}, {0, 0}));
+  EXPECT_TRUE(all_close(mul(full({1}, 300.0, kBFloat16), full({1}, 300.0, kBFloat16)), {90112}, {0, 0}));
+  // Gradients of sigmoid/tanh at large |x| are finite zeros, not NaN.
+  Tensor x = tensor({-100.0, 100.0}).requires_grad_();
+  sigmoid(x).backward(ones({2}));
+  EXPECT_TRUE(all_close(x.grad(), {0, 0}, {1e-30, 0}));
+}
+
+// ------------------------------------------------------------------ bad input
+
+TEST(BadInput, ErrorsNameTheOp) {
+  Tensor u;
+  TC_EXPECT_ERROR(add(ones({2}), ones({3})), "[add] shapes (2,) and (3,) cannot be broadcast together");
+  TC_EXPECT_ERROR(mul(ones({2, 3}), ones({3, 2})), "[mul] shapes (2, 3) and (3, 2) cannot be broadcast together");
+  TC_EXPECT_ERROR(sub(ones({2}), ones({3})), "shapes (2,) and (3,)");
+  TC_EXPECT_ERROR(div(ones({2}), ones({3})), "[div] shapes");
+  TC_EXPECT_ERROR(pow(ones({2}), ones({3})), "[pow] shapes");
+  TC_EXPECT_ERROR(maximum(ones({2}), ones({3})), "[maximum] shapes");
+  TC_EXPECT_ERROR(minimum(ones({4}), ones({3})), "[minimum] shapes");
+  TC_EXPECT_ERROR(eq(ones({2}), ones({3})), "[eq] shapes");
+  TC_EXPECT_ERROR(add(u, ones({2})), "[add] got an undefined tensor");
+  TC_EXPECT_ERROR(mul(ones({2}), u), "[mul] got an undefined tensor");
+  TC_EXPECT_ERROR(exp(u), "[exp] got an undefined tensor");
+  TC_EXPECT_ERROR(relu(u), "[relu]");
+  TC_EXPECT_ERROR(add(u, 1.0), "[add]");
+  TC_EXPECT_ERROR(gt(u, 1.0), "[gt]");
+  TC_EXPECT_ERROR(where(u, ones({1}), ones({1})), "[where]");
+  TC_EXPECT_ERROR(clamp(u, 0.0, 1.0), "[clamp]");
+  TC_EXPECT_ERROR(isnan(u), "[isnan]");
+  TC_EXPECT_ERROR(gelu(ones({1}), "fast"), "[gelu] approximate must be \"none\" or \"tanh\", got \"fast\"");
+  TC_EXPECT_ERROR(ones({2, 3}).transpose(0, 2), "[transpose] dimension 2 out of range");
+  TC_EXPECT_ERROR(ones({2, 3}).select(5, 0), "[select] dimension 5 out of range");
+  TC_EXPECT_ERROR(ones({2, 3}).squeeze(-3), "[squeeze] dimension -3 out of range");
+}
+
+TEST(BadInput, InPlaceAliasingAndOutput) {
+  // x.add_(x) reads and writes the same elements: fine for elementwise ops.
+  Tensor x = tensor({1.0, 2.0});
+  x.add_(x);
+  EXPECT_TRUE(all_close(x, {2, 4}, {0, 0}));
+  x.mul_(x);
+  EXPECT_TRUE(all_close(x, {4, 16}, {0, 0}));
+}
+
+}  // namespace
+}  // namespace tc

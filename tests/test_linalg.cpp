@@ -1,0 +1,482 @@
+// Tests for matmul, mm, bmm and linear: forward against an independent float64 triple
+// loop (f32, bf16, f16, f64), strided and broadcast operands without copies, NumPy 1-d
+// rules, the fused bias, backward against float64 reference formulas and gradcheck,
+// error messages, empty shapes, the primitive cache and concurrent use.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/dnnl_matmul.h"
+#include "common/testing.h"
+#include "tensorcast/allocator.h"
+
+namespace tc {
+namespace {
+
+using testing::all_close;
+using testing::gradcheck;
+using testing::kFloatingTypes;
+using testing::Tol;
+using testing::tol_for;
+using testing::uniform;
+
+// ---- float64 reference -----------------------------------------------------------------
+
+// Row-major values of a (..., n, k) @ b (..., k, m) with NumPy batch broadcasting, computed
+// from the tensors' values by a plain triple loop in double (no tc op involved).
+struct Ref {
+  Shape shape;
+  std::vector<double> v;
+};
+
+Ref ref_matmul(const Tensor& a, const Tensor& b, const std::vector<double>* bias = nullptr) {
+  const std::vector<double> av = a.to_vector(), bv = b.to_vector();
+  const int64_t nd = std::max(a.dim(), b.dim());
+  Shape as(static_cast<size_t>(nd - a.dim()), 1), bs(static_cast<size_t>(nd - b.dim()), 1);
+  as.insert(as.end(), a.sizes().begin(), a.sizes().end());
+  bs.insert(bs.end(), b.sizes().begin(), b.sizes().end());
+  const int64_t n = as[nd - 2], k = as[nd - 1], m = bs[nd - 1];
+  Shape batch;
+  for (int64_t d = 0; d < nd - 2; ++d) batch.push_back(std::max(as[d], bs[d]));
+  int64_t nb = 1;
+  for (auto s : batch) nb *= s;
+  Ref r;
+  r.shape = batch;
+  r.shape.push_back(n);
+  r.shape.push_back(m);
+  r.v.assign(static_cast<size_t>(nb * n * m), 0.0);
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    int64_t rem = bi, oa = 0, ob = 0, sa = 1, sb = 1;
+    for (int64_t d = nd - 3; d >= 0; --d) {
+      const int64_t i = rem % batch[d];
+      rem /= batch[d];
+      if (as[d] != 1) oa += i * sa;
+      if (bs[d] != 1) ob += i * sb;
+      sa *= as[d];
+      sb *= bs[d];
+    }
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double acc = bias ? (*bias)[j] : 0.0;
+        for (int64_t p = 0; p < k; ++p) acc += av[(oa * n + i) * k + p] * bv[(ob * k + p) * m + j];
+        r.v[(bi * n + i) * m + j] = acc;
+      }
+  }
+  return r;
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double v : t.to_vector()) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+// Error bound for a product with inner size k: float32 accumulation (k roundings of terms
+// up to max|a| max|b|), plus one rounding of the output to a 16-bit dtype.
+Tol product_tol(DType dt, int64_t k, double amax, double bmax) {
+  const double acc = 2.0 * static_cast<double>(std::max<int64_t>(k, 1)) * 0x1p-23 * amax * bmax;
+  switch (dt) {
+    case DType::Float64: return {1e-12 * std::max<int64_t>(k, 1) * amax * bmax, 1e-14};
+    case DType::Float32: return {acc, 0x1p-23};
+    case DType::BFloat16: return {acc, 0x1p-8};   // half an ulp, relative
+    case DType::Float16: return {acc, 0x1p-11};
+    default: return {0, 0};
+  }
+}
+
+::testing::AssertionResult matches_ref(const Tensor& out, const Ref& ref, DType dt, int64_t k, double amax,
+                                       double bmax) {
+  if (out.dtype() != dt) return ::testing::AssertionFailure() << "dtype " << dtype_name(out.dtype());
+  if (out.sizes() != ref.shape)
+    return ::testing::AssertionFailure() << "shape " << shape_str(out.sizes()) << " != " << shape_str(ref.shape);
+  return all_close(out, ref.v, product_tol(dt, k, amax, bmax));
+}
+
+const std::vector<DType> kAllTypes = {kFloat32, kBFloat16, kFloat16, kFloat64};
+
+class LinalgTyped : public ::testing::TestWithParam<DType> {};
+INSTANTIATE_TEST_SUITE_P(DTypes, LinalgTyped, ::testing::ValuesIn(kAllTypes),
+                         [](const auto& info) { return std::string(traits(info.param).short_name); });
+
+// ---- forward -----------------------------------------------------------------------------
+
+TEST_P(LinalgTyped, MmMatchesReference) {
+  const DType dt = GetParam();
+  for (auto [n, k, m] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {3, 5, 7}, {37, 129, 23}, {64, 512, 96}}) {
+    Tensor a = uniform({n, k}, dt, -2, 2, 1), b = uniform({k, m}, dt, -2, 2, 2);
+    EXPECT_TRUE(matches_ref(mm(a, b), ref_matmul(a, b), dt, k, 2, 2)) << n << "x" << k << "x" << m;
+    EXPECT_TRUE(matches_ref(matmul(a, b), ref_matmul(a, b), dt, k, 2, 2)) << n << "x" << k << "x" << m;
+  }
+}
+
+TEST_P(LinalgTyped, TransposedAndStridedInputs) {
+  const DType dt = GetParam();
+  const int64_t n = 19, k = 70, m = 33;
+  Tensor at = uniform({k, n}, dt, -1, 1, 3).t();                        // column-major a
+  Tensor bt = uniform({m, k}, dt, -1, 1, 4).t();                        // column-major b
+  Tensor as = uniform({n, 2 * k}, dt, -1, 1, 5).slice(1, 0, 2 * k, 2);  // every other column
+  Tensor bs = uniform({k + 3, m}, dt, -1, 1, 6).narrow(0, 2, k);        // an offset window
+  ASSERT_FALSE(at.is_contiguous());
+  ASSERT_FALSE(as.is_contiguous());
+  for (const Tensor& a : {at, as})
+    for (const Tensor& b : {bt, bs}) EXPECT_TRUE(matches_ref(mm(a, b), ref_matmul(a, b), dt, k, 1, 1));
+}
+
+TEST(Linalg, TransposedInputsAreNotCopied) {
+  // The only storage a forward product allocates is its output (oneDNN reads the strides).
+  for (DType dt : {kFloat32, kBFloat16}) {
+    Tensor a = uniform({64, 32}, dt).t(), b = uniform({48, 64}, dt).t();
+    Tensor x = uniform({2, 3, 48}, dt).transpose(0, 1), w = uniform({16, 48}, dt), bias = uniform({16}, dt);
+    (void)mm(a, b);  // warm the primitive cache
+    const int64_t before = memory_stats().allocation_count;
+    Tensor c = mm(a, b);
+    EXPECT_EQ(memory_stats().allocation_count - before, 1) << dtype_name(dt);
+    Tensor bt = uniform({5, 64, 32}, dt).transpose(1, 2);  // batched, transposed
+    const int64_t before_b = memory_stats().allocation_count;
+    Tensor d = matmul(bt, b);
+    EXPECT_EQ(memory_stats().allocation_count - before_b, 1) << dtype_name(dt);
+    Tensor xl = uniform({6, 48}, dt);
+    const int64_t before_l = memory_stats().allocation_count;
+    Tensor y = linear(x, w, bias);  // weight read transposed, bias fused, (2, 3) rows flattened
+    EXPECT_EQ(memory_stats().allocation_count - before_l, 2) << dtype_name(dt);  // x needs a copy to flatten
+    const int64_t before_l2 = memory_stats().allocation_count;
+    Tensor y2 = linear(xl, w, bias);
+    EXPECT_EQ(memory_stats().allocation_count - before_l2, 1) << dtype_name(dt);
+    EXPECT_TRUE(matches_ref(d, ref_matmul(bt, b), dt, 32, 2, 2));
+  }
+}
+
+TEST_P(LinalgTyped, BmmMatchesReference) {
+  const DType dt = GetParam();
+  Tensor a = uniform({4, 9, 31}, dt, -2, 2, 7), b = uniform({4, 31, 5}, dt, -2, 2, 8);
+  EXPECT_TRUE(matches_ref(bmm(a, b), ref_matmul(a, b), dt, 31, 2, 2));
+  // transposed batches
+  Tensor at = uniform({4, 31, 9}, dt, -2, 2, 9).transpose(1, 2);
+  Tensor bp = uniform({31, 4, 5}, dt, -2, 2, 10).permute({1, 0, 2});
+  EXPECT_TRUE(matches_ref(bmm(at, bp), ref_matmul(at, bp), dt, 31, 2, 2));
+}
+
+TEST_P(LinalgTyped, MatmulBroadcastsBatchDims) {
+  const DType dt = GetParam();
+  struct Case { Shape a, b; };
+  for (const Case& c : std::vector<Case>{{{2, 1, 6, 5}, {3, 5, 4}},
+                                         {{6, 5}, {2, 3, 5, 4}},
+                                         {{2, 3, 6, 5}, {5, 4}},
+                                         {{1, 3, 6, 5}, {2, 1, 5, 4}},
+                                         {{4, 6, 5}, {4, 5, 4}}}) {
+    Tensor a = uniform(c.a, dt, -2, 2, 11), b = uniform(c.b, dt, -2, 2, 12);
+    EXPECT_TRUE(matches_ref(matmul(a, b), ref_matmul(a, b), dt, 5, 2, 2)) << shape_str(c.a) << " @ " << shape_str(c.b);
+  }
+  // An expanded (stride-0) batch is a broadcast, not a copy.
+  Tensor a = uniform({1, 6, 5}, dt, -2, 2, 13).expand({3, 6, 5}), b = uniform({3, 5, 4}, dt, -2, 2, 14);
+  EXPECT_TRUE(matches_ref(bmm(a, b), ref_matmul(a.contiguous(), b), dt, 5, 2, 2));
+}
+
+TEST_P(LinalgTyped, MatmulOneDimensionalRules) {
+  const DType dt = GetParam();
+  Tensor v = uniform({5}, dt, -2, 2, 15), w = uniform({5}, dt, -2, 2, 16);
+  Tensor m = uniform({5, 3}, dt, -2, 2, 17), mt = uniform({4, 5}, dt, -2, 2, 18);
+  Tensor bm = uniform({2, 5, 3}, dt, -2, 2, 19), bmt = uniform({2, 4, 5}, dt, -2, 2, 20);
+  auto check = [&](const Tensor& out, const Tensor& a2, const Tensor& b2, const Shape& shape) {
+    Ref r = ref_matmul(a2, b2);
+    r.shape = shape;
+    EXPECT_TRUE(matches_ref(out, r, dt, 5, 2, 2)) << shape_str(shape);
+  };
+  check(matmul(v, w), v.view({1, 5}), w.view({5, 1}), {});        // dot product: 0-d
+  check(matmul(v, m), v.view({1, 5}), m, {3});                    // row vector
+  check(matmul(mt, v), mt, v.view({5, 1}), {4});                  // column vector
+  check(matmul(v, bm), v.view({1, 5}), bm, {2, 3});               // prepended dim removed
+  check(matmul(bmt, v), bmt, v.view({5, 1}), {2, 4});             // appended dim removed
+  Tensor strided = uniform({10}, dt, -2, 2, 21).slice(0, 0, 10, 2);  // a strided vector
+  check(matmul(strided, w), strided.contiguous().view({1, 5}), w.view({5, 1}), {});
+}
+
+TEST_P(LinalgTyped, LinearMatchesReference) {
+  const DType dt = GetParam();
+  Tensor x = uniform({2, 5, 24}, dt, -2, 2, 22), w = uniform({7, 24}, dt, -1, 1, 23), bias = uniform({7}, dt, -3, 3, 24);
+  const std::vector<double> bv = bias.to_vector();
+  Ref r = ref_matmul(x, w.t().contiguous(), &bv);
+  Tol tol = product_tol(dt, 24, 2, 1);
+  tol.atol += 3 * tol.rtol;  // the bias enters the float32 sum before the one rounding
+  Tensor y = linear(x, w, bias);
+  EXPECT_EQ(y.sizes(), (Shape{2, 5, 7}));
+  EXPECT_TRUE(all_close(y, r.v, tol));
+  Ref r0 = ref_matmul(x, w.t().contiguous());
+  EXPECT_TRUE(all_close(linear(x, w), r0.v, product_tol(dt, 24, 2, 1)));
+  // 1-d input gives a 1-d output
+  Tensor x1 = uniform({24}, dt, -2, 2, 25);
+  Tensor y1 = linear(x1, w, bias);
+  EXPECT_EQ(y1.sizes(), (Shape{7}));
+  EXPECT_TRUE(all_close(y1, ref_matmul(x1.view({1, 24}), w.t().contiguous(), &bv).v, tol));
+  // a transposed (non-viewable) input still works
+  Tensor xt = uniform({24, 6}, dt, -2, 2, 26).t();
+  EXPECT_TRUE(all_close(linear(xt, w, bias), ref_matmul(xt, w.t().contiguous(), &bv).v, tol));
+}
+
+TEST(Linalg, Float16FallbackRoundsOnceFromFloat32) {
+  // Without native fp16 GEMM the product is the float32 product of the same values,
+  // rounded once: bit-identical to doing it by hand.
+  Tensor a = uniform({33, 70}, kFloat16, -2, 2, 27), b = uniform({70, 45}, kFloat16, -2, 2, 28);
+  Tensor manual = mm(a.to(kFloat32), b.to(kFloat32)).to(kFloat16);
+  if (cpu::native_matmul(kFloat16)) GTEST_SKIP() << "this CPU has a native fp16 matmul";
+  EXPECT_TRUE(testing::equal(mm(a, b), manual));
+  Tensor bias = uniform({45}, kFloat16, -1, 1, 29);
+  Tensor manual_l = linear(a.to(kFloat32), b.t().to(kFloat32), bias.to(kFloat32)).to(kFloat16);
+  EXPECT_TRUE(testing::equal(linear(a, b.t(), bias), manual_l));
+}
+
+TEST(Linalg, NativeSupportIsReported) {
+  EXPECT_TRUE(cpu::native_matmul(kFloat32));
+  EXPECT_FALSE(cpu::native_matmul(kFloat64));
+  if (cpu_features().avx512_bf16) EXPECT_TRUE(cpu::native_matmul(kBFloat16));
+  if (!cpu_features().avx512_fp16) EXPECT_FALSE(cpu::native_matmul(kFloat16));
+}
+
+TEST(Linalg, Bf16IsOneRoundingOfFloat32Accumulation) {
+  // Large K: a bf16 accumulator would be off by far more than one output rounding.
+  const int64_t k = 4096;
+  Tensor a = uniform({8, k}, kBFloat16, 0, 1, 30), b = uniform({k, 8}, kBFloat16, 0, 1, 31);
+  Ref r = ref_matmul(a, b);
+  EXPECT_TRUE(all_close(mm(a, b), r.v, {2.0 * k * 0x1p-23, 0x1p-8}));
+}
+
+// ---- empty shapes -------------------------------------------------------------------------
+
+TEST_P(LinalgTyped, EmptyShapes) {
+  const DType dt = GetParam();
+  Tensor z = mm(uniform({3, 0}, dt), uniform({0, 4}, dt));  // k = 0: an empty sum
+  EXPECT_EQ(z.sizes(), (Shape{3, 4}));
+  EXPECT_TRUE(all_close(z, std::vector<double>(12, 0.0), {0, 0}));
+  EXPECT_EQ(mm(uniform({0, 5}, dt), uniform({5, 4}, dt)).sizes(), (Shape{0, 4}));
+  EXPECT_EQ(bmm(uniform({0, 2, 5}, dt), uniform({0, 5, 4}, dt)).sizes(), (Shape{0, 2, 4}));
+  EXPECT_EQ(matmul(uniform({0}, dt), uniform({0}, dt)).item<double>(), 0.0);
+  Tensor bias = uniform({3}, dt, 1, 2, 3);
+  Tensor lb = linear(uniform({2, 0}, dt), uniform({3, 0}, dt), bias);  // k = 0: just the bias
+  EXPECT_TRUE(all_close(lb, [&] { auto v = bias.to_vector(); v.insert(v.end(), v.begin(), v.end()); return v; }(), {0, 0}));
+  // backward through empty shapes gives zero (or empty) gradients of the right shape
+  Tensor a = uniform({3, 0}, dt).requires_grad_(), b = uniform({0, 4}, dt).requires_grad_();
+  mm(a, b).backward(ones({3, 4}, dt));
+  EXPECT_EQ(a.grad().sizes(), (Shape{3, 0}));
+  EXPECT_EQ(b.grad().sizes(), (Shape{0, 4}));
+  for (auto [sa, sb] : {std::pair<Shape, Shape>{{2, 3, 0}, {0, 4}}, {{2, 3, 5}, {5, 0}}, {{2, 0, 5}, {5, 4}}}) {
+    Tensor ba = uniform(sa, dt).requires_grad_(), bb2 = uniform(sb, dt).requires_grad_();
+    Tensor out = matmul(ba, bb2);
+    out.backward(ones(out.sizes(), dt));  // the shared-weight gradient folds rows: k or m may be 0
+    EXPECT_EQ(ba.grad().sizes(), sa);
+    EXPECT_TRUE(all_close(bb2.grad(), std::vector<double>(static_cast<size_t>(bb2.numel()), 0.0), {0, 0}))
+        << shape_str(sa) << " @ " << shape_str(sb);
+  }
+  Tensor x = uniform({0, 5}, dt).requires_grad_(), w = uniform({3, 5}, dt).requires_grad_();
+  Tensor bb = uniform({3}, dt).requires_grad_();
+  linear(x, w, bb).backward(zeros({0, 3}, dt));
+  EXPECT_TRUE(all_close(w.grad(), std::vector<double>(15, 0.0), {0, 0}));
+  EXPECT_TRUE(all_close(bb.grad(), std::vector<double>(3, 0.0), {0, 0}));
+}
+
+// ---- backward -----------------------------------------------------------------------------
+
+// Gradients against float64 reference formulas (grad_a = G b^T, grad_b = a^T G, summed over
+// broadcast batch dims), with an explicit output gradient: independent of tc::sum.
+std::vector<double> ref_reduce(const Ref& full, const Shape& full_shape, const Shape& target) {
+  // sums `full` (shape full_shape) down to target (right-aligned, 1 = broadcast)
+  const int64_t nd = static_cast<int64_t>(full_shape.size());
+  Shape tp(full_shape.size() - target.size(), 1);
+  tp.insert(tp.end(), target.begin(), target.end());
+  int64_t tn = 1;
+  for (auto s : tp) tn *= s;
+  std::vector<double> out(static_cast<size_t>(tn), 0.0);
+  for (size_t i = 0; i < full.v.size(); ++i) {
+    int64_t rem = static_cast<int64_t>(i), idx = 0, mul = 1;
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      const int64_t c = rem % full_shape[d];
+      rem /= full_shape[d];
+      if (tp[d] != 1) idx += c * mul;
+      mul *= tp[d];
+    }
+    out[idx] += full.v[i];
+  }
+  return out;
+}
+
+TEST_P(LinalgTyped, MatmulBackwardMatchesReference) {
+  const DType dt = GetParam();
+  struct Case { Shape a, b; };
+  for (const Case& c : std::vector<Case>{{{6, 5}, {5, 4}},
+                                         {{3, 6, 5}, {5, 4}},      // shared weight: folded grad
+                                         {{6, 5}, {3, 5, 4}},      // shared left operand
+                                         {{2, 1, 6, 5}, {3, 5, 4}},
+                                         {{1, 3, 6, 5}, {2, 1, 5, 4}}}) {
+    Tensor a = uniform(c.a, dt, -1, 1, 40).requires_grad_(), b = uniform(c.b, dt, -1, 1, 41).requires_grad_();
+    Tensor out = matmul(a, b);
+    Tensor g = uniform(out.sizes(), dt, -1, 1, 42);
+    out.backward(g);
+    const int64_t nd = out.dim();
+    // G (..., n, m) @ b^T and a^T @ G, in float64, then summed to the operand's shape.
+    Ref ga = ref_matmul(g, b.detach().transpose(-1, -2).contiguous());
+    Ref gb = ref_matmul(a.detach().transpose(-1, -2).contiguous(), g);
+    // Terms summed into one gradient element: the GEMM's inner size (m for a, n for b)
+    // times the batch elements the operand was broadcast over.
+    int64_t out_batch = 1;
+    for (int64_t d = 0; d < nd - 2; ++d) out_batch *= out.size(d);
+    const int64_t terms_a = out_batch / (a.numel() / (a.size(-1) * a.size(-2))) * out.size(-1);
+    const int64_t terms_b = out_batch / (b.numel() / (b.size(-1) * b.size(-2))) * out.size(-2);
+    // Terms are at most 1 in size. A 16-bit broadcast gradient rounds each batch's partial
+    // product before the sum, so allow one 16-bit rounding per term.
+    auto tol = [&](int64_t terms) {
+      return is_reduced_float(dt) ? Tol{terms * traits(dt).epsilon, traits(dt).epsilon} : product_tol(dt, terms, 1, 1);
+    };
+    const Tol ta = tol(terms_a), tb = tol(terms_b);
+    EXPECT_EQ(a.grad().dtype(), dt);
+    EXPECT_TRUE(all_close(a.grad(), ref_reduce(ga, ga.shape, c.a), ta)) << shape_str(c.a) << " @ " << shape_str(c.b);
+    EXPECT_TRUE(all_close(b.grad(), ref_reduce(gb, gb.shape, c.b), tb)) << shape_str(c.a) << " @ " << shape_str(c.b);
+  }
+}
+
+TEST_P(LinalgTyped, LinearBackwardMatchesReference) {
+  const DType dt = GetParam();
+  Tensor x = uniform({2, 3, 8}, dt, -1, 1, 50).requires_grad_();
+  Tensor w = uniform({5, 8}, dt, -1, 1, 51).requires_grad_();
+  Tensor bias = uniform({5}, dt, -1, 1, 52).requires_grad_();
+  Tensor y = linear(x, w, bias);
+  Tensor g = uniform({2, 3, 5}, dt, -1, 1, 53);
+  y.backward(g);
+  Tensor g2 = g.view({6, 5}), x2 = x.detach().view({6, 8});
+  Ref gx = ref_matmul(g2, w.detach());
+  Ref gw = ref_matmul(g2.t().contiguous(), x2);
+  std::vector<double> gbias(5, 0.0), gv = g.to_vector();
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 5; ++j) gbias[j] += gv[i * 5 + j];
+  EXPECT_EQ(x.grad().sizes(), x.sizes());
+  EXPECT_EQ(w.grad().dtype(), dt);
+  EXPECT_EQ(bias.grad().dtype(), dt);
+  EXPECT_TRUE(all_close(x.grad(), gx.v, product_tol(dt, 5, 1, 1)));
+  EXPECT_TRUE(all_close(w.grad(), gw.v, product_tol(dt, 6, 1, 1)));
+  EXPECT_TRUE(all_close(bias.grad(), gbias, product_tol(dt, 6, 1, 1)));
+  // without bias, only two inputs get gradients
+  Tensor x1 = x.detach().clone().requires_grad_(), w1 = w.detach().clone().requires_grad_();
+  linear(x1, w1).backward(g);
+  EXPECT_TRUE(all_close(w1.grad(), gw.v, product_tol(dt, 6, 1, 1)));
+}
+
+// gradcheck (float64 central differences of a weighted sum): these use tc::sum.
+Tol grad_tol(DType dt) { return dt == kFloat64 ? Tol{1e-7, 1e-7} : tol_for(dt, 8); }
+
+TEST_P(LinalgTyped, GradcheckMm) {
+  const DType dt = GetParam();
+  Tensor a = uniform({4, 6}, dt, -1, 1, 60).requires_grad_(), b = uniform({6, 3}, dt, -1, 1, 61).requires_grad_();
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return mm(x[0], x[1]); }, {a, b}, grad_tol(dt)));
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return mm(x[0].t(), x[1].t()); },
+                        {uniform({6, 4}, dt, -1, 1, 62).requires_grad_(), uniform({3, 6}, dt, -1, 1, 63).requires_grad_()},
+                        grad_tol(dt)));
+}
+
+TEST_P(LinalgTyped, GradcheckBmm) {
+  const DType dt = GetParam();
+  Tensor a = uniform({2, 3, 5}, dt, -1, 1, 64).requires_grad_(), b = uniform({2, 5, 4}, dt, -1, 1, 65).requires_grad_();
+  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& x) { return bmm(x[0], x[1]); }, {a, b}, grad_tol(dt)));
+}
+
+TEST_P(LinalgTyped, GradcheckMatmulBroadcast) {
+  const DType dt = GetParam();
+  auto f = [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); };
+  EXPECT_TRUE(gradcheck(f, {uniform({2, 1, 3, 4}, dt, -1, 1, 66).requires_grad_(),
+                            uniform({3, 4, 2}, dt, -1, 1, 67).requires_grad_()}, grad_tol(dt)));
+  EXPECT_TRUE(gradcheck(f, {uniform({4}, dt, -1, 1, 68).requires_grad_(),
+                            uniform({2, 4, 3}, dt, -1, 1, 69).requires_grad_()}, grad_tol(dt)));
+  EXPECT_TRUE(gradcheck(f, {uniform({3, 2, 4}, dt, -1, 1, 75).requires_grad_(),  // shared weight (folded)
+                            uniform({4, 2}, dt, -1, 1, 76).requires_grad_()}, grad_tol(dt)));
+  EXPECT_TRUE(gradcheck(f, {uniform({4}, dt, -1, 1, 70).requires_grad_(),
+                            uniform({4}, dt, -1, 1, 71).requires_grad_()}, grad_tol(dt)));
+}
+
+TEST_P(LinalgTyped, GradcheckLinear) {
+  const DType dt = GetParam();
+  auto f = [](const std::vector<Tensor>& x) { return linear(x[0], x[1], x[2]); };
+  EXPECT_TRUE(gradcheck(f, {uniform({2, 3, 4}, dt, -1, 1, 72).requires_grad_(),
+                            uniform({5, 4}, dt, -1, 1, 73).requires_grad_(),
+                            uniform({5}, dt, -1, 1, 74).requires_grad_()}, grad_tol(dt)));
+}
+
+// ---- errors -------------------------------------------------------------------------------
+
+void expect_error(const std::function<void()>& f, const std::string& message) {
+  try {
+    f();
+    ADD_FAILURE() << "expected tc::Error: " << message;
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), message);
+  }
+}
+
+TEST(Linalg, ErrorMessages) {
+  Tensor x = zeros({64, 784}), w = zeros({10, 784});
+  expect_error([&] { matmul(x, w); }, "[matmul] shapes (64, 784) and (10, 784) cannot be multiplied");
+  expect_error([&] { mm(x, w); }, "[mm] shapes (64, 784) and (10, 784) cannot be multiplied");
+  expect_error([&] { bmm(zeros({2, 3, 4}), zeros({3, 4, 5})); }, "[bmm] shapes (2, 3, 4) and (3, 4, 5) cannot be multiplied");
+  expect_error([&] { bmm(zeros({2, 3, 4}), zeros({2, 5, 5})); }, "[bmm] shapes (2, 3, 4) and (2, 5, 5) cannot be multiplied");
+  expect_error([&] { matmul(zeros({2, 3, 4}), zeros({5, 4, 6})); },
+               "[matmul] shapes (2, 3, 4) and (5, 4, 6) cannot be multiplied");
+  expect_error([&] { matmul(zeros({3}), zeros({4})); }, "[matmul] shapes (3,) and (4,) cannot be multiplied");
+  expect_error([&] { linear(zeros({64, 784}), zeros({10, 785})); },
+               "[linear] shapes (64, 784) and (10, 785) cannot be multiplied");
+  expect_error([&] { matmul(x, zeros({784, 10}, kBFloat16)); },
+               "[matmul] expected both inputs to have the same dtype, got float32 and bfloat16");
+  expect_error([&] { mm(zeros({2, 2}, kFloat16), zeros({2, 2}, kBFloat16)); },
+               "[mm] expected both inputs to have the same dtype, got float16 and bfloat16");
+  expect_error([&] { linear(zeros({2, 2}, kBFloat16), zeros({2, 2})); },
+               "[linear] expected both inputs to have the same dtype, got bfloat16 and float32");
+  expect_error([&] { linear(zeros({2, 2}), zeros({3, 2}), zeros({3}, kBFloat16)); },
+               "[linear] expected bias to have dtype float32, got bfloat16");
+  expect_error([&] { linear(zeros({2, 2}), zeros({3, 2}), zeros({2})); }, "[linear] expected bias of shape (3,), got (2,)");
+  expect_error([&] { matmul(scalar_tensor(1.0), zeros({2})); },
+               "[matmul] both arguments to matmul need to be at least 1D, but they are 0D and 1D");
+  expect_error([&] { mm(zeros({2}), zeros({2, 2})); }, "[mm] expected 2-D tensors, got (2,) and (2, 2)");
+  expect_error([&] { bmm(zeros({2, 2}), zeros({2, 2, 2})); }, "[bmm] expected 3-D tensors, got (2, 2) and (2, 2, 2)");
+  expect_error([&] { linear(scalar_tensor(1.0), zeros({2, 2})); }, "[linear] expected an input with at least 1 dim, got ()");
+  expect_error([&] { mm(zeros({2, 2}, kInt64), zeros({2, 2}, kInt64)); }, "[mm] expected floating inputs, got int64");
+  expect_error([&] { matmul(Tensor(), zeros({2})); }, "[matmul] got an undefined tensor");
+}
+
+// ---- cache and threads --------------------------------------------------------------------
+
+TEST(Linalg, PrimitiveCacheReusesAndKeysByGeometry) {
+  Tensor a = uniform({13, 17}, kFloat32), b = uniform({17, 11}, kFloat32);
+  (void)mm(a, b);
+  const size_t n0 = cpu::matmul_cache_size();
+  (void)mm(a, b);
+  (void)mm(a.clone(), b.clone());
+  EXPECT_EQ(cpu::matmul_cache_size(), n0);  // same geometry: a hit
+  (void)mm(uniform({17, 13}, kFloat32).t(), b);
+  EXPECT_EQ(cpu::matmul_cache_size(), n0 + 1);  // transposed strides: a new primitive
+  (void)mm(a.to(kBFloat16), b.to(kBFloat16));
+  EXPECT_EQ(cpu::matmul_cache_size(), n0 + 2);  // dtype is in the key
+  (void)linear(a, b.t(), zeros({11}));
+  EXPECT_EQ(cpu::matmul_cache_size(), n0 + 3);  // so is the bias
+  // results stay right across clearing
+  const Tensor before = mm(a, b);
+  cpu::clear_matmul_cache();
+  EXPECT_EQ(cpu::matmul_cache_size(), 0u);
+  EXPECT_TRUE(testing::equal(mm(a, b), before));
+}
+
+TEST(Linalg, ConcurrentCallsAgree) {
+  Tensor a = uniform({96, 80}, kBFloat16, -1, 1, 80), b = uniform({80, 72}, kBFloat16, -1, 1, 81);
+  const Tensor expected = mm(a, b);
+  std::vector<Tensor> results(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      Tensor r;
+      for (int i = 0; i < 20; ++i) r = mm(a, b);
+      results[t] = r;
+    });
+  for (auto& th : threads) th.join();
+  for (const Tensor& r : results) EXPECT_TRUE(testing::equal(r, expected));
+}
+
+}  // namespace
+}  // namespace tc

@@ -1,0 +1,339 @@
+// Tests for max_pool2d, avg_pool2d and adaptive_avg_pool2d: values PyTorch gives on small
+// hand-checked inputs, forward against independent float64 loops (kernel / stride /
+// padding / dilation / ceil_mode / count_include_pad; permuted inputs) in every floating
+// dtype, gradcheck of each op (oneDNN and direct-loop paths), and error messages.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/testing.h"
+
+namespace tc {
+namespace {
+
+using testing::all_close;
+using testing::gradcheck;
+using testing::Tol;
+using testing::tol_for;
+using testing::uniform;
+
+const std::vector<DType> kAllFloating = {kFloat32, kBFloat16, kFloat16, kFloat64};
+std::string name_of(const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); }
+
+// A tensor whose values are all distinct (multiples of 1/8, exact in every dtype), so the
+// position of each window's maximum is unambiguous and stable under gradcheck's steps.
+Tensor distinct(const Shape& shape, DType dt, uint64_t seed) {
+  const int64_t n = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>(i - n / 2) / 8.0;
+  std::mt19937_64 gen(seed);
+  std::shuffle(v.begin(), v.end(), gen);
+  return tensor(v, shape, kFloat64).to(dt);
+}
+
+Tensor iota(const Shape& shape) {
+  const int64_t n = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+  std::vector<double> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0.0);
+  return tensor(v, shape, kFloat32);
+}
+
+struct PoolCase {
+  Shape x, kernel, stride, padding, dilation;
+  bool ceil_mode;
+};
+
+std::string describe(const PoolCase& c) {
+  return "x" + shape_str(c.x) + " k" + shape_str(c.kernel) + " s" + shape_str(c.stride) + " p" +
+         shape_str(c.padding) + " d" + shape_str(c.dilation) + (c.ceil_mode ? " ceil" : "");
+}
+
+// PyTorch's output size, written out independently of the library.
+int64_t ref_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const double span = static_cast<double>(in + 2 * p - d * (k - 1) - 1) / static_cast<double>(s);
+  int64_t out = static_cast<int64_t>(ceil_mode ? std::ceil(span) : std::floor(span)) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+enum class Ref { Max, AvgInclude, AvgExclude };
+
+std::vector<double> ref_pool(const Tensor& x, const PoolCase& c, Ref kind, Shape* shape) {
+  const auto xv = x.to_vector();
+  const Shape st = c.stride.empty() ? c.kernel : c.stride;  // stride defaults to the kernel
+  const int64_t N = c.x[0], C = c.x[1], H = c.x[2], W = c.x[3];
+  const int64_t OH = ref_out(H, c.kernel[0], st[0], c.padding[0], c.dilation[0], c.ceil_mode);
+  const int64_t OW = ref_out(W, c.kernel[1], st[1], c.padding[1], c.dilation[1], c.ceil_mode);
+  *shape = {N, C, OH, OW};
+  std::vector<double> y;
+  for (int64_t nc = 0; nc < N * C; ++nc)
+    for (int64_t i = 0; i < OH; ++i)
+      for (int64_t j = 0; j < OW; ++j) {
+        double best = -std::numeric_limits<double>::infinity(), sum = 0;
+        int64_t inside = 0, in_padded = 0;
+        for (int64_t u = 0; u < c.kernel[0]; ++u)
+          for (int64_t v = 0; v < c.kernel[1]; ++v) {
+            const int64_t h = i * st[0] - c.padding[0] + u * c.dilation[0];
+            const int64_t w = j * st[1] - c.padding[1] + v * c.dilation[1];
+            // PyTorch counts padded positions up to H + pad, not the ceil_mode overhang.
+            if (h < H + c.padding[0] && w < W + c.padding[1]) ++in_padded;
+            if (h < 0 || h >= H || w < 0 || w >= W) continue;
+            const double val = xv[(nc * H + h) * W + w];
+            best = std::max(best, val);
+            sum += val;
+            ++inside;
+          }
+        y.push_back(kind == Ref::Max ? best : sum / static_cast<double>(kind == Ref::AvgInclude ? in_padded : inside));
+      }
+  return y;
+}
+
+Tensor make_input(const Shape& s, DType dt, bool permuted, uint64_t seed) {
+  if (!permuted) return uniform(s, dt, -2.0, 2.0, seed);
+  return uniform({s[0], s[2], s[3], s[1]}, dt, -2.0, 2.0, seed).permute({0, 3, 1, 2});
+}
+
+const std::vector<PoolCase> kMaxCases = {
+    {{2, 3, 8, 8}, {2, 2}, {}, {0, 0}, {1, 1}, false},
+    {{2, 3, 9, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+    {{2, 3, 9, 7}, {3, 2}, {2, 2}, {1, 1}, {1, 1}, true},
+    {{2, 2, 10, 9}, {3, 3}, {1, 2}, {1, 0}, {2, 2}, false},  // dilation
+    {{2, 2, 10, 9}, {2, 3}, {3, 2}, {0, 1}, {2, 1}, true},   // dilation + ceil
+    {{2, 16, 6, 6}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true},
+};
+
+const std::vector<PoolCase> kAvgCases = {
+    {{2, 3, 8, 8}, {2, 2}, {}, {0, 0}, {1, 1}, false},
+    {{2, 3, 9, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+    {{2, 3, 9, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true},   // ceil window overhangs H + pad
+    {{2, 3, 7, 7}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true},   // overhang without padding
+    {{2, 2, 10, 9}, {3, 2}, {1, 3}, {1, 1}, {1, 1}, true},
+};
+
+// ------------------------------------------------------------------ values PyTorch gives
+
+TEST(Pool, KnownValues) {
+  Tensor x4 = iota({1, 1, 4, 4});
+  EXPECT_TRUE(all_close(max_pool2d(x4, {2, 2}), {5, 7, 13, 15}, {0, 0}));
+  Tensor x5 = iota({1, 1, 5, 5});
+  EXPECT_TRUE(all_close(max_pool2d(x5, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true), {6, 8, 9, 16, 18, 19, 21, 23, 24}, {0, 0}));
+  // torch.nn.functional.avg_pool2d(arange(9).view(1,1,3,3), 2, ceil_mode=True): the
+  // overhanging windows divide by their clipped size even with count_include_pad.
+  Tensor x3 = iota({1, 1, 3, 3});
+  EXPECT_TRUE(all_close(avg_pool2d(x3, {2, 2}, {}, {0, 0}, true, true), {2, 3.5, 6.5, 8}, {1e-6, 1e-6}));
+  // padding=1 with count_include_pad counts the zeros; without, it does not.
+  EXPECT_TRUE(all_close(avg_pool2d(x3, {2, 2}, {2, 2}, {1, 1}, false, true), {0, 0.75, 2.25, 6}, {1e-6, 1e-6}));
+  EXPECT_TRUE(all_close(avg_pool2d(x3, {2, 2}, {2, 2}, {1, 1}, false, false), {0, 1.5, 4.5, 6}, {1e-6, 1e-6}));
+  // adaptive windows of 5 -> 3: [0, 2), [1, 4), [3, 5).
+  Tensor r = iota({1, 1, 1, 5});
+  EXPECT_TRUE(all_close(adaptive_avg_pool2d(r, {1, 3}), {0.5, 2, 3.5}, {1e-6, 1e-6}));
+  EXPECT_TRUE(all_close(adaptive_avg_pool2d(x4, {1, 1}), {7.5}, {1e-6, 1e-6}));
+}
+
+// ------------------------------------------------------------------ forward
+
+class PoolForward : public ::testing::TestWithParam<DType> {};
+
+TEST_P(PoolForward, MaxMatchesReference) {
+  const DType dt = GetParam();
+  uint64_t seed = 40;
+  for (const PoolCase& c : kMaxCases)
+    for (bool permuted : {false, true}) {
+      SCOPED_TRACE(describe(c) + (permuted ? " permuted" : ""));
+      Tensor x = make_input(c.x, dt, permuted, ++seed);
+      Tensor y = max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+      Shape shape;
+      const auto ref = ref_pool(x, c, Ref::Max, &shape);
+      ASSERT_EQ(y.sizes(), shape);
+      ASSERT_EQ(y.dtype(), dt);
+      EXPECT_TRUE(all_close(y, ref, {0, 0}));  // a maximum is exact in any dtype
+    }
+}
+
+TEST_P(PoolForward, AvgMatchesReference) {
+  const DType dt = GetParam();
+  uint64_t seed = 60;
+  for (const PoolCase& c : kAvgCases)
+    for (bool include_pad : {true, false})
+      for (bool permuted : {false, true}) {
+        SCOPED_TRACE(describe(c) + (include_pad ? " include_pad" : " exclude_pad") + (permuted ? " permuted" : ""));
+        Tensor x = make_input(c.x, dt, permuted, ++seed);
+        Tensor y = avg_pool2d(x, c.kernel, c.stride, c.padding, c.ceil_mode, include_pad);
+        Shape shape;
+        const auto ref = ref_pool(x, c, include_pad ? Ref::AvgInclude : Ref::AvgExclude, &shape);
+        ASSERT_EQ(y.sizes(), shape);
+        ASSERT_EQ(y.dtype(), dt);
+        EXPECT_TRUE(all_close(y, ref, tol_for(dt, 2)));
+      }
+}
+
+TEST_P(PoolForward, AdaptiveAvgMatchesReference) {
+  const DType dt = GetParam();
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 3, 8, 6}, {4, 3}},  // divisible: average pooling
+      {{2, 3, 7, 5}, {3, 2}},  // overlapping windows
+      {{2, 3, 5, 9}, {4, 7}},
+      {{2, 3, 6, 6}, {1, 1}},  // global average
+      {{2, 3, 3, 4}, {5, 6}},  // output larger than input
+  };
+  uint64_t seed = 80;
+  for (const auto& [xs, os] : cases) {
+    SCOPED_TRACE("x" + shape_str(xs) + " -> " + shape_str(os));
+    Tensor x = make_input(xs, dt, seed % 2 == 0, ++seed);
+    Tensor y = adaptive_avg_pool2d(x, os);
+    const auto xv = x.to_vector();
+    std::vector<double> ref;
+    const int64_t H = xs[2], W = xs[3];
+    for (int64_t nc = 0; nc < xs[0] * xs[1]; ++nc)
+      for (int64_t i = 0; i < os[0]; ++i)
+        for (int64_t j = 0; j < os[1]; ++j) {
+          const auto h0 = static_cast<int64_t>(std::floor(double(i * H) / os[0]));
+          const auto h1 = static_cast<int64_t>(std::ceil(double((i + 1) * H) / os[0]));
+          const auto w0 = static_cast<int64_t>(std::floor(double(j * W) / os[1]));
+          const auto w1 = static_cast<int64_t>(std::ceil(double((j + 1) * W) / os[1]));
+          double s = 0;
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) s += xv[(nc * H + h) * W + w];
+          ref.push_back(s / double((h1 - h0) * (w1 - w0)));
+        }
+    ASSERT_EQ(y.sizes(), (Shape{xs[0], xs[1], os[0], os[1]}));
+    ASSERT_EQ(y.dtype(), dt);
+    EXPECT_TRUE(all_close(y, ref, tol_for(dt, 2)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, PoolForward, ::testing::ValuesIn(kAllFloating), name_of);
+
+// ------------------------------------------------------------------ gradients
+
+Tol grad_tol(DType dt) {
+  switch (dt) {
+    case DType::Float64: return {1e-7, 1e-7};
+    case DType::Float32: return tol_for(dt, 32);
+    default: return tol_for(dt, 4);
+  }
+}
+
+class PoolGrad : public ::testing::TestWithParam<DType> {};
+
+TEST_P(PoolGrad, MaxPool) {
+  const DType dt = GetParam();
+  uint64_t seed = 200;
+  for (const PoolCase& c : kMaxCases) {
+    if (c.x[1] > 4) continue;  // keep gradcheck small
+    SCOPED_TRACE(describe(c));
+    Tensor x = distinct(c.x, dt, ++seed).requires_grad_();
+    auto f = [&](const std::vector<Tensor>& in) {
+      return max_pool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+    };
+    EXPECT_TRUE(gradcheck(f, {x}, grad_tol(dt)));
+  }
+}
+
+TEST_P(PoolGrad, AvgPool) {
+  const DType dt = GetParam();
+  uint64_t seed = 300;
+  for (const PoolCase& c : kAvgCases)
+    for (bool include_pad : {true, false}) {
+      SCOPED_TRACE(describe(c) + (include_pad ? " include_pad" : " exclude_pad"));
+      Tensor x = uniform(c.x, dt, -2.0, 2.0, ++seed).requires_grad_();
+      auto f = [&](const std::vector<Tensor>& in) {
+        return avg_pool2d(in[0], c.kernel, c.stride, c.padding, c.ceil_mode, include_pad);
+      };
+      EXPECT_TRUE(gradcheck(f, {x}, grad_tol(dt)));
+    }
+}
+
+TEST_P(PoolGrad, AdaptiveAvgPool) {
+  const DType dt = GetParam();
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 2, 6, 4}, {3, 2}},  // divisible
+      {{2, 2, 7, 5}, {3, 2}},  // non-divisible
+      {{1, 2, 3, 4}, {4, 5}},  // upsampling windows
+  };
+  uint64_t seed = 400;
+  for (const auto& [xs, os] : cases) {
+    SCOPED_TRACE("x" + shape_str(xs) + " -> " + shape_str(os));
+    Tensor x = uniform(xs, dt, -2.0, 2.0, ++seed).requires_grad_();
+    auto f = [&](const std::vector<Tensor>& in) { return adaptive_avg_pool2d(in[0], os); };
+    EXPECT_TRUE(gradcheck(f, {x}, grad_tol(dt)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, PoolGrad, ::testing::ValuesIn(kAllFloating), name_of);
+
+TEST(Pool, MaxPoolGradientOfPermutedInput) {
+  Tensor base = distinct({2, 6, 6, 3}, kFloat32, 9).requires_grad_();
+  auto f = [](const std::vector<Tensor>& in) { return max_pool2d(in[0].permute({0, 3, 1, 2}), {3, 3}, {2, 2}, {1, 1}); };
+  EXPECT_TRUE(gradcheck(f, {base}, grad_tol(kFloat32)));
+}
+
+// Shapes large enough for oneDNN's JIT kernels (small ones take its simple / reference
+// kernels): forward and gradient against the float64 direct loops on the same values.
+TEST(Pool, JitShapesMatchFloat64) {
+  const Shape xs = {16, 32, 28, 28};
+  const int64_t n = 16 * 32 * 28 * 28;
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>(i - n / 2) / 1024.0;  // distinct, float32-exact
+  std::shuffle(v.begin(), v.end(), std::mt19937_64(5));
+  const Tensor x_distinct = tensor(v, xs, kFloat32);
+  const Tensor g = uniform({16, 32, 14, 14}, kBFloat16, -1.0, 1.0, 6);
+  struct Run {
+    const char* name;
+    DType dt;
+    std::function<Tensor(const Tensor&)> f;
+  };
+  const std::vector<Run> runs = {
+      {"max float32", kFloat32, [](const Tensor& x) { return max_pool2d(x, {2, 2}); }},
+      {"avg float32", kFloat32, [](const Tensor& x) { return avg_pool2d(x, {2, 2}); }},
+      {"avg bfloat16", kBFloat16, [](const Tensor& x) { return avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}, false, false); }},
+  };
+  for (const Run& r : runs) {
+    SCOPED_TRACE(r.name);
+    Tensor x = (r.dt == kFloat32 ? x_distinct : uniform(xs, r.dt, -2.0, 2.0, 7)).clone().requires_grad_();
+    Tensor x64 = x.detach().to(kFloat64).requires_grad_();
+    Tensor y = r.f(x), y64 = r.f(x64);
+    y.backward(g.to(r.dt));
+    y64.backward(g.to(kFloat64));
+    EXPECT_TRUE(all_close(y, y64, tol_for(r.dt, 2)));
+    EXPECT_TRUE(all_close(x.grad(), x64.grad(), tol_for(r.dt, 2)));
+  }
+}
+
+// ------------------------------------------------------------------ errors
+
+void expect_error(const std::function<void()>& fn, const std::string& message) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected tc::Error containing: " << message;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << "message was: " << e.what();
+  }
+}
+
+TEST(Pool, ErrorMessages) {
+  Tensor x = zeros({2, 3, 8, 8});
+  expect_error([&] { max_pool2d(zeros({3, 8, 8}), {2, 2}); },
+               "[max_pool2d] expected 4-d input (N, C, H, W), got shape (3, 8, 8)");
+  expect_error([&] { avg_pool2d(zeros({8, 8}), {2, 2}); }, "[avg_pool2d] expected 4-d input (N, C, H, W), got shape (8, 8)");
+  expect_error([&] { adaptive_avg_pool2d(zeros({3, 8, 8}), {2, 2}); }, "[adaptive_avg_pool2d] expected 4-d input");
+  expect_error([&] { max_pool2d(x, {2, 2}, {2, 2}, {2, 2}); },
+               "[max_pool2d] padding (2, 2) should be at most half of kernel size (2, 2)");
+  expect_error([&] { max_pool2d(x, {2, 2}, {0, 2}); }, "[max_pool2d] stride must be positive, got (0, 2)");
+  expect_error([&] { avg_pool2d(x, {0, 2}); }, "[avg_pool2d] kernel_size must be positive");
+  expect_error([&] { max_pool2d(x, {}); }, "[max_pool2d] kernel_size must have 1 or 2 elements, got ()");
+  expect_error([&] { max_pool2d(x, {2, 2, 2}); }, "[max_pool2d] kernel_size must have 1 or 2 elements, got (2, 2, 2)");
+  expect_error([&] { max_pool2d(x, {9, 9}); }, "[max_pool2d] output size (0, 0) is too small for input of shape (2, 3, 8, 8)");
+  expect_error([&] { max_pool2d(x, {3, 3}, {1, 1}, {0, 0}, {0, 1}); }, "[max_pool2d] dilation must be positive");
+  expect_error([&] { adaptive_avg_pool2d(x, {0, 2}); }, "[adaptive_avg_pool2d] output_size must be positive");
+  expect_error([&] { max_pool2d(x.to(kInt64), {2, 2}); }, "[max_pool2d] expected a floating dtype, got int64");
+}
+
+}  // namespace
+}  // namespace tc
