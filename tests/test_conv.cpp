@@ -227,14 +227,7 @@ TEST(Conv2d, ConcurrentCallsAgreeWithSerial) {
 
 // ------------------------------------------------------------------ errors
 
-void expect_error(const std::function<void()>& fn, const std::string& message) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected tc::Error containing: " << message;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << "message was: " << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(Conv2d, ErrorMessages) {
   Tensor x = zeros({2, 3, 8, 8}), w = zeros({4, 3, 3, 3});

@@ -18,10 +18,10 @@ using testing::Tol;
 using testing::tol_for;
 using testing::uniform;
 
-const std::vector<DType> kAllFloat = {kFloat32, kBFloat16, kFloat16, kFloat64};
+using testing::kAllFloat;
 const std::vector<Reduction> kReductions = {kNone, kMean, kSum};
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+using testing::kInf;
+using testing::kNaN;
 
 const char* red_name(Reduction r) { return r == kNone ? "none" : r == kMean ? "mean" : "sum"; }
 
@@ -34,16 +34,7 @@ Tol grad_tol(DType dt) {
   return tol_for(dt, 8);
 }
 
-// Expects `fn` to throw tc::Error whose message contains every one of `parts`.
-template <class F>
-void expect_error(F fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected tc::Error containing \"" << parts[0] << "\"";
-  } catch (const Error& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 // ----------------------------------------------------------------- class-index references
 

@@ -13,20 +13,7 @@ using testing::gradcheck;
 using testing::tol_for;
 using testing::uniform;
 
-// Runs fn and checks that it throws tc::Error whose message contains every fragment.
-template <class F>
-::testing::AssertionResult throws_with(F fn, std::initializer_list<std::string> fragments) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& f : fragments)
-      if (msg.find(f) == std::string::npos)
-        return ::testing::AssertionFailure() << "message \"" << msg << "\" lacks \"" << f << "\"";
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no tc::Error was thrown";
-}
+using testing::throws_with;
 
 // ------------------------------------------------------------------ references
 

@@ -22,9 +22,9 @@ using testing::gradcheck;
 using testing::tol_for;
 using testing::uniform;
 
-const std::vector<DType> kAllFloat = {kFloat32, kBFloat16, kFloat16, kFloat64};
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using testing::kAllFloat;
+using testing::kNaN;
+using testing::kInf;
 
 // ---- float64 references (independent of the library's reductions)
 
@@ -112,15 +112,7 @@ double unit_roundoff(DType dt) {
   return sums_close(got, ref, abs, x.dtype(), n);
 }
 
-template <class F>
-void expect_error(F f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected tc::Error containing \"" << needle << "\"";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
-  }
-}
+using testing::expect_error;
 
 // ------------------------------------------------------------------ sum / mean
 

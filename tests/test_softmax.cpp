@@ -16,9 +16,9 @@ using testing::gradcheck;
 using testing::tol_for;
 using testing::uniform;
 
-const std::vector<DType> kAllFloat = {kFloat32, kBFloat16, kFloat16, kFloat64};
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+using testing::kAllFloat;
+using testing::kInf;
+using testing::kNaN;
 
 // softmax / log_softmax of row-major `v` with `shape` along `dim`, in float64.
 std::vector<double> softmax_ref(const std::vector<double>& v, const Shape& shape, int64_t dim, bool log) {

@@ -46,6 +46,9 @@ void manual_seed(uint64_t seed);
 // ---------------------------------------------------------------- elementwise
 // Binary ops broadcast (NumPy rules) and promote (promote_types); a double scalar
 // takes the tensor's floating dtype, as a Python scalar does in PyTorch.
+// The dtype of a binary op on a and b (torch.result_type): promote_types, except that a
+// 0-d tensor does not widen a dimensioned one of the same category (bf16 (N) * f32 () -> bf16).
+DType result_type(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);  // a + alpha * b
 Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
 Tensor mul(const Tensor& a, const Tensor& b);

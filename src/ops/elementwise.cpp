@@ -50,12 +50,23 @@ Tensor unary_float_op(const char* name, const Tensor& x, F f, DF df) {
 
 DType arith_dtype(const char* op, const Tensor& a, const Tensor& b) {
   ops::check_same_device(op, a, b);
-  return promote_types(a.dtype(), b.dtype());
+  return result_type(a, b);
 }
 
 }  // namespace
 
 // ------------------------------------------------------------------ binary arithmetic
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  TC_CHECK(a.defined() && b.defined(), "result_type", "got an undefined tensor");
+  const bool da = a.dim() > 0, db = b.dim() > 0;
+  if (da == db) return promote_types(a.dtype(), b.dtype());
+  // A 0-d tensor joins a dimensioned one like a Python scalar: it only decides the
+  // result when its category (bool < integer < floating) is higher.
+  auto category = [](DType t) { return is_floating(t) ? 2 : t == kBool ? 0 : 1; };
+  const DType dimmed = da ? a.dtype() : b.dtype(), zero = da ? b.dtype() : a.dtype();
+  return category(zero) > category(dimmed) ? promote_types(dimmed, zero) : dimmed;
+}
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   const DType dt = arith_dtype("add", a, b);
@@ -311,7 +322,7 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   ops::check_same_device("where", c, a);
   ops::check_same_device("where", a, b);
   TC_CHECK(c.dtype() == kBool, "where", "condition must be a bool tensor, got ", dtype_name(c.dtype()));
-  const DType dt = promote_types(a.dtype(), b.dtype());
+  const DType dt = result_type(a, b);
   Tensor out = map3(c, a, b, dt, "where", [](auto cc, auto x, auto y) { return cc != decltype(x)(0) ? x : y; });
   return record("where", out, {a, b}, [c = c.detach(), sa = a.sizes(), sb = b.sizes()](const Tensor& g, const std::vector<bool>& n) {
     Tensor z = zeros({}, g.dtype());

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <initializer_list>
+#include <limits>
+#include <string>
 #include <string>
 #include <vector>
 
@@ -33,8 +36,36 @@ struct Tol {
 // the dtype's epsilon (the result rounds once, plus float32 internal error).
 Tol tol_for(DType dt, double ulps = 4.0);
 
-// The floating dtypes every op is checked in.
+// The floating dtypes every op is checked in (kAllFloat adds float64).
 inline const std::vector<DType> kFloatingTypes = {kFloat32, kBFloat16, kFloat16};
+inline const std::vector<DType> kAllFloat = {kFloat32, kBFloat16, kFloat16, kFloat64};
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Runs fn and checks that it throws tc::Error whose message contains every fragment.
+template <class F>
+::testing::AssertionResult throws_with(F fn, std::initializer_list<std::string> fragments) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const auto& f : fragments)
+      if (msg.find(f) == std::string::npos)
+        return ::testing::AssertionFailure() << "message \"" << msg << "\" lacks \"" << f << "\"";
+    return ::testing::AssertionSuccess();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "a non-tc exception was thrown: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "no tc::Error was thrown";
+}
+
+// Expects fn to throw tc::Error whose message contains `message` (or every one of `parts`).
+inline void expect_error(const std::function<void()>& fn, const std::string& message) {
+  EXPECT_TRUE(throws_with(fn, {message}));
+}
+inline void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
+  EXPECT_TRUE(throws_with(fn, parts));
+}
 
 // A tensor of `shape` with values uniform in [lo, hi), exactly representable in `dt`
 // (so float64 references see the same inputs). Deterministic for a given seed.
