@@ -47,7 +47,7 @@ using BackwardFn =
 struct Node {
   std::string name;
   std::vector<Edge> next;   // one per input of the forward op
-  virtual ~Node() = default;
+  virtual ~Node();  // iterative: freeing a 100k-op graph must not recurse 100k deep
   virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
   virtual void release() {}  // drop saved tensors once the graph is not retained
 };

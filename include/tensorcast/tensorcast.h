@@ -1,7 +1,11 @@
 // Umbrella header: everything a user of tensorcast needs.
 #pragma once
 #include "tensorcast/allocator.h"
+#include "tensorcast/amp/autocast.h"
+#include "tensorcast/amp/policy.h"
+#include "tensorcast/amp/grad_scaler.h"
 #include "tensorcast/autograd.h"
+#include "tensorcast/autograd_function.h"
 #include "tensorcast/convert.h"
 #include "tensorcast/device.h"
 #include "tensorcast/dtype.h"
@@ -9,6 +13,10 @@
 #include "tensorcast/half.h"
 #include "tensorcast/nn/functional.h"
 #include "tensorcast/ops.h"
+#include "tensorcast/optim/adam.h"
+#include "tensorcast/optim/adamw.h"
+#include "tensorcast/optim/optimizer.h"
+#include "tensorcast/optim/sgd.h"
 #include "tensorcast/parallel.h"
 #include "tensorcast/tensor.h"
 #include "tensorcast/version.h"

@@ -21,6 +21,24 @@ NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
 
 namespace autograd {
+
+Node::~Node() {
+  // Children that die with this node are moved to a thread-local list and destroyed by
+  // the outermost destructor in a loop, so a long chain is freed without deep recursion.
+  thread_local std::vector<std::shared_ptr<Node>> pending;
+  thread_local bool draining = false;
+  for (Edge& e : next)
+    if (e.fn && e.fn.use_count() == 1) pending.push_back(std::move(e.fn));
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    n.reset();  // may push its own children
+  }
+  draining = false;
+}
+
 namespace {
 
 // A node built from an op's backward lambda.

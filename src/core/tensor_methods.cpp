@@ -1,6 +1,7 @@
 // Tensor copies, casts, in-place updates, and the method forms of common ops.
 #include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
+#include "ops/impl.h"
 #include "tensorcast/ops.h"
 
 namespace tc {
@@ -66,7 +67,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   Tensor r;
   {
     NoGradGuard g;
-    r = add(*this, other, alpha);
+    r = impl::add(*this, other, alpha);  // in-place ops are not autocast (as PyTorch)
   }
   TC_CHECK(r.sizes() == sizes(), "add_", "output with shape ", shape_str(sizes()),
            " doesn't match the broadcast shape ", shape_str(r.sizes()));
@@ -79,7 +80,7 @@ Tensor& Tensor::mul_(const Tensor& other) {
   Tensor r;
   {
     NoGradGuard g;
-    r = mul(*this, other);
+    r = impl::mul(*this, other);
   }
   TC_CHECK(r.sizes() == sizes(), "mul_", "output with shape ", shape_str(sizes()),
            " doesn't match the broadcast shape ", shape_str(r.sizes()));
@@ -92,12 +93,13 @@ Tensor& Tensor::mul_(double v) {
   Tensor r;
   {
     NoGradGuard g;
-    r = mul(*this, v);
+    r = impl::mul(*this, v);
   }
   cpu::copy_into(*this, r);
   return *this;
 }
 
+// The method forms call the public ops, so they go through the dispatcher (autocast) too.
 Tensor Tensor::sum() const { return tc::sum(*this); }
 Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return tc::sum(*this, dims, keepdim); }
 Tensor Tensor::mean() const { return tc::mean(*this); }

@@ -6,8 +6,9 @@
 #include "core/tensor_impl.h"
 #include "ops/conv_common.h"
 #include "tensorcast/ops.h"
+#include "ops/impl.h"
 
-namespace tc {
+namespace tc::impl {
 
 namespace {
 
@@ -85,4 +86,4 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Sha
       });
 }
 
-}  // namespace tc
+}  // namespace tc::impl

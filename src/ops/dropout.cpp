@@ -7,8 +7,9 @@
 #include "ops/pointwise.h"
 #include "ops/row_io.h"
 #include "tensorcast/autograd.h"
+#include "ops/impl.h"
 
-namespace tc {
+namespace tc::impl {
 
 namespace {
 
@@ -71,4 +72,4 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   });
 }
 
-}  // namespace tc
+}  // namespace tc::impl

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/pointwise.h"
+#include "ops/impl.h"
 
 namespace tc {
 
@@ -68,27 +69,30 @@ DType result_type(const Tensor& a, const Tensor& b) {
   return category(zero) > category(dimmed) ? promote_types(dimmed, zero) : dimmed;
 }
 
+// The dispatched ops (src/ops/dispatch.cpp makes the public tc:: forms).
+namespace impl {
+
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   const DType dt = arith_dtype("add", a, b);
   Tensor out = alpha == 1.0 ? map2(a, b, dt, "add", [](auto x, auto y) { return x + y; })
                             : map2(a, b, dt, "add", [alpha](auto x, auto y) { return x + decltype(x)(alpha) * y; });
   return record("add", out, {a, b}, [sa = a.sizes(), sb = b.sizes(), alpha](const Tensor& g, const std::vector<bool>& n) {
-    return std::vector<Tensor>{n[0] ? sum_to_size(g, sa) : Tensor(),
-                               n[1] ? sum_to_size(alpha == 1.0 ? g : mul(g, alpha), sb) : Tensor()};
+    return std::vector<Tensor>{n[0] ? impl::sum_to_size(g, sa) : Tensor(),
+                               n[1] ? impl::sum_to_size(alpha == 1.0 ? g : impl::mul(g, alpha), sb) : Tensor()};
   });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
   TC_CHECK(a.dtype() != kBool || b.dtype() != kBool, "sub", "subtraction of two bool tensors is not supported");
-  return add(a, b, -alpha);
+  return impl::add(a, b, -alpha);
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   const DType dt = arith_dtype("mul", a, b);
   Tensor out = map2(a, b, dt, "mul", [](auto x, auto y) { return x * y; });
   return record("mul", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g, const std::vector<bool>& n) {
-    return std::vector<Tensor>{n[0] ? sum_to_size(mul(g, b), a.sizes()) : Tensor(),
-                               n[1] ? sum_to_size(mul(g, a), b.sizes()) : Tensor()};
+    return std::vector<Tensor>{n[0] ? impl::sum_to_size(impl::mul(g, b), a.sizes()) : Tensor(),
+                               n[1] ? impl::sum_to_size(impl::mul(g, a), b.sizes()) : Tensor()};
   });
 }
 
@@ -98,8 +102,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = map2(a, b, dt, "div", [](auto x, auto y) { return x / y; });
   return record("div", out, {a, b}, [a = a.detach(), b = b.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>& n) {
     Tensor ga, gb;
-    if (n[0]) ga = sum_to_size(div(g, b), a.sizes());
-    if (n[1]) gb = sum_to_size(map3(g, out, b, g.dtype(), "div_backward", [](auto gg, auto o, auto y) { return -gg * o / y; }), b.sizes());
+    if (n[0]) ga = impl::sum_to_size(impl::div(g, b), a.sizes());
+    if (n[1]) gb = impl::sum_to_size(map3(g, out, b, g.dtype(), "div_backward", [](auto gg, auto o, auto y) { return -gg * o / y; }), b.sizes());
     return std::vector<Tensor>{ga, gb};
   });
 }
@@ -109,17 +113,17 @@ Tensor add(const Tensor& a, double b) {
   Tensor out = map2(a, ops::scalar_operand(a, b), ops::scalar_result_dtype(a, b), "add", [](auto x, auto y) { return x + y; });
   return record("add", out, {a}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
 }
-Tensor sub(const Tensor& a, double b) { return add(a, -b); }
+Tensor sub(const Tensor& a, double b) { return impl::add(a, -b); }
 Tensor mul(const Tensor& a, double b) {
   check_defined("mul", a);
   Tensor out = map2(a, ops::scalar_operand(a, b), ops::scalar_result_dtype(a, b), "mul", [](auto x, auto y) { return x * y; });
-  return record("mul", out, {a}, [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{mul(g, b)}; });
+  return record("mul", out, {a}, [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::mul(g, b)}; });
 }
 Tensor div(const Tensor& a, double b) {
   check_defined("div", a);
   const DType dt = is_floating(a.dtype()) ? a.dtype() : kFloat32;
   Tensor out = map2(a, ops::scalar_operand(a, b), dt, "div", [](auto x, auto y) { return x / y; });
-  return record("div", out, {a}, [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{div(g, b)}; });
+  return record("div", out, {a}, [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::div(g, b)}; });
 }
 
 Tensor pow(const Tensor& a, double e) {
@@ -146,7 +150,7 @@ Tensor pow(const Tensor& a, const Tensor& e) {
         using C = decltype(x);
         return y == C(0) ? C(0) : gg * y * std::pow(x, y - C(1));
       });
-      ga = sum_to_size(ga, a.sizes());
+      ga = impl::sum_to_size(ga, a.sizes());
     }
     if (n[1]) {
       // d/de a^e = a^e log(a); PyTorch defines it as 0 where a == 0 and e >= 0.
@@ -154,7 +158,7 @@ Tensor pow(const Tensor& a, const Tensor& e) {
         using C = decltype(x);
         return (x == C(0) && y >= C(0)) ? C(0) : o * std::log(x);
       });
-      ge = sum_to_size(mul(g, t), e.sizes());
+      ge = impl::sum_to_size(impl::mul(g, t), e.sizes());
     }
     return std::vector<Tensor>{ga, ge};
   });
@@ -179,8 +183,8 @@ Tensor extremum(const char* name, const Tensor& a, const Tensor& b) {
         return chosen ? gg : C(0);
       });
     };
-    return std::vector<Tensor>{n[0] ? sum_to_size(share(a, b), a.sizes()) : Tensor(),
-                               n[1] ? sum_to_size(share(b, a), b.sizes()) : Tensor()};
+    return std::vector<Tensor>{n[0] ? impl::sum_to_size(share(a, b), a.sizes()) : Tensor(),
+                               n[1] ? impl::sum_to_size(share(b, a), b.sizes()) : Tensor()};
   });
 }
 }  // namespace
@@ -194,7 +198,7 @@ Tensor neg(const Tensor& x) {
   check_defined("neg", x);
   TC_CHECK(x.dtype() != kBool, "neg", "negation of a bool tensor is not supported");
   Tensor out = map1(x, x.dtype(), "neg", [](auto v) { return -v; });
-  return record("neg", out, {x}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{neg(g)}; });
+  return record("neg", out, {x}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::neg(g)}; });
 }
 
 Tensor abs(const Tensor& x) {
@@ -326,10 +330,12 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   Tensor out = map3(c, a, b, dt, "where", [](auto cc, auto x, auto y) { return cc != decltype(x)(0) ? x : y; });
   return record("where", out, {a, b}, [c = c.detach(), sa = a.sizes(), sb = b.sizes()](const Tensor& g, const std::vector<bool>& n) {
     Tensor z = zeros({}, g.dtype());
-    return std::vector<Tensor>{n[0] ? sum_to_size(where(c, g, z), sa) : Tensor(),
-                               n[1] ? sum_to_size(where(c, z, g), sb) : Tensor()};
+    return std::vector<Tensor>{n[0] ? impl::sum_to_size(impl::where(c, g, z), sa) : Tensor(),
+                               n[1] ? impl::sum_to_size(impl::where(c, z, g), sb) : Tensor()};
   });
 }
+
+}  // namespace impl
 
 // ------------------------------------------------------------------ comparisons
 

@@ -6,8 +6,9 @@
 #include "ops/pointwise.h"
 #include "ops/row_io.h"
 #include "tensorcast/autograd.h"
+#include "ops/impl.h"
 
-namespace tc {
+namespace tc::impl {
 
 namespace {
 
@@ -88,4 +89,4 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   });
 }
 
-}  // namespace tc
+}  // namespace tc::impl

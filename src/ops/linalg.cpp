@@ -9,8 +9,9 @@
 #include "core/tensor_impl.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/ops.h"
+#include "ops/impl.h"
 
-namespace tc {
+namespace tc::impl {
 
 using autograd::record;
 
@@ -191,4 +192,4 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
                 });
 }
 
-}  // namespace tc
+}  // namespace tc::impl

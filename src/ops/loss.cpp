@@ -12,8 +12,9 @@
 
 #include "ops/pointwise.h"
 #include "ops/rows.h"
+#include "ops/impl.h"
 
-namespace tc {
+namespace tc::impl {
 
 namespace {
 
@@ -258,4 +259,4 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
                           });
 }
 
-}  // namespace tc
+}  // namespace tc::impl

@@ -3,11 +3,6 @@
 // 'mean' and 'sum' are fused: the per-element loss is summed block by block as it is
 // computed, never stored. Sums run over fixed chunks of the index space and combine in
 // float64 in chunk order, so the result does not depend on the number of threads.
-// FP exceptions are never inspected; without this GCC will not if-convert the compares in
-// fast_exp/fast_log1p (they could trap on NaN), and the exp loops would stay scalar.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
-#endif
 #include <array>
 #include <cmath>
 #include <vector>
@@ -15,8 +10,9 @@
 #include "ops/fast_math.h"
 #include "ops/pointwise.h"
 #include "ops/rows.h"
+#include "ops/impl.h"
 
-namespace tc {
+namespace tc::impl {
 
 namespace {
 
@@ -126,8 +122,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
                               return C(2) * (a - b) * gg;
                             });
                             Tensor gx, gt;
-                            if (needs[0]) gx = shape == x.sizes() ? d : sum_to_size(d, x.sizes());
-                            if (needs[1]) gt = shape == t.sizes() ? neg(d) : sum_to_size(neg(d), t.sizes());
+                            if (needs[0]) gx = shape == x.sizes() ? d : impl::sum_to_size(d, x.sizes());
+                            if (needs[1]) gt = shape == t.sizes() ? impl::neg(d) : impl::sum_to_size(impl::neg(d), t.sizes());
                             return std::vector<Tensor>{gx, gt};
                           });
 }
@@ -252,4 +248,4 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
       });
 }
 
-}  // namespace tc
+}  // namespace tc::impl

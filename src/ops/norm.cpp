@@ -8,8 +8,9 @@
 #include "ops/row_io.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/ops.h"
+#include "ops/impl.h"
 
-namespace tc {
+namespace tc::impl {
 
 using autograd::record;
 using ops::load_row;
@@ -324,4 +325,4 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   });
 }
 
-}  // namespace tc
+}  // namespace tc::impl

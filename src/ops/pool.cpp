@@ -6,8 +6,9 @@
 #include "core/tensor_impl.h"
 #include "ops/conv_common.h"
 #include "tensorcast/ops.h"
+#include "ops/impl.h"
 
-namespace tc {
+namespace tc::impl {
 
 namespace {
 
@@ -126,7 +127,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
   const int64_t H = input.size(2), W = input.size(3);
   if (H % out[0] == 0 && W % out[1] == 0) {  // equal windows: plain average pooling
     const Shape k = {H / out[0], W / out[1]};
-    return avg_pool2d(input, k, k, {0, 0}, false, true);
+    return impl::avg_pool2d(input, k, k, {0, 0}, false, true);
   }
   const DType dt = input.dtype();
   const Shape xs = input.sizes();
@@ -142,4 +143,4 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
   });
 }
 
-}  // namespace tc
+}  // namespace tc::impl

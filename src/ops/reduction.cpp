@@ -5,8 +5,9 @@
 
 #include "backend/cpu/reduce.h"
 #include "ops/pointwise.h"
+#include "ops/impl.h"
 
-namespace tc {
+namespace tc::impl {
 
 using autograd::record;
 
@@ -70,7 +71,7 @@ Tensor sum_impl(const char* op, const Tensor& x, const std::vector<bool>& mask, 
   Tensor out = make_tensor(reduced_shape(x, mask, keepdim), out_dtype, x.device());
   cpu::sum_kernel(out, x, mask, is_mean ? static_cast<double>(n) : 1.0);
   return record(op, out, {x}, [in_shape = x.sizes(), mask, n, is_mean](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{is_mean ? expand_back(div(g, static_cast<double>(n)), in_shape, mask)
+    return std::vector<Tensor>{is_mean ? expand_back(impl::div(g, static_cast<double>(n)), in_shape, mask)
                                        : expand_back(g, in_shape, mask)};
   });
 }
@@ -86,7 +87,7 @@ Tensor minmax_all(const char* op, const Tensor& x, bool is_max) {
   return record(op, out, {x}, [x = x.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>&) {
     Tensor mask = ops::map2(x, out, kBool, "minmax_backward",
                             [](auto a, auto m) { return decltype(a)((a == m) || (a != a && m != m)); });
-    const double count = sum(mask).item_double();
+    const double count = impl::sum(mask).item_double();
     const double share = count > 0 ? g.item_double() / count : 0.0;
     return std::vector<Tensor>{ops::map1(mask, g.dtype(), "minmax_backward", [share](auto b) {
       using C = decltype(b);
@@ -215,4 +216,4 @@ Tensor sum_to_size(const Tensor& x, const Shape& size) {
   return sum_impl("sum", x, mask, true, false).reshape(size);
 }
 
-}  // namespace tc
+}  // namespace tc::impl

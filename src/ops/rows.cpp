@@ -2,11 +2,6 @@
 // float/double buffers. The float loops are cloned for AVX-512 and AVX2 (GCC target_clones,
 // resolved once at load time), so the library still runs on any x86-64.
 //
-// FP exceptions are never inspected; without this GCC will not if-convert the compares in
-// fast_exp/fast_log1p (they could trap on NaN), and the exp loops would stay scalar.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
-#endif
 #include <cmath>
 #include <cstdint>
 #include <limits>

@@ -5,8 +5,9 @@
 
 #include "ops/pointwise.h"
 #include "tensorcast/autograd.h"
+#include "ops/impl.h"
 
-namespace tc {
+namespace tc::impl {
 
 namespace {
 
@@ -112,7 +113,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   std::vector<Tensor> parts;
   parts.reserve(tensors.size());
   for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));
-  return cat(parts, d);
+  return impl::cat(parts, d);
 }
 
-}  // namespace tc
+}  // namespace tc::impl

@@ -9,8 +9,9 @@
 
 #include "ops/pointwise.h"
 #include "ops/rows.h"
+#include "ops/impl.h"
 
-namespace tc {
+namespace tc::impl {
 
 namespace {
 
@@ -118,4 +119,4 @@ Tensor softmax_op(const char* op, const Tensor& x, int64_t dim) {
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op<false>("softmax", x, dim); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op<true>("log_softmax", x, dim); }
 
-}  // namespace tc
+}  // namespace tc::impl

@@ -6,10 +6,19 @@
 //   scaler.unscale_(opt);                     // optional: to clip gradients
 //   bool stepped = scaler.step(opt);          // skipped (false) when a gradient is inf/NaN
 //   scaler.update();
+//
+// The scale (0-d float32) and the growth tracker (0-d int32) are tensors on the device,
+// created at the first scale(). unscale_ makes one fused pass per gradient dtype that
+// multiplies by the inverse scale and records found-inf; step() reads found-inf on the
+// host once. Without an explicit unscale_, step() checks the gradients read-only and
+// hands the inverse scale to the optimizer's fused step, so gradients are never rewritten.
+// Each optimizer moves READY -> UNSCALED (unscale_) -> STEPPED (step) -> READY (update),
+// and calls out of that order raise PyTorch's messages.
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tensorcast/optim/optimizer.h"
@@ -26,36 +35,77 @@ struct GradScalerOptions {
   TC_ARG(bool, enabled) = true;
   // Beyond PyTorch:
   TC_ARG(int64_t, hysteresis) = 1;     // overflows tolerated since the last growth before backing off (Megatron)
-  TC_ARG(double, min_scale) = 0.0;     // backing off below this raises, unless clamp_min_scale
+  TC_ARG(double, min_scale) = 0.0;     // 0: unbounded; backing off below this raises, unless clamp_min_scale
   TC_ARG(bool, clamp_min_scale) = false;
   TC_ARG(double, max_scale) = 0.0;     // 0: unbounded; growth stops at this value
 };
 
-// What happened on the last step, for logs and reports.
+// What happened on the last step(), for logs and reports.
 struct StepReport {
   bool skipped = false;
-  std::optional<std::string> first_nonfinite;  // "group G param I" (only on skipped steps)
+  // Only on skipped steps (the search runs off the fast path): the first parameter, in
+  // group order, whose gradient holds inf/NaN: "group 0 param 3 (shape (128, 784))".
+  std::optional<std::string> first_nonfinite;
+  int64_t group = -1;  // its group and index in the group, -1 when none
+  int64_t param = -1;
 };
 
 class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
 
+  // outputs * scale (differentiable). Disabled: returns the outputs unchanged.
   Tensor scale(const Tensor& output);
   std::vector<Tensor> scale(const std::vector<Tensor>& outputs);
+  // Divides the optimizer's gradients by the scale in place (e.g. before clipping).
   void unscale_(optim::Optimizer& optimizer);
+  // Steps the optimizer unless a gradient is inf/NaN; true when it stepped.
   bool step(optim::Optimizer& optimizer);
+  // Grows or backs off the scale from this iteration's found-inf flags ...
   void update();
+  // ... or sets it (the trackers are left as they are, as in PyTorch).
   void update(double new_scale);
 
-  double get_scale() const;  // one host read
-  bool is_enabled() const;
-  int64_t steps_taken() const;
-  int64_t steps_skipped() const;
-  const StepReport& last_step() const;
+  double get_scale() const;  // one host read; init_scale before the first scale(), 1 when disabled
+  bool is_enabled() const { return options_.enabled(); }
+  const GradScalerOptions& options() const { return options_; }
+  int64_t steps_taken() const { return steps_taken_; }
+  int64_t steps_skipped() const { return steps_skipped_; }
+  const StepReport& last_step() const { return last_step_; }
+  int64_t get_growth_tracker() const;      // host read; 0 before the first scale()
+  int64_t get_hysteresis_tracker() const;  // host read; hysteresis before the first scale()
 
+  // PyTorch's keys ("scale", "growth_factor", "backoff_factor", "growth_interval",
+  // "_growth_tracker") plus "hysteresis", "_hysteresis_tracker", "min_scale",
+  // "max_scale", "clamp_min_scale", "steps_taken", "steps_skipped". Empty when disabled.
+  // load_state_dict accepts PyTorch's five keys alone as well.
   StateDict state_dict() const;
   void load_state_dict(const StateDict& sd);
+
+ private:
+  enum class Stage : uint8_t { Ready, Unscaled, Stepped };
+  struct PerOptimizer {
+    Stage stage = Stage::Ready;
+    Tensor found_inf;  // 0-d float32, defined once an inf check ran for this iteration
+  };
+
+  void check_initialized(const char* fn) const;
+  void lazy_init();
+  Tensor inv_scale() const;
+  std::vector<Tensor> collect_grads(optim::Optimizer& optimizer, bool allow_fp16) const;
+  void report_overflow(const optim::Optimizer& optimizer);
+
+  GradScalerOptions options_;
+  Tensor scale_;               // 0-d float32, created by the first scale()
+  Tensor growth_tracker_;      // 0-d int32
+  Tensor hysteresis_tracker_;  // 0-d int32
+  int64_t init_growth_tracker_ = 0;
+  int64_t init_hysteresis_tracker_;
+  // Keyed by address, as PyTorch keys by id(optimizer); cleared by update().
+  std::unordered_map<const optim::Optimizer*, PerOptimizer> per_optimizer_;
+  int64_t steps_taken_ = 0;
+  int64_t steps_skipped_ = 0;
+  StepReport last_step_;
 };
 
 }  // namespace tc::amp

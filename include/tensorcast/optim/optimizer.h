@@ -12,12 +12,20 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tensorcast/state_dict.h"
 #include "tensorcast/tensor.h"
 
 namespace tc::optim {
+
+namespace detail {
+struct StepArgs;  // one parameter's fused update (src/optim/fused.h)
+}  // namespace detail
 
 // Per-group hyper-parameters; each optimizer derives its own options type.
 struct OptimizerOptions {
@@ -69,21 +77,66 @@ class Optimizer {
   // take 16-bit gradients from the GradScaler ("Attempting to unscale FP16 gradients"
   // is raised otherwise, as in PyTorch).
   bool has_master_weights() const;
-  // Write-back rounding for 16-bit parameters; `seed` makes stochastic rounding repeatable.
+  // Write-back rounding for 16-bit parameters; `seed` makes stochastic rounding repeatable:
+  // the random bits are a hash of (seed, step, parameter index, element index), so results
+  // do not depend on the thread count.
   void set_rounding(Rounding r, uint64_t seed = 0);
+  Rounding rounding() const { return rounding_; }
 
-  // Every tensor of state, named "param_groups.G.lr", "state.I.exp_avg", ... (I indexes
-  // parameters in group order). load_state_dict checks names, shapes and dtypes.
+  // Every tensor of state, named "param_groups.G.lr", "param_groups.G.params" (int64
+  // indices), "state.I.step" (int64), "state.I.exp_avg", "state.I.master" (the float32 copy
+  // of a 16-bit parameter), "rounding.stochastic", "rounding.seed" (I indexes parameters in
+  // group order; parameters never stepped have no "state.I.*"). The dict is a snapshot.
+  // load_state_dict checks names, shapes, dtypes and option values ("[optim] ..." errors)
+  // and changes nothing when it throws; a loaded run continues bit-identically.
   virtual StateDict state_dict() const;
   virtual void load_state_dict(const StateDict& sd);
 
  protected:
   Optimizer(std::vector<OptimizerParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults);
-  // (The protected interface between this base and SGD/Adam/AdamW -- per-parameter
-  // update kernels, master copies, state storage -- is defined by the implementation.)
+
+  // What the base keeps per parameter. Buffers are float32 (float64 for float64
+  // parameters), contiguous, of the parameter's shape, named as in PyTorch's state.
+  struct ParamState {
+    int64_t step = 0;
+    Tensor master;  // float32 copy of a 16-bit parameter (created at its first step)
+    std::vector<std::pair<std::string, Tensor>> buffers;
+    Tensor* find(std::string_view name);
+  };
+
+  // --- what SGD/Adam/AdamW define
+  // Throws "[optim] ..." when `o` is not this optimizer's options type or out of range.
+  virtual void check_options(const OptimizerOptions& o) const = 0;
+  // Buffers a state must hold under `o` (load_state_dict requires them), and every
+  // buffer name this optimizer may keep (anything else is an unexpected key).
+  virtual std::vector<std::string> required_buffers(const OptimizerOptions& o) const = 0;
+  virtual std::vector<std::string> known_buffers() const = 0;
+  // One fused pass over one parameter; `state.step` is already incremented.
+  virtual void update(const OptimizerOptions& o, ParamState& state, const detail::StepArgs& args) = 0;
+  // Options <-> "param_groups.G.<name>" entries.
+  virtual void save_options(const OptimizerOptions& o, StateDict& sd, const std::string& prefix) const = 0;
+  virtual std::unique_ptr<OptimizerOptions> load_options(const StateDict& sd, const std::string& prefix) const = 0;
+
+  // Derived constructors call this last: it gives groups without options a copy of the
+  // defaults and validates options and parameters (virtual calls are not possible in
+  // the base constructor).
+  void init_groups();
+  // The buffer `name` of `state`, created zero-filled when missing (`created` says so).
+  Tensor& state_buffer(ParamState& state, const std::string& name, const Tensor& param,
+                       bool* created = nullptr);
 
   std::vector<OptimizerParamGroup> groups_;
   std::unique_ptr<OptimizerOptions> defaults_;
+
+ private:
+  void run_step(const AmpStep* amp);
+  void check_group(const OptimizerParamGroup& g, size_t first_index) const;
+
+  // Keyed by the parameter's TensorImpl: the group holds the Tensor, so the key lives
+  // as long as the entry matters; state_dict numbers parameters in group order.
+  std::unordered_map<const TensorImpl*, ParamState> state_;
+  Rounding rounding_ = Rounding::NearestEven;
+  uint64_t seed_ = 0;
 };
 
 }  // namespace tc::optim

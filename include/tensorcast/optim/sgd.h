@@ -1,0 +1,42 @@
+// tc::optim::SGD: stochastic gradient descent with momentum, dampening, Nesterov momentum
+// and L2 weight decay, with torch.optim.SGD's exact update:
+//   g = grad + weight_decay * p
+//   buf = g on the first step, else momentum * buf + (1 - dampening) * g
+//   g = nesterov ? g + momentum * buf : buf          (when momentum != 0)
+//   p = p - lr * g
+//
+//   tc::optim::SGD opt(params, tc::optim::SGDOptions(0.1).momentum(0.9));
+#pragma once
+#include "tensorcast/optim/optimizer.h"
+
+namespace tc::optim {
+
+struct SGDOptions : OptimizerOptions {
+  explicit SGDOptions(double lr) : lr_(lr) {}
+  TC_ARG(double, lr);
+  TC_ARG(double, momentum) = 0.0;
+  TC_ARG(double, dampening) = 0.0;
+  TC_ARG(double, weight_decay) = 0.0;
+  TC_ARG(bool, nesterov) = false;
+
+ public:
+  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<SGDOptions>(*this); }
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, SGDOptions defaults);
+  SGD(std::vector<OptimizerParamGroup> groups, SGDOptions defaults);
+
+ protected:
+  void check_options(const OptimizerOptions& o) const override;
+  std::vector<std::string> required_buffers(const OptimizerOptions& o) const override;
+  std::vector<std::string> known_buffers() const override;
+  void update(const OptimizerOptions& o, ParamState& state, const detail::StepArgs& args) override;
+  void save_options(const OptimizerOptions& o, StateDict& sd, const std::string& prefix) const override;
+  std::unique_ptr<OptimizerOptions> load_options(const StateDict& sd, const std::string& prefix) const override;
+};
+
+}  // namespace tc::optim

@@ -1,0 +1,54 @@
+// Internal: the thread-local autocast state and the one flag the dispatcher's fast path
+// reads. Lives apart from autocast.h so that dispatch.h inlines the check.
+#pragma once
+#include "tensorcast/amp/autocast.h"
+#include "tensorcast/amp/policy.h"
+
+// initial-exec TLS: the flag is read on every op call, and the general-dynamic model of a
+// shared library would cost a __tls_get_addr call each time. The library is linked, not
+// dlopen'ed late, so the static TLS block has room for it.
+#if defined(__GNUC__)
+#define TC_TLS_FAST __attribute__((tls_model("initial-exec")))
+#else
+#define TC_TLS_FAST
+#endif
+
+namespace tc::amp::detail {
+
+// True when autocast is enabled for some device type on this thread and the dispatcher
+// is not already inside an autocast-handled op. The fast path reads nothing else.
+extern thread_local constinit bool t_autocast_active TC_TLS_FAST;
+
+// Disables autocast for nested calls (PyTorch's ExcludeDispatchKeyGuard on the autocast
+// keys): a composite op, once cast, runs its pieces as they are.
+class ExcludeGuard {
+ public:
+  ExcludeGuard();
+  ~ExcludeGuard();
+  ExcludeGuard(const ExcludeGuard&) = delete;
+  ExcludeGuard& operator=(const ExcludeGuard&) = delete;
+ private:
+  bool prev_;
+};
+bool is_excluded();
+
+// One op of the policy table. Entries are never removed, so a pointer to one is a stable
+// handle a call site can keep in a function-local static.
+struct OpEntry;
+OpEntry* op_entry(std::string_view op);  // registers a passthrough entry if unknown
+CastPolicy entry_policy(const OpEntry* e);
+
+// What the dispatcher does for one call: which device's region applies, and the dtype
+// to cast eligible inputs to (cast = false: call the op as it is).
+struct CastPlan {
+  bool cast = false;
+  DType to = kFloat32;
+  DeviceType device = kCPU;
+  bool widen_only = false;  // promote: never narrow an argument (a 0-d fp32 next to bf16 stays)
+};
+// `tensors` are the call's tensor arguments (vectors flattened), for the device and for
+// promote's widest type.
+CastPlan plan_casts(CastPolicy policy, const Tensor* const* tensors, size_t n);
+Tensor apply_cast(const CastPlan& plan, const Tensor& t);
+
+}  // namespace tc::amp::detail

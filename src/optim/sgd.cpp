@@ -1,0 +1,111 @@
+// tc::optim::SGD: option checks, state-dict names and the fused update (see sgd.h).
+#include "tensorcast/optim/sgd.h"
+
+#include "optim/fused.h"
+#include "optim/options_io.h"
+
+namespace tc::optim {
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions defaults)
+    : SGD(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, std::move(defaults)) {}
+
+SGD::SGD(std::vector<OptimizerParamGroup> groups, SGDOptions defaults)
+    : Optimizer(std::move(groups), std::make_unique<SGDOptions>(std::move(defaults))) {
+  init_groups();
+}
+
+void SGD::check_options(const OptimizerOptions& base) const {
+  const auto* o = dynamic_cast<const SGDOptions*>(&base);
+  TC_CHECK(o != nullptr, "optim", "SGD parameter groups take SGDOptions");
+  TC_CHECK(o->lr() >= 0.0, "optim", "invalid learning rate: ", o->lr(), " (must be >= 0)");
+  TC_CHECK(o->momentum() >= 0.0, "optim", "invalid momentum value: ", o->momentum(), " (must be >= 0)");
+  TC_CHECK(o->weight_decay() >= 0.0, "optim", "invalid weight_decay value: ", o->weight_decay(), " (must be >= 0)");
+  TC_CHECK(!o->nesterov() || (o->momentum() > 0.0 && o->dampening() == 0.0), "optim",
+           "Nesterov momentum requires a momentum and zero dampening (momentum ", o->momentum(),
+           ", dampening ", o->dampening(), ")");
+}
+
+// The momentum buffer is created by the first step that uses momentum (PyTorch's `None`
+// until then), so a state without one is valid.
+std::vector<std::string> SGD::required_buffers(const OptimizerOptions&) const { return {}; }
+std::vector<std::string> SGD::known_buffers() const { return {"momentum_buffer"}; }
+
+namespace {
+
+template <class C>
+struct SGDScalars {
+  C* buf;  // momentum buffer (null without momentum)
+  C neg_lr, wd, momentum, one_minus_dampening;
+};
+
+// The option flags are template parameters so each variant's loop is branch-free and
+// vectorizes. kFirst: the buffer is created by this step and starts as the gradient.
+template <class C, bool kWd, bool kMomentum, bool kFirst, bool kNesterov>
+struct SGDKernel {
+  SGDScalars<C> k;
+  void operator()(int64_t offset, int64_t n, const C* __restrict g, C* __restrict w) const {
+    C* __restrict b = kMomentum ? k.buf + offset : nullptr;
+    for (int64_t i = 0; i < n; ++i) {
+      C d = g[i];
+      if constexpr (kWd) d = d + k.wd * w[i];  // d_p.add(param, alpha=weight_decay)
+      if constexpr (kMomentum) {
+        C m;
+        if constexpr (kFirst) m = d;  // torch.clone(d_p)
+        else m = b[i] * k.momentum + k.one_minus_dampening * d;  // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
+        b[i] = m;
+        if constexpr (kNesterov) d = d + k.momentum * m;
+        else d = m;
+      }
+      w[i] = w[i] + k.neg_lr * d;  // param.add_(d_p, alpha=-lr)
+    }
+  }
+};
+
+template <class C, bool... Flags>
+void run_sgd(const SGDScalars<C>& k, const detail::StepArgs& args, const bool* flags) {
+  if constexpr (sizeof...(Flags) == 4) {
+    detail::fused_for_each<C>(args, SGDKernel<C, Flags...>{k});
+  } else {
+    if (flags[sizeof...(Flags)]) run_sgd<C, Flags..., true>(k, args, flags);
+    else run_sgd<C, Flags..., false>(k, args, flags);
+  }
+}
+
+template <class C>
+SGDScalars<C> make_scalars(const SGDOptions& o, void* buf) {
+  // Scalars are rounded to the compute type, as PyTorch's kernels do with Python floats.
+  return {static_cast<C*>(buf), static_cast<C>(-o.lr()), static_cast<C>(o.weight_decay()),
+          static_cast<C>(o.momentum()), static_cast<C>(1.0 - o.dampening())};
+}
+
+}  // namespace
+
+void SGD::update(const OptimizerOptions& base, ParamState& state, const detail::StepArgs& args) {
+  const auto& o = static_cast<const SGDOptions&>(base);
+  const bool use_momentum = o.momentum() != 0.0;
+  bool first = false;
+  void* buf = use_momentum ? state_buffer(state, "momentum_buffer", *args.param, &first).raw_data() : nullptr;
+  const bool flags[4] = {o.weight_decay() != 0.0, use_momentum, first, o.nesterov()};
+  if (args.weight_dtype == kFloat64) run_sgd<double>(make_scalars<double>(o, buf), args, flags);
+  else run_sgd<float>(make_scalars<float>(o, buf), args, flags);
+}
+
+void SGD::save_options(const OptimizerOptions& base, StateDict& sd, const std::string& prefix) const {
+  const auto& o = static_cast<const SGDOptions&>(base);
+  detail::put_double(sd, prefix + "lr", o.lr());
+  detail::put_double(sd, prefix + "momentum", o.momentum());
+  detail::put_double(sd, prefix + "dampening", o.dampening());
+  detail::put_double(sd, prefix + "weight_decay", o.weight_decay());
+  detail::put_bool(sd, prefix + "nesterov", o.nesterov());
+}
+
+std::unique_ptr<OptimizerOptions> SGD::load_options(const StateDict& sd, const std::string& prefix) const {
+  auto o = std::make_unique<SGDOptions>(detail::get_double(sd, prefix + "lr"));
+  o->momentum(detail::get_double(sd, prefix + "momentum"))
+      .dampening(detail::get_double(sd, prefix + "dampening"))
+      .weight_decay(detail::get_double(sd, prefix + "weight_decay"))
+      .nesterov(detail::get_bool(sd, prefix + "nesterov"));
+  return o;
+}
+
+}  // namespace tc::optim
