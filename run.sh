@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one entry point:
-#   ./run.sh            install what is missing, build, run the main job (training on Fashion-MNIST)
+#   ./run.sh            install what is missing, build, run the main job (`tensorcast train`: the CNN on Fashion-MNIST)
 #   ./run.sh test       install what is missing, build, run the whole test suite
 #   ./run.sh test-asan  the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   ./run.sh build      install what is missing and build only
@@ -23,7 +23,7 @@ bash scripts/deps.sh
 case "$cmd" in
   main)
     build "${BUILD_DIR:-build}"
-    "${BUILD_DIR:-build}/examples/train_fashion_mnist" "$@"
+    "${BUILD_DIR:-build}/apps/tensorcast/tensorcast" train "$@"
     ;;
   build)
     build "${BUILD_DIR:-build}" "$@"

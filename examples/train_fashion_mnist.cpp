@@ -5,7 +5,6 @@
 //   train_fashion_mnist [--precision fp32|bf16|fp16] [--epochs N] [--batch-size B]
 //                       [--lr LR] [--data DIR] [--threads T] [--max-steps S] [--no-scaler]
 #include <tensorcast/tensorcast.h>
-#include <zlib.h>
 
 #include <chrono>
 #include <cstdio>
@@ -14,35 +13,6 @@
 #include <string>
 
 namespace {
-
-// Reads an IDX file (raw or gzip-compressed; zlib reads both) into a uint8 tensor.
-tc::Tensor read_idx(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw tc::Error("[data] cannot open " + path + " (install Debian's dataset-fashion-mnist or pass --data DIR)");
-  auto read_exact = [&](void* dst, unsigned n) {
-    if (gzread(f, dst, n) != static_cast<int>(n)) {
-      gzclose(f);
-      throw tc::Error("[data] " + path + " is truncated or not an IDX file");
-    }
-  };
-  unsigned char magic[4];
-  read_exact(magic, 4);
-  const int ndim = magic[3];
-  if (magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08 || ndim < 1 || ndim > 4) {
-    gzclose(f);
-    throw tc::Error("[data] " + path + " is not an unsigned-byte IDX file");
-  }
-  tc::Shape shape;
-  for (int i = 0; i < ndim; ++i) {
-    unsigned char b[4];
-    read_exact(b, 4);
-    shape.push_back((int64_t(b[0]) << 24) | (b[1] << 16) | (b[2] << 8) | b[3]);
-  }
-  tc::Tensor t = tc::empty(shape, tc::kUInt8);
-  read_exact(t.data_ptr<uint8_t>(), static_cast<unsigned>(t.numel()));
-  gzclose(f);
-  return t;
-}
 
 struct Args {
   std::string precision = "bf16", data = "/usr/share/datasets/fashion-mnist";
@@ -83,14 +53,11 @@ int main(int argc, char** argv) try {
   const tc::DType compute = args.precision == "bf16" ? tc::kBFloat16 : args.precision == "fp16" ? tc::kFloat16 : tc::kFloat32;
   tc::manual_seed(0);
 
-  auto images = [](const tc::Tensor& u8) {  // (N, 28, 28) uint8 -> (N, 784) normalized fp32
-    return ((u8.to(tc::kFloat32) / 255.0 - 0.2860) / 0.3530).reshape({u8.size(0), 784});
-  };
-  const tc::Tensor x_train = images(read_idx(args.data + "/train-images-idx3-ubyte.gz"));
-  // Labels as an (N, 1) float column so a batch is gathered like the images (embedding is a row gather).
-  const tc::Tensor y_train = read_idx(args.data + "/train-labels-idx1-ubyte.gz").to(tc::kFloat32).unsqueeze(1);
-  const tc::Tensor x_test = images(read_idx(args.data + "/t10k-images-idx3-ubyte.gz"));
-  const tc::Tensor y_test = read_idx(args.data + "/t10k-labels-idx1-ubyte.gz").to(tc::kInt64);
+  // Images (N, 1, 28, 28) float32, normalized with Fashion-MNIST's mean and std; targets int64.
+  const tc::data::FashionMNIST train(args.data, /*train=*/true), test(args.data, /*train=*/false);
+  tc::data::DataLoader loader(train, tc::data::DataLoaderOptions().batch_size(args.batch).shuffle(true).drop_last(true));
+  const tc::Tensor x_test = test.images().reshape({test.size(), 784});
+  const tc::Tensor& y_test = test.targets();
 
   // fp32 master weights, PyTorch's default Linear init (uniform +-1/sqrt(fan_in)).
   auto init = [](tc::Shape s, int64_t fan_in) {
@@ -113,20 +80,16 @@ int main(int argc, char** argv) try {
 
   std::printf("tensorcast %s: MLP 784-256-10 on Fashion-MNIST, %s, %d threads, batch %d%s\n", TENSORCAST_VERSION,
               args.precision.c_str(), tc::get_num_threads(), args.batch, scaler.is_enabled() ? ", GradScaler" : "");
-  const int64_t n = x_train.size(0);
   int64_t step = 0;
   tc::reset_peak_memory_stats();
   const auto t0 = std::chrono::steady_clock::now();
   for (int epoch = 1; epoch <= args.epochs; ++epoch) {
-    const tc::Tensor perm = tc::randperm(n);
     double loss_sum = 0;
     int64_t batches = 0, skipped = 0;
-    for (int64_t b = 0; b + args.batch <= n; b += args.batch) {
+    for (auto& batch : loader) {  // one epoch, reshuffled with seed + epoch, prefetched
       if (args.max_steps >= 0 && step >= args.max_steps) break;
-      const tc::Tensor idx = perm.narrow(0, b, args.batch);
-      const tc::Tensor xb = tc::embedding(x_train, idx);  // row gather
-      const tc::Tensor yb = tc::embedding(y_train, idx).squeeze(1).to(tc::kInt64);
-      tc::Tensor loss = tc::cross_entropy(forward(xb), yb);  // fp32 (autocast policy)
+      const tc::Tensor xb = batch.data.reshape({batch.data.size(0), 784});
+      tc::Tensor loss = tc::cross_entropy(forward(xb), batch.target);  // fp32 (autocast policy)
       optimizer.zero_grad();
       scaler.scale(loss).backward();
       if (!scaler.step(optimizer)) ++skipped;  // skipped when a gradient overflowed

@@ -42,6 +42,10 @@ Tensor from_blob(void* data, const Shape& size, const Shape& strides, TensorOpti
 
 // Seeds the generator behind rand, randn, randint and dropout.
 void manual_seed(uint64_t seed);
+// The generator's full state as a uint8 tensor (portable across platforms), and back:
+// set_rng_state(get_rng_state()) makes the following draws repeat exactly (resume).
+Tensor get_rng_state();
+void set_rng_state(const Tensor& state);
 
 // ---------------------------------------------------------------- elementwise
 // Binary ops broadcast (NumPy rules) and promote (promote_types); a double scalar

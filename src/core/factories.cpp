@@ -1,5 +1,9 @@
 // Tensor factories: empty/zeros/ones/full/arange, random tensors, tensor(), from_blob.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <locale>
+#include <sstream>
 
 #include "backend/cpu/loops.h"
 #include "core/random.h"
@@ -17,6 +21,40 @@ void manual_seed(uint64_t seed) {
   Generator& g = default_generator();
   std::lock_guard<std::mutex> lock(g.mutex);
   g.engine.seed(seed);
+}
+
+// The state travels as the engine's standard text form (the 312 words of the
+// mt19937_64 state in decimal, which the C++ standard fixes), so a checkpoint written on
+// one platform resumes the same draws on any other. The classic locale keeps digits plain.
+Tensor get_rng_state() {
+  Generator& g = default_generator();
+  std::ostringstream os;
+  os.imbue(std::locale::classic());
+  {
+    std::lock_guard<std::mutex> lock(g.mutex);
+    os << g.engine;
+  }
+  const std::string text = os.str();
+  Tensor t = make_tensor({static_cast<int64_t>(text.size())}, kUInt8, Device{});
+  std::memcpy(t.raw_data(), text.data(), text.size());
+  return t;
+}
+
+void set_rng_state(const Tensor& state) {
+  TC_CHECK(state.defined() && state.dtype() == kUInt8 && state.dim() == 1, "rng",
+           "set_rng_state expects a 1-d uint8 tensor from get_rng_state");
+  TC_CHECK(state.numel() <= (1 << 16), "rng", "state of ", state.numel(), " bytes is too long");
+  const Tensor c = state.to(Device{}).contiguous();
+  const std::string text(static_cast<const char*>(c.raw_data()), static_cast<size_t>(c.numel()));
+  const bool plain = std::all_of(text.begin(), text.end(), [](char ch) { return (ch >= '0' && ch <= '9') || ch == ' '; });
+  std::istringstream is(text);
+  is.imbue(std::locale::classic());
+  std::mt19937_64 engine;
+  is >> engine;
+  TC_CHECK(plain && !is.fail() && (is >> std::ws).eof(), "rng", "not a generator state (", text.size(), " bytes)");
+  Generator& g = default_generator();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  g.engine = engine;
 }
 
 namespace {

@@ -1,0 +1,41 @@
+// The models of `tensorcast train/bench/report`, with EXACTLY the shapes of issue 4 (the
+// benchmarks and the side-by-side PyTorch comparison depend on them):
+//   cnn        Conv2d(1,32,3,p1)-ReLU-MaxPool2d(2)-Conv2d(32,64,3,p1)-ReLU-MaxPool2d(2)-Flatten-
+//              Linear(3136,128)-ReLU-Linear(128,10)             input (B,1,28,28), normalized
+//   mlp        Flatten-Linear(784,512)-ReLU-Linear(512,512)-ReLU-Linear(512,10)   (B,1,28,28)
+//   mlp-large  Linear(1024,4096)-GELU-Linear(4096,1024)-GELU-Linear(1024,10)      (B,1024) synthetic
+//   gpt        bytes (vocab 256), context 128, 4 layers, 4 heads, width 256, pre-LayerNorm,
+//              GELU MLP x4                                        (B,128) int64 -> (B,128,256)
+// Parameters are fp32 (master weights) initialized with PyTorch's defaults from the global
+// generator (tc::manual_seed first).
+#pragma once
+#include <tensorcast/data/dataset.h>
+#include <tensorcast/nn/module.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tcli {
+
+struct Model {
+  std::string name;
+  std::shared_ptr<tc::nn::Module> module;
+  std::function<tc::Tensor(const tc::Tensor&)> forward;  // logits
+  bool language_model = false;                            // logits (B,T,256), targets (B,T)
+  std::string description;                                // one line, for logs
+};
+
+const std::vector<std::string>& model_names();  // cnn, mlp, mlp-large, gpt
+Model build_model(const std::string& name);
+
+// Cross-entropy of the model's logits (flattening (B,T,V) for the language model).
+tc::Tensor model_loss(const Model& model, const tc::Tensor& logits, const tc::Tensor& target);
+
+// A random batch of the model's input shape and targets, for benchmarks.
+tc::data::Example synthetic_batch(const std::string& name, int64_t batch_size);
+
+inline constexpr int64_t kGptContext = 128;
+
+}  // namespace tcli

@@ -1,0 +1,96 @@
+// `tensorcast train`: flags -> TrainConfig -> run_training -> summary.
+#include <tensorcast/ops.h>
+
+#include <cstdio>
+#include <string>
+
+#include "args.h"
+#include "commands.h"
+#include "json.h"
+#include "trainer.h"
+
+namespace tcli {
+
+int cmd_train(int argc, char** argv) {
+  TrainConfig c;
+  std::string model = "cnn", precision = "auto", lr_schedule = "cosine", data, checkpoint, resume, metrics, summary;
+  int64_t epochs = 2, batch = 128, seed = 0, threads = 0, max_steps = 0, ck_every = 0, log_every = 10;
+  double lr = 1e-3;
+  bool no_scaler = false, overwrite = false, no_progress = false;
+
+  ArgParser p("train",
+              "Trains a model with automatic mixed precision (autocast + GradScaler + AdamW) and evaluates it\n"
+              "after every epoch. With no flags: the CNN on Fashion-MNIST, --precision auto, 2 epochs.");
+  p.choice("--model", &model, {"cnn", "mlp", "mlp-large", "gpt"}, "model (default cnn)");
+  p.string("--data", &data, "PATH",
+           "Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist); a text file for gpt");
+  p.choice("--precision", &precision, {"auto", "fp32", "bf16", "fp16"},
+           "compute precision (default auto: bf16 on CPUs with native bf16, else fp32)");
+  p.flag("--no-scaler", &no_scaler, "fp16 without a GradScaler (shows gradient underflow)");
+  p.positive_int("--epochs", &epochs, "N", "passes over the training set (default 2)");
+  p.positive_int("--batch-size", &batch, "B", "examples per step (default 128)");
+  p.positive_double("--lr", &lr, "LR", "AdamW learning rate (default 1e-3, weight decay 0)");
+  p.choice("--lr-schedule", &lr_schedule, {"cosine", "constant"},
+           "cosine: decay to 0 over the --epochs (default); constant: --lr throughout");
+  p.nonnegative_int("--seed", &seed, "S", "seed of initialization, shuffling and synthetic data (default 0)");
+  p.positive_int("--threads", &threads, "T", "CPU threads (default: the cores this process may use)");
+  p.positive_int("--max-steps", &max_steps, "N", "stop after N optimizer steps in total (resumed steps count)");
+  p.string("--checkpoint", &checkpoint, "DIR",
+           "save a training checkpoint to DIR at every epoch end and at the end (and see --checkpoint-every)");
+  p.positive_int("--checkpoint-every", &ck_every, "N", "also save a checkpoint every N steps");
+  p.flag("--overwrite", &overwrite, "let --checkpoint replace a checkpoint of another run");
+  p.string("--resume", &resume, "DIR", "continue the run checkpointed in DIR exactly where it stopped");
+  p.string("--metrics", &metrics, "FILE", "JSON Lines: step, epoch, loss, loss_scale, skipped, lr, seconds");
+  p.positive_int("--log-every", &log_every, "N", "one --metrics record every N steps (default 10)");
+  p.string("--summary-json", &summary, "FILE", "write a JSON summary of the run at the end");
+  p.flag("--no-progress", &no_progress, "no live progress bar (plain log lines)");
+  p.epilog(
+      "examples:\n"
+      "  tensorcast train                                         # the main job\n"
+      "  tensorcast train --model cnn --precision bf16 --epochs 5\n"
+      "  tensorcast train --precision fp16 --no-scaler --epochs 1 # watch fp16 gradients underflow\n"
+      "  tensorcast train --model mlp --checkpoint ck --checkpoint-every 100\n"
+      "  tensorcast train --resume ck --epochs 4                  # continue it, bit-identically\n"
+      "  tensorcast train --model gpt --data book.txt --precision bf16\n");
+  if (!p.parse(argc, argv, 2)) return 0;
+  if (p.given("--checkpoint-every") && checkpoint.empty())
+    throw UsageError("--checkpoint-every needs --checkpoint DIR (where to save)");
+
+  for (const char* f : {"--model", "--precision", "--batch-size", "--seed", "--lr", "--lr-schedule", "--no-scaler", "--data"})
+    if (p.given(f)) c.explicit_flags.push_back(f);
+  c.model = model;
+  c.data = data;
+  c.precision = precision;
+  c.scaler = !no_scaler;
+  c.epochs = epochs;
+  c.batch_size = batch;
+  c.lr = lr;
+  c.lr_schedule = lr_schedule;
+  c.seed = static_cast<uint64_t>(seed);
+  c.max_steps = max_steps;
+  c.checkpoint_dir = checkpoint;
+  c.checkpoint_every = ck_every;
+  c.overwrite = overwrite;
+  c.resume_dir = resume;
+  c.metrics_path = metrics;
+  c.log_every = log_every;
+  c.progress = !no_progress;
+  if (threads > 0) tc::set_num_threads(static_cast<int>(threads));
+
+  check_output_path(summary, "--summary-json");  // fail now, not after an hour of training
+  const TrainResult r = run_training(c);
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "done: %lld steps (%lld skipped), final loss scale %g, peak tensor memory %.1f MiB, %.1f s training",
+                static_cast<long long>(r.steps), static_cast<long long>(r.skipped_steps), r.final_loss_scale,
+                r.peak_memory_bytes / 1048576.0, r.train_seconds);
+  std::puts(buf);
+  if (r.test_accuracy >= 0) std::printf("test accuracy %.2f%% (%s, %s)\n", 100 * r.test_accuracy, r.model.c_str(), r.precision.c_str());
+  if (r.test_bits_per_byte >= 0) std::printf("held-out loss %.4f bits/byte (%s, %s)\n", r.test_bits_per_byte, r.model.c_str(), r.precision.c_str());
+  if (!summary.empty()) {
+    write_file_atomic(summary, summary_json(r));
+    std::printf("summary: %s\n", summary.c_str());
+  }
+  return 0;
+}
+
+}  // namespace tcli

@@ -1,0 +1,427 @@
+// The training loop (see trainer.h).
+#include "trainer.h"
+
+#include <tensorcast/amp/autocast.h>
+#include <tensorcast/amp/grad_scaler.h>
+#include <tensorcast/autograd.h>
+#include <tensorcast/data/data_loader.h>
+#include <tensorcast/error.h>
+#include <tensorcast/io/checkpoint.h>
+#include <tensorcast/io/safetensors.h>
+#include <tensorcast/allocator.h>
+#include <tensorcast/ops.h>
+#include <tensorcast/optim/adamw.h>
+#include <tensorcast/optim/schedulers.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <numbers>
+
+#include "json.h"
+#include "models.h"
+#include "progress.h"
+#include "task_data.h"
+
+namespace tcli {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+Precision resolve_precision(const std::string& flag) {
+  if (flag == "fp32") return {"fp32", tc::kFloat32, ""};
+  if (flag == "bf16") return {"bf16", tc::kBFloat16, ""};
+  if (flag == "fp16") return {"fp16", tc::kFloat16, ""};
+  if (flag != "auto") throw tc::Error("[cli] unknown precision '" + flag + "' (use auto, fp32, bf16 or fp16)");
+  if (tc::amp::is_bf16_supported(tc::kCPU))
+    return {"bf16", tc::kBFloat16,
+            "this CPU has native bf16 math (AVX-512 BF16/AMX), so bf16 autocast is faster than fp32; bf16 has fp32's "
+            "exponent range and needs no loss scaler"};
+  return {"fp32", tc::kFloat32,
+          "this CPU has no native bf16 math, so 16-bit autocast would run slower than fp32 here (on a GPU, auto "
+          "would pick fp16 with a GradScaler)"};
+}
+
+namespace {
+
+std::string fmt_double(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+bool is_explicit(const TrainConfig& c, const std::string& flag) {
+  return std::find(c.explicit_flags.begin(), c.explicit_flags.end(), flag) != c.explicit_flags.end();
+}
+
+// Takes a setting from the checkpoint's metadata unless the user set the flag; a flag
+// that contradicts the checkpoint is an error (a resumed run must be the same run).
+void adopt(const TrainConfig& c, const tc::io::Metadata& meta, const std::string& key, const std::string& flag,
+           const std::string& current, const std::function<void(const std::string&)>& set, const std::string& dir) {
+  const auto it = meta.find(key);
+  if (it == meta.end()) return;
+  if (is_explicit(c, flag) && it->second != current)
+    throw tc::Error("[cli] --resume " + dir + ": the checkpoint was written with " + flag + " " + it->second +
+                    ", not " + current + "; drop " + flag + " to continue that run");
+  set(it->second);
+}
+
+// Resolves a user path for comparisons ("ck" and "./ck/" are the same directory).
+fs::path normalized(const std::string& p) {
+  std::error_code ec;
+  fs::path r = fs::weakly_canonical(fs::absolute(p), ec);
+  return ec ? fs::path(p) : r;
+}
+
+}  // namespace
+
+void check_output_path(const std::string& path, const std::string& flag) {
+  if (path.empty()) return;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw tc::Error("[cli] " + flag + " " + path + " is a directory; pass a file name");
+  const fs::path parent = fs::absolute(path).parent_path();
+  if (!fs::is_directory(parent, ec))
+    throw tc::Error("[cli] " + flag + " " + path + ": directory " + parent.string() + " does not exist; create it first");
+}
+
+namespace {
+
+struct Evaluation {
+  double accuracy = -1, loss = 0, bits_per_byte = -1;
+};
+
+Evaluation evaluate(Model& model, const tc::data::Dataset& test, const Precision& prec) {
+  tc::NoGradGuard no_grad;
+  model.module->eval();
+  // A non-owning handle: the loader only reads the dataset during this call.
+  tc::data::DataLoader loader(std::shared_ptr<const tc::data::Dataset>(&test, [](const tc::data::Dataset*) {}),
+                              tc::data::DataLoaderOptions(model.language_model ? 64 : 1000).prefetch(0));
+  double loss_sum = 0, correct = 0, count = 0, batches_weight = 0;
+  for (auto& batch : loader) {
+    tc::Tensor logits, loss;
+    {
+      tc::amp::AutocastGuard autocast(tc::kCPU, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
+                                      prec.compute != tc::kFloat32);
+      logits = model.forward(batch.data);
+      loss = model_loss(model, logits, batch.target);
+    }
+    const double n = static_cast<double>(batch.target.numel());
+    loss_sum += loss.item<double>() * n;
+    batches_weight += n;
+    if (!model.language_model) {
+      correct += (tc::argmax(logits, 1) == batch.target).to(tc::kFloat32).sum().item<double>();
+      count += n;
+    }
+  }
+  model.module->train();
+  Evaluation e;
+  e.loss = batches_weight > 0 ? loss_sum / batches_weight : 0;
+  if (model.language_model)
+    e.bits_per_byte = e.loss / std::numbers::ln2;
+  else
+    e.accuracy = count > 0 ? correct / count : 0;
+  return e;
+}
+
+double zero_fraction(const std::vector<tc::Tensor>& params) {
+  double zeros = 0, total = 0;
+  for (const auto& p : params) {
+    const tc::Tensor g = p.grad();
+    if (!g.defined()) continue;
+    zeros += (g == 0.0).to(tc::kFloat32).sum().item<double>();
+    total += static_cast<double>(g.numel());
+  }
+  return total > 0 ? zeros / total : 0;
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& config) {
+  TrainConfig cfg = config;
+  TrainResult result;
+
+  // ---- everything that can fail on bad input, before anything is written
+  std::optional<tc::io::TrainingState> resume;
+  double previous_seconds = 0;
+  if (!cfg.resume_dir.empty()) {
+    std::error_code ec;
+    if (!fs::exists(cfg.resume_dir, ec))
+      throw tc::Error("[cli] --resume " + cfg.resume_dir + ": no such directory; pass the --checkpoint DIR of an earlier run");
+    if (fs::is_directory(cfg.resume_dir, ec) && !tc::io::has_checkpoint(cfg.resume_dir))
+      throw tc::Error("[cli] --resume " + cfg.resume_dir + " holds no " + tc::io::kCheckpointFileName +
+                      "; pass the --checkpoint DIR of an earlier run");
+    try {
+      resume = tc::io::load_checkpoint(cfg.resume_dir);
+    } catch (const tc::Error& e) {
+      throw tc::Error(std::string(e.what()) + " (a damaged checkpoint.safetensors may have an intact checkpoint.prev.safetensors " +
+                      "beside it: move it into place, or pass another --resume directory)");
+    }
+    const auto& meta = resume->metadata;
+    const std::string& dir = cfg.resume_dir;
+    adopt(cfg, meta, "model", "--model", cfg.model, [&](const std::string& v) { cfg.model = v; }, dir);
+    adopt(cfg, meta, "precision", "--precision", resolve_precision(cfg.precision).name,
+          [&](const std::string& v) { cfg.precision = v; }, dir);
+    adopt(cfg, meta, "batch_size", "--batch-size", std::to_string(cfg.batch_size),
+          [&](const std::string& v) { cfg.batch_size = std::stoll(v); }, dir);
+    adopt(cfg, meta, "seed", "--seed", std::to_string(cfg.seed), [&](const std::string& v) { cfg.seed = std::stoull(v); }, dir);
+    adopt(cfg, meta, "lr", "--lr", fmt_double(cfg.lr), [&](const std::string& v) { cfg.lr = std::stod(v); }, dir);
+    adopt(cfg, meta, "lr_schedule", "--lr-schedule", cfg.lr_schedule, [&](const std::string& v) { cfg.lr_schedule = v; }, dir);
+    adopt(cfg, meta, "scaler", "--no-scaler", cfg.scaler ? "1" : "0", [&](const std::string& v) { cfg.scaler = v == "1"; }, dir);
+    if (!is_explicit(cfg, "--data"))
+      if (const auto it = meta.find("data"); it != meta.end()) cfg.data = it->second;
+    if (const auto it = meta.find("train_seconds"); it != meta.end()) previous_seconds = std::stod(it->second);
+    result.resumed = true;
+    result.resumed_from_step = resume->step;
+  }
+  if (!cfg.checkpoint_dir.empty()) {
+    std::error_code ec;
+    if (fs::exists(cfg.checkpoint_dir, ec) && !fs::is_directory(cfg.checkpoint_dir, ec))
+      throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir + " is a file; pass a directory");
+    const bool same_run = !cfg.resume_dir.empty() && normalized(cfg.resume_dir) == normalized(cfg.checkpoint_dir);
+    if (fs::is_directory(cfg.checkpoint_dir, ec) && tc::io::has_checkpoint(cfg.checkpoint_dir) && !same_run && !cfg.overwrite)
+      throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir + " already holds a checkpoint of another run; pass --resume " +
+                      cfg.checkpoint_dir + " to continue it, --overwrite to replace it, or another directory");
+    const fs::path parent = fs::absolute(cfg.checkpoint_dir).parent_path();
+    if (!fs::is_directory(parent, ec))
+      throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir + ": directory " + parent.string() + " does not exist; create it first");
+  }
+  check_output_path(cfg.metrics_path, "--metrics");
+
+  const Precision prec = resolve_precision(cfg.precision);
+  const bool use_scaler = prec.compute == tc::kFloat16 && cfg.scaler;
+  const int64_t bytes_before_data = tc::memory_stats().current_bytes;
+  TaskData data = load_task_data(cfg.model, cfg.data, cfg.seed);
+  // The dataset stays in memory for the whole run; the peak we report is what training adds.
+  const int64_t data_bytes = tc::memory_stats().current_bytes - bytes_before_data;
+
+  tc::manual_seed(cfg.seed);
+  Model model = build_model(cfg.model);
+  std::vector<tc::Tensor> params = model.module->parameters();
+  tc::optim::AdamW optimizer(params, tc::optim::AdamWOptions(cfg.lr).weight_decay(0.0));
+  tc::amp::GradScaler scaler(tc::amp::GradScalerOptions().enabled(use_scaler));
+  tc::data::DataLoader loader(data.train, tc::data::DataLoaderOptions(cfg.batch_size).shuffle(true).seed(cfg.seed).prefetch(2));
+  // Cosine decay over the planned epochs (not --max-steps, which only stops a run early, so
+  // a run cut short and resumed follows the same schedule as one that was not).
+  std::unique_ptr<tc::optim::LRScheduler> scheduler;
+  if (cfg.lr_schedule == "cosine")
+    scheduler = std::make_unique<tc::optim::CosineAnnealingLR>(optimizer, std::max<int64_t>(1, cfg.epochs * loader.size()));
+  int64_t step = 0;
+  if (resume) {
+    model.module->load_state_dict(resume->model);
+    optimizer.load_state_dict(resume->optimizer);
+    if (use_scaler && !resume->scaler.empty()) scaler.load_state_dict(resume->scaler);
+    loader.load_state(resume->data_loader);
+    if (resume->rng.defined()) tc::set_rng_state(resume->rng);
+    step = resume->step;
+    if (scheduler)  // the lr is a closed-form function of the step: replay it
+      for (int64_t i = 0; i < step; ++i) scheduler->step();
+  }
+
+  result.model = cfg.model;
+  result.precision = prec.name;
+  result.precision_reason = prec.reason;
+  result.data_description = data.description;
+  result.scaler = use_scaler;
+  result.batch_size = cfg.batch_size;
+  result.parameters = tc::nn::parameter_count(*model.module);
+
+  Progress progress(cfg.progress && !cfg.quiet && stdout_is_terminal(), 100);
+  auto say = [&](const std::string& s) {
+    if (!cfg.quiet) progress.message(s);
+  };
+  {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "tensorcast train: %s (%lld parameters), %s%s, batch %lld, AdamW lr %g (%s), seed %llu, %d threads",
+                  model.description.c_str(), static_cast<long long>(result.parameters), prec.name.c_str(),
+                  use_scaler ? " + GradScaler" : "", static_cast<long long>(cfg.batch_size), cfg.lr,
+                  cfg.lr_schedule == "cosine" ? "cosine decay" : "constant", static_cast<unsigned long long>(cfg.seed), tc::get_num_threads());
+    say(buf);
+    if (cfg.precision == "auto") say("precision auto -> " + prec.name + ": " + prec.reason);
+    if (prec.compute == tc::kFloat16 && !cfg.scaler)
+      say("fp16 without a GradScaler: small gradients may underflow to zero (this run shows what the scaler prevents)");
+    if (prec.compute != tc::kFloat16 && !cfg.scaler) say("note: --no-scaler has no effect in " + prec.name + " (only fp16 uses a GradScaler)");
+    say("data: " + data.description);
+    if (resume)
+      say("resumed from " + cfg.resume_dir + " at step " + std::to_string(step) + " (epoch " +
+          std::to_string(loader.epoch() + 1) + ", batch " + std::to_string(loader.batch_index()) + ")");
+  }
+
+  JsonLinesWriter metrics;
+  if (!cfg.metrics_path.empty()) metrics = JsonLinesWriter(cfg.metrics_path, /*append=*/resume.has_value());
+
+  auto save = [&](int64_t epoch_done) {
+    if (cfg.checkpoint_dir.empty()) return;
+    tc::io::TrainingState st;
+    st.model = model.module->state_dict();
+    st.optimizer = optimizer.state_dict();
+    st.scaler = scaler.state_dict();
+    st.data_loader = loader.state();
+    st.rng = tc::get_rng_state();
+    st.epoch = epoch_done;
+    st.step = step;
+    st.metadata = {{"model", cfg.model},
+                   {"precision", prec.name},
+                   {"scaler", cfg.scaler ? "1" : "0"},  // the choice (--no-scaler), not whether fp16 used it
+                   {"batch_size", std::to_string(cfg.batch_size)},
+                   {"lr", fmt_double(cfg.lr)},
+                   {"lr_schedule", cfg.lr_schedule},
+                   {"seed", std::to_string(cfg.seed)},
+                   {"data", cfg.data.empty() ? cfg.data : fs::absolute(cfg.data).lexically_normal().string()},
+                   {"train_seconds", fmt_double(previous_seconds + result.train_seconds)}};
+    tc::io::save_checkpoint(cfg.checkpoint_dir, st);
+    // The weights alone, for PyTorch / safetensors users (and byte comparisons).
+    tc::io::save_safetensors(fs::path(cfg.checkpoint_dir) / "model.safetensors", model.module->state_dict(),
+                             {{"model", cfg.model}, {"step", std::to_string(step)}});
+  };
+
+  const int64_t per_epoch = loader.size();
+  const int64_t total_steps =
+      cfg.max_steps > 0 ? std::min(cfg.max_steps, cfg.epochs * per_epoch) : cfg.epochs * per_epoch;
+  tc::reset_peak_memory_stats();
+  const auto t_start = Clock::now();
+  double step_seconds = 0;  // time spent in training steps in this process
+  int64_t steps_here = 0;
+  const int64_t start_step = step;
+  auto limit_reached = [&] { return cfg.max_steps > 0 && step >= cfg.max_steps; };
+
+  while (loader.epoch() < cfg.epochs && !limit_reached()) {
+    const int64_t epoch = loader.epoch();  // 0-based
+    double loss_sum = 0;
+    int64_t loss_count = 0;
+    for (auto& batch : loader) {
+      const auto t0 = Clock::now();
+      optimizer.zero_grad(/*set_to_none=*/true);
+      tc::Tensor loss;
+      {
+        tc::amp::AutocastGuard autocast(tc::kCPU, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
+                                        prec.compute != tc::kFloat32);
+        loss = model_loss(model, model.forward(batch.data), batch.target);
+      }
+      scaler.scale(loss).backward();
+      StepRecord rec;
+      if (cfg.track_zero_grads) rec.zero_grad_fraction = zero_fraction(params);
+      rec.loss_scale = scaler.get_scale();  // the scale this step's gradients carry
+      rec.lr = optimizer.param_groups()[0].options->get_lr();  // the lr of this step
+      const bool stepped = scaler.step(optimizer);
+      scaler.update();
+      if (scheduler) scheduler->step();
+      rec.loss = loss.item<double>();
+      const auto t1 = Clock::now();
+      ++step;
+      ++steps_here;
+      rec.step = step;
+      rec.epoch = epoch + 1;
+      rec.skipped = !stepped;
+      rec.skipped_total = scaler.steps_skipped();
+      rec.step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+      step_seconds += std::chrono::duration<double>(t1 - t0).count();
+      result.train_seconds = step_seconds;
+      rec.seconds = previous_seconds + step_seconds;
+      result.steps_log.push_back(rec);
+      loss_sum += rec.loss;
+      ++loss_count;
+
+      if (metrics.is_open() && (step % cfg.log_every == 0 || step == total_steps || limit_reached())) {
+        JsonObject o;
+        o.add("step", step).add("epoch", rec.epoch).add("loss", rec.loss).add("loss_scale", rec.loss_scale)
+            .add("skipped", rec.skipped_total).add("skipped_step", rec.skipped).add("lr", rec.lr).add("seconds", rec.seconds);
+        if (rec.zero_grad_fraction >= 0) o.add("zero_grad_fraction", rec.zero_grad_fraction);
+        metrics.write(o);
+      }
+      if (!cfg.quiet) {
+        ProgressInfo pi;
+        pi.epoch = epoch + 1;
+        pi.epochs = cfg.epochs;
+        pi.step = loader.batch_index() == 0 && loader.epoch() != epoch ? per_epoch : loader.batch_index();
+        pi.steps_in_epoch = per_epoch;
+        pi.global_step = step;
+        pi.loss = rec.loss;
+        pi.loss_scale = rec.loss_scale;
+        pi.scaler = use_scaler;
+        pi.skipped = rec.skipped_total;
+        const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
+        pi.samples_per_s = elapsed > 0 ? steps_here * double(cfg.batch_size) / elapsed : 0;
+        pi.eta_s = steps_here > 0 ? elapsed / steps_here * double(total_steps - step) : -1;
+        progress.update(pi);
+      }
+      if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && !limit_reached()) save(epoch);
+      if (limit_reached()) break;
+    }
+    // An epoch is complete when the loader has no batch of it left.
+    const bool complete = loader.epoch() != epoch || loader.batch_index() >= per_epoch;
+    if (complete && loader.epoch() == epoch) loader.set_epoch(epoch + 1);
+    if (complete || limit_reached()) {
+      const Evaluation ev = evaluate(model, *data.test, prec);
+      EpochRecord er;
+      er.epoch = epoch + 1;
+      er.step = step;
+      er.train_loss = loss_count ? loss_sum / loss_count : 0;
+      er.test_accuracy = ev.accuracy;
+      er.test_loss = ev.loss;
+      er.test_bits_per_byte = ev.bits_per_byte;
+      result.epochs_log.push_back(er);
+      result.test_accuracy = ev.accuracy;
+      result.test_loss = ev.loss;
+      result.test_bits_per_byte = ev.bits_per_byte;
+      if (!cfg.quiet) {
+        progress.finish();
+        char buf[512];
+        const double secs = previous_seconds + step_seconds;
+        if (model.language_model)
+          std::snprintf(buf, sizeof buf, "epoch %lld%s  step %lld  train loss %.4f  held-out %.4f bits/byte  %s%.1f s",
+                        static_cast<long long>(epoch + 1), complete ? "" : " (stopped early)", static_cast<long long>(step),
+                        er.train_loss, ev.bits_per_byte,
+                        use_scaler ? ("loss scale " + std::to_string(int64_t(scaler.get_scale())) + "  skipped " +
+                                      std::to_string(scaler.steps_skipped()) + "  ").c_str() : "",
+                        secs);
+        else
+          std::snprintf(buf, sizeof buf, "epoch %lld%s  step %lld  train loss %.4f  test accuracy %.2f%%  %s%.1f s",
+                        static_cast<long long>(epoch + 1), complete ? "" : " (stopped early)", static_cast<long long>(step),
+                        er.train_loss, 100 * ev.accuracy,
+                        use_scaler ? ("loss scale " + std::to_string(int64_t(scaler.get_scale())) + "  skipped " +
+                                      std::to_string(scaler.steps_skipped()) + "  ").c_str() : "",
+                        secs);
+        say(buf);
+      }
+      save(complete ? epoch + 1 : epoch);
+    }
+  }
+  if (steps_here == 0 && !cfg.quiet) say("nothing to do: the run already reached --epochs/--max-steps (" + std::to_string(step) + " steps)");
+
+  result.epochs = std::min<int64_t>(loader.epoch(), cfg.epochs);
+  result.steps = step;
+  result.skipped_steps = scaler.steps_skipped();
+  result.final_loss_scale = scaler.get_scale();
+  result.final_loss = result.steps_log.empty() ? 0 : result.steps_log.back().loss;
+  result.train_seconds = previous_seconds + step_seconds;
+  result.peak_memory_bytes = std::max<int64_t>(0, tc::memory_stats().peak_bytes - data_bytes);
+  if (!result.steps_log.empty()) {
+    std::vector<double> ms;
+    for (const auto& r : result.steps_log) ms.push_back(r.step_ms);
+    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+    result.median_step_ms = ms[ms.size() / 2];
+  }
+  (void)start_step;
+  return result;
+}
+
+std::string summary_json(const TrainResult& r) {
+  JsonObject o;
+  o.add("model", r.model).add("precision", r.precision).add("scaler", r.scaler).add("epochs", r.epochs)
+      .add("steps", r.steps).add("skipped_steps", r.skipped_steps).add("final_loss_scale", r.final_loss_scale)
+      .add("final_loss", r.final_loss);
+  if (r.test_accuracy >= 0)
+    o.add("test_accuracy", r.test_accuracy);
+  else
+    o.add_raw("test_accuracy", "null");
+  o.add("test_loss", r.test_loss);
+  if (r.test_bits_per_byte >= 0) o.add("test_bits_per_byte", r.test_bits_per_byte);
+  o.add("train_seconds", r.train_seconds).add("peak_memory_bytes", r.peak_memory_bytes)
+      .add("median_step_ms", r.median_step_ms).add("batch_size", r.batch_size).add("parameters", r.parameters)
+      .add("resumed_from_step", r.resumed_from_step);
+  return o.str() + "\n";
+}
+
+}  // namespace tcli

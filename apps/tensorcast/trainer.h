@@ -1,0 +1,93 @@
+// The training loop shared by `tensorcast train` and `tensorcast report`: the AMP recipe
+// (an autocast region around forward + loss, a GradScaler for fp16, AdamW), evaluation
+// at each epoch end, checkpoints, exact resume, metrics and the progress display.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <tensorcast/dtype.h>
+
+namespace tcli {
+
+// The precision a run uses and why (for --precision auto).
+struct Precision {
+  std::string name;  // fp32, bf16, fp16
+  tc::DType compute = tc::kFloat32;
+  std::string reason;  // filled for auto
+};
+// "auto" -> bf16 where the CPU has native bf16 math, else fp32 (fp16 + GradScaler is
+// the choice on GPUs, which this build does not drive).
+Precision resolve_precision(const std::string& flag);
+
+struct TrainConfig {
+  std::string model = "cnn";
+  std::string data;               // empty: the model's default
+  std::string precision = "auto";
+  bool scaler = true;             // fp16 only: false = --no-scaler
+  int64_t epochs = 2;
+  int64_t batch_size = 128;
+  double lr = 1e-3;
+  std::string lr_schedule = "cosine";  // cosine (to 0 over the planned epochs) or constant
+  uint64_t seed = 0;
+  int64_t max_steps = 0;          // 0: no limit (total steps, counting resumed ones)
+  std::string checkpoint_dir;     // empty: no checkpoints
+  int64_t checkpoint_every = 0;   // steps; 0: only at epoch ends and at the end
+  bool overwrite = false;         // allow replacing a checkpoint of another run
+  std::string resume_dir;
+  std::string metrics_path;       // JSON Lines
+  int64_t log_every = 10;         // metrics record every N steps (and the last step)
+  bool progress = true;           // console output
+  bool quiet = false;             // only errors (report runs)
+  bool track_zero_grads = false;  // fraction of exactly-zero gradient values per step (report)
+  // Which flags the user set explicitly (resume checks them against the checkpoint).
+  std::vector<std::string> explicit_flags;
+};
+
+struct StepRecord {
+  int64_t step = 0, epoch = 0;
+  double loss = 0, loss_scale = 1, lr = 0, seconds = 0, step_ms = 0;
+  bool skipped = false;
+  int64_t skipped_total = 0;
+  double zero_grad_fraction = -1;  // < 0: not tracked
+};
+
+struct EpochRecord {
+  int64_t epoch = 0, step = 0;
+  double train_loss = 0;         // mean over the epoch's steps run in this process
+  double test_accuracy = -1;     // classification
+  double test_loss = 0;          // mean cross-entropy on the test set / held-out text
+  double test_bits_per_byte = -1;  // gpt
+};
+
+struct TrainResult {
+  std::string model, precision, precision_reason, data_description;
+  bool scaler = false;
+  int64_t epochs = 0, steps = 0, skipped_steps = 0, batch_size = 0;
+  double final_loss_scale = 1, final_loss = 0;
+  double test_accuracy = -1, test_loss = 0, test_bits_per_byte = -1;
+  double train_seconds = 0;
+  int64_t peak_memory_bytes = 0;  // tensors during training (weights, optimizer, activations), not the dataset
+  int64_t parameters = 0;
+  double median_step_ms = 0;
+  std::vector<StepRecord> steps_log;  // every step run in this process
+  std::vector<EpochRecord> epochs_log;
+  bool resumed = false;
+  int64_t resumed_from_step = 0;
+};
+
+// Runs a training. Throws tc::Error (one line) on bad data, paths or checkpoints; all
+// checks that can fail come before anything is written.
+TrainResult run_training(const TrainConfig& config);
+
+// Throws a one-line tc::Error when `path` (an output file of `flag`) cannot be written:
+// it names a directory, or its directory does not exist. Empty path: nothing to check.
+void check_output_path(const std::string& path, const std::string& flag);
+
+// The summary JSON of a run (model, precision, epochs, steps, skipped_steps,
+// final_loss_scale, test_accuracy, train_seconds, peak_memory_bytes, ...).
+std::string summary_json(const TrainResult& r);
+
+}  // namespace tcli

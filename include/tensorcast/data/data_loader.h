@@ -1,0 +1,105 @@
+// DataLoader: batches of a Dataset with seeded per-epoch shuffling, drop_last, a
+// background prefetch thread and an exact, resumable position.
+//
+//   auto train = std::make_shared<tc::data::FashionMNIST>();
+//   tc::data::DataLoader loader(train, tc::data::DataLoaderOptions().batch_size(128).shuffle(true));
+//   for (int e = 0; e < epochs; ++e)
+//     for (auto& batch : loader) { ... batch.data (B,1,28,28), batch.target (B) ... }
+//
+// Each range-for runs the rest of the current epoch, from the loader's position, and a
+// completed pass moves the position to the next epoch's first batch. Breaking out
+// mid-epoch keeps the position: the next range-for resumes at the next unseen batch.
+#pragma once
+#include <cstdint>
+#include <concepts>
+#include <iterator>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "tensorcast/data/dataset.h"
+#include "tensorcast/state_dict.h"
+
+namespace tc::data {
+
+struct DataLoaderOptions {
+  DataLoaderOptions() = default;
+  explicit DataLoaderOptions(int64_t batch_size) : batch_size_(batch_size) {}
+  TC_ARG(int64_t, batch_size) = 1;
+  TC_ARG(bool, shuffle) = false;
+  // Drops the last batch of an epoch when it would be smaller than batch_size.
+  TC_ARG(bool, drop_last) = false;
+  // Epoch e is shuffled with seed + e, by the loader's own generator (the global tc
+  // generator is untouched), so an order depends on nothing but (seed, epoch, size).
+  TC_ARG(uint64_t, seed) = 0;
+  // Batches prepared ahead by a background thread; 0 gathers on the calling thread.
+  TC_ARG(int64_t, prefetch) = 2;
+};
+
+namespace detail { struct Pass; struct Cursor; }
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options = {});
+  // Convenience: copies or moves a concrete dataset (tensor-backed datasets are handles,
+  // so this does not copy their data).
+  template <class D>
+    requires std::derived_from<std::remove_cvref_t<D>, Dataset>
+  DataLoader(D&& dataset, DataLoaderOptions options = {})
+      : DataLoader(std::shared_ptr<const Dataset>(std::make_shared<std::remove_cvref_t<D>>(std::forward<D>(dataset))),
+                   options) {}
+  ~DataLoader();  // stops and joins a running prefetch thread
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // Input iterator over one pass; owns the pass's prefetch thread (joined when the
+  // iterator is destroyed, e.g. on `break`). A worker's exception is rethrown here.
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Example;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Example*;
+    using reference = Example&;
+    Example& operator*() { return current_; }
+    Example* operator->() { return &current_; }
+    Iterator& operator++();
+    bool operator==(std::default_sentinel_t) const noexcept { return done_; }
+
+   private:
+    friend class DataLoader;
+    explicit Iterator(std::shared_ptr<detail::Pass> pass);
+    void fetch();
+    std::shared_ptr<detail::Pass> pass_;
+    Example current_;
+    bool done_ = false;
+  };
+
+  Iterator begin();  // starts (or resumes) the current epoch at the loader's position
+  std::default_sentinel_t end() const noexcept { return {}; }
+
+  int64_t size() const;                        // batches per epoch
+  int64_t epoch() const;                       // epoch of the next batch
+  int64_t batch_index() const;                 // index in its epoch of the next batch
+  void set_epoch(int64_t epoch);               // position := first batch of `epoch`
+  const Dataset& dataset() const { return *dataset_; }
+  const DataLoaderOptions& options() const { return options_; }
+  // Dataset indices of every batch of `epoch`, in order (before batching).
+  std::vector<int64_t> epoch_order(int64_t epoch) const;
+
+  // {epoch, batch, seed, batch_size, dataset_size, shuffle, drop_last} as int64 scalars.
+  // load_state restores the position and seed, so the next batch is exactly the one an
+  // uninterrupted run would have produced; it refuses a state saved for another batch
+  // size, dataset size, shuffle or drop_last setting.
+  StateDict state() const;
+  void load_state(const StateDict& sd);
+
+ private:
+  void stop_pass();
+  std::shared_ptr<const Dataset> dataset_;
+  DataLoaderOptions options_;
+  std::shared_ptr<detail::Cursor> cursor_;
+  std::weak_ptr<detail::Pass> pass_;
+};
+
+}  // namespace tc::data

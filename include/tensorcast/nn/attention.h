@@ -1,0 +1,45 @@
+// CausalSelfAttention: multi-head self-attention where position t attends to positions
+// <= t (GPT's attention block).
+//
+//   q, k, v = split(qkv(x))             each (B, T, C) viewed as (B, H, T, hd), hd = C / H
+//   y = softmax(q k^T / sqrt(hd) + mask) v    mask: 0 on and below the diagonal, -inf above
+//   out = proj(merge_heads(y))
+//
+// All heads run in one batched matmul over (B, H) (no per-head loop); the additive mask
+// is built once per (T, dtype) and reused. Under autocast the two matmuls run in 16-bit
+// and the softmax in fp32, as the policy table says.
+#pragma once
+#include "tensorcast/nn/dropout.h"
+#include "tensorcast/nn/linear.h"
+#include "tensorcast/nn/module.h"
+
+namespace tc::nn {
+
+struct CausalSelfAttentionOptions {
+  CausalSelfAttentionOptions(int64_t embed_dim, int64_t num_heads) : embed_dim_(embed_dim), num_heads_(num_heads) {}
+  TC_ARG(int64_t, embed_dim);
+  TC_ARG(int64_t, num_heads);
+  TC_ARG(double, dropout) = 0.0;  // on the attention weights and on the output (training only)
+  TC_ARG(bool, bias) = true;      // of the qkv and proj Linears
+};
+
+class CausalSelfAttentionImpl : public Module {
+ public:
+  explicit CausalSelfAttentionImpl(const CausalSelfAttentionOptions& options);
+  CausalSelfAttentionImpl(int64_t embed_dim, int64_t num_heads)
+      : CausalSelfAttentionImpl(CausalSelfAttentionOptions(embed_dim, num_heads)) {}
+  // x (B, T, C) -> (B, T, C).
+  Tensor forward(const Tensor& x);
+
+  CausalSelfAttentionOptions options;
+  Linear qkv{nullptr};   // Linear(C, 3C): q, k, v stacked along the output features
+  Linear proj{nullptr};  // Linear(C, C)
+  Dropout attn_dropout{nullptr}, resid_dropout{nullptr};
+
+ private:
+  const Tensor& causal_mask(int64_t T, DType dtype);
+  Tensor mask_;  // (T, T) additive mask, cached for the last (T, dtype)
+};
+TC_MODULE(CausalSelfAttention);
+
+}  // namespace tc::nn

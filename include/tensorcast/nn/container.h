@@ -1,0 +1,80 @@
+// Sequential: a chain of Tensor -> Tensor modules, named "0", "1", ... as in PyTorch.
+//
+//   tc::nn::Sequential net(tc::nn::Flatten(), tc::nn::Linear(784, 10));
+//   net->push_back(tc::nn::ReLU());
+//   auto y = net->forward(x);
+//   auto fc = net->at<tc::nn::LinearImpl>(1);
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensorcast/nn/module.h"
+
+namespace tc::nn {
+
+namespace detail {
+template <class T>
+concept ModulePtr = requires(const T& p) { typename T::element_type; } &&
+                    std::derived_from<typename T::element_type, Module>;
+template <class T>
+concept SequentialItem = AnyModuleHolder<T> || ModulePtr<std::decay_t<T>>;
+}  // namespace detail
+
+class SequentialImpl : public Module {
+ public:
+  SequentialImpl() : Module("Sequential") {}
+  template <detail::SequentialItem... Ms>
+  explicit SequentialImpl(Ms&&... modules) : Module("Sequential") {
+    (push_back(std::forward<Ms>(modules)), ...);
+  }
+
+  template <class M>
+    requires std::derived_from<M, Module>
+  void push_back(std::string name, std::shared_ptr<M> module) {
+    static_assert(requires(M& m, const Tensor& x) { { m.forward(x) } -> std::convertible_to<Tensor>; },
+                  "Sequential holds modules whose forward takes and returns one Tensor");
+    M* raw = module.get();
+    register_module(std::move(name), module);
+    forwards_.push_back([raw](const Tensor& x) -> Tensor { return raw->forward(x); });
+    modules_.push_back(std::move(module));
+  }
+  template <class M>
+    requires std::derived_from<M, Module>
+  void push_back(std::shared_ptr<M> module) {
+    push_back(std::to_string(modules_.size()), std::move(module));
+  }
+  template <AnyModuleHolder H>
+  void push_back(std::string name, const H& holder) {
+    push_back(std::move(name), holder.ptr());
+  }
+  template <AnyModuleHolder H>
+  void push_back(const H& holder) {
+    push_back(holder.ptr());
+  }
+
+  Tensor forward(const Tensor& input);
+
+  size_t size() const noexcept { return modules_.size(); }
+  bool is_empty() const noexcept { return modules_.empty(); }
+  const std::shared_ptr<Module>& operator[](size_t index) const { return ptr(index); }
+  const std::shared_ptr<Module>& ptr(size_t index) const;
+  // The module at `index` as its concrete type; "[nn]" error when it is another type.
+  template <class M>
+  std::shared_ptr<M> at(size_t index) const {
+    auto p = std::dynamic_pointer_cast<M>(ptr(index));
+    TC_CHECK(p != nullptr, "nn", "Sequential::at: module ", index, " is a ", ptr(index)->name(),
+             ", not the requested type");
+    return p;
+  }
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+  std::vector<std::function<Tensor(const Tensor&)>> forwards_;
+};
+TC_MODULE(Sequential);
+
+}  // namespace tc::nn

@@ -1,0 +1,95 @@
+// CausalSelfAttention and the GPT built from it.
+#include "tensorcast/nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "tensorcast/autograd.h"
+#include "tensorcast/nn/gpt.h"
+#include "tensorcast/ops.h"
+
+namespace tc::nn {
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const CausalSelfAttentionOptions& o)
+    : Module("CausalSelfAttention"), options(o) {
+  TC_CHECK(o.embed_dim() > 0 && o.num_heads() > 0 && o.embed_dim() % o.num_heads() == 0, "nn",
+           "CausalSelfAttention: embed_dim (", o.embed_dim(), ") must be a positive multiple of num_heads (",
+           o.num_heads(), ")");
+  qkv = register_module("qkv", Linear(LinearOptions(o.embed_dim(), 3 * o.embed_dim()).bias(o.bias())));
+  proj = register_module("proj", Linear(LinearOptions(o.embed_dim(), o.embed_dim()).bias(o.bias())));
+  attn_dropout = register_module("attn_dropout", Dropout(o.dropout()));
+  resid_dropout = register_module("resid_dropout", Dropout(o.dropout()));
+}
+
+const Tensor& CausalSelfAttentionImpl::causal_mask(int64_t T, DType dtype) {
+  if (mask_.defined() && mask_.size(0) == T && mask_.dtype() == dtype) return mask_;
+  NoGradGuard no_grad;
+  const Tensor i = tc::arange(static_cast<double>(T), kInt64);
+  // j > i (a future position): -inf, so its softmax weight is exactly 0.
+  const Tensor future = tc::gt(i.unsqueeze(0), i.unsqueeze(1));
+  mask_ = tc::where(future, tc::full({T, T}, -std::numeric_limits<double>::infinity(), dtype),
+                    tc::zeros({T, T}, dtype));
+  return mask_;
+}
+
+Tensor CausalSelfAttentionImpl::forward(const Tensor& x) {
+  const int64_t C = options.embed_dim(), H = options.num_heads(), hd = C / H;
+  TC_CHECK(x.defined() && x.dim() == 3 && x.size(2) == C, "nn", "CausalSelfAttention(", C, ", heads=", H,
+           ") expects input of shape (B, T, ", C, "), got ", x.defined() ? shape_str(x.sizes()) : "an undefined tensor");
+  const int64_t B = x.size(0), T = x.size(1);
+  // (B, T, 3C) -> (B, T, 3, H, hd) -> (3, B, H, T, hd): q, k, v as views, no copies.
+  const Tensor heads = qkv->forward(x).view({B, T, 3, H, hd}).permute({2, 0, 3, 1, 4});
+  const Tensor q = heads.select(0, 0), k = heads.select(0, 1), v = heads.select(0, 2);
+  Tensor att = tc::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));  // (B, H, T, T)
+  att = tc::add(att, causal_mask(T, att.dtype()));
+  att = attn_dropout->forward(tc::softmax(att, -1));
+  const Tensor y = tc::matmul(att, v).transpose(1, 2).reshape({B, T, C});  // heads side by side again
+  return resid_dropout->forward(proj->forward(y));
+}
+
+// ---------------------------------------------------------------- GPT
+MLPImpl::MLPImpl(int64_t width, double dropout) : Module("MLP") {
+  fc = register_module("fc", Linear(width, 4 * width));
+  act = register_module("act", GELU());
+  proj = register_module("proj", Linear(4 * width, width));
+  drop = register_module("drop", Dropout(dropout));
+}
+
+Tensor MLPImpl::forward(const Tensor& x) { return drop->forward(proj->forward(act->forward(fc->forward(x)))); }
+
+BlockImpl::BlockImpl(const GPTConfig& c) : Module("Block") {
+  ln1 = register_module("ln1", LayerNorm(c.width()));
+  attn = register_module("attn", CausalSelfAttention(CausalSelfAttentionOptions(c.width(), c.heads()).dropout(c.dropout())));
+  ln2 = register_module("ln2", LayerNorm(c.width()));
+  mlp = register_module("mlp", MLP(c.width(), c.dropout()));
+}
+
+Tensor BlockImpl::forward(const Tensor& x) {
+  Tensor h = x + attn->forward(ln1->forward(x));
+  return h + mlp->forward(ln2->forward(h));
+}
+
+GPTImpl::GPTImpl(const GPTConfig& c) : Module("GPT"), config(c) {
+  TC_CHECK(c.vocab_size() > 0 && c.context() > 0 && c.layers() >= 0, "nn", "GPT: vocab_size, context must be positive");
+  wte = register_module("wte", Embedding(c.vocab_size(), c.width()));
+  wpe = register_module("wpe", Embedding(c.context(), c.width()));
+  drop = register_module("drop", Dropout(c.dropout()));
+  blocks = register_module("blocks", Sequential());
+  for (int64_t i = 0; i < c.layers(); ++i) blocks->push_back(Block(c));
+  ln_f = register_module("ln_f", LayerNorm(c.width()));
+  lm_head = register_module("lm_head", Linear(c.width(), c.vocab_size()));
+}
+
+Tensor GPTImpl::forward(const Tensor& idx) {
+  TC_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == kInt64, "nn", "GPT expects int64 token indices of shape (B, T), got ",
+           idx.defined() ? shape_str(idx.sizes()) + " " + std::string(dtype_name(idx.dtype())) : "an undefined tensor");
+  const int64_t T = idx.size(1);
+  TC_CHECK(T >= 1 && T <= config.context(), "nn", "GPT: sequence length ", T, " of input ", shape_str(idx.sizes()),
+           " exceeds the context ", config.context());
+  const Tensor pos = tc::arange(static_cast<double>(T), kInt64);
+  Tensor x = drop->forward(wte->forward(idx) + wpe->forward(pos));  // (B, T, d) + (T, d)
+  if (!blocks->is_empty()) x = blocks->forward(x);
+  return lm_head->forward(ln_f->forward(x));
+}
+
+}  // namespace tc::nn

@@ -1,0 +1,58 @@
+// clip_grad_norm_ / clip_grad_value_.
+#include <cmath>
+
+#include "tensorcast/autograd.h"
+#include "tensorcast/nn/utils.h"
+#include "tensorcast/ops.h"
+
+namespace tc::nn::utils {
+
+double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double p, bool error_if_nonfinite) {
+  TC_CHECK(p > 0 || std::isinf(p), "clip_grad_norm_", "norm_type must be positive or inf, got ", p);
+  NoGradGuard no_grad;
+  std::vector<Tensor> grads;
+  for (const Tensor& param : parameters)
+    if (param.defined() && param.grad().defined()) grads.push_back(param.grad());
+  if (grads.empty()) return 0.0;
+
+  // Per tensor, reduce in float64 (one host read each): 16-bit gradients would lose the
+  // small squares, and the total must be exact enough to compare with max_norm.
+  const bool inf_norm = std::isinf(p);
+  double total = 0.0;
+  for (const Tensor& g : grads) {
+    const Tensor a = tc::abs(g.to(kFloat64));
+    if (inf_norm) {
+      total = std::max(total, tc::max(a).item_double());
+      if (std::isnan(total)) break;
+    } else {
+      total += (p == 2.0 ? tc::sum(a * a) : p == 1.0 ? tc::sum(a) : tc::sum(tc::pow(a, p))).item_double();
+    }
+  }
+  if (!inf_norm) total = p == 2.0 ? std::sqrt(total) : p == 1.0 ? total : std::pow(total, 1.0 / p);
+
+  if (!std::isfinite(total)) {
+    TC_CHECK(!error_if_nonfinite, "clip_grad_norm_", "the total norm of order ", p,
+             " for gradients from `parameters` is non-finite (", total,
+             "), so it cannot be clipped; pass error_if_nonfinite=false to return it unclipped");
+    return total;
+  }
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1.0)
+    for (Tensor g : grads) g.mul_(coef);
+  return total;
+}
+
+double clip_grad_norm_(const Tensor& parameter, double max_norm, double norm_type, bool error_if_nonfinite) {
+  return clip_grad_norm_(std::vector<Tensor>{parameter}, max_norm, norm_type, error_if_nonfinite);
+}
+
+void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) {
+  NoGradGuard no_grad;
+  for (const Tensor& param : parameters) {
+    if (!param.defined() || !param.grad().defined()) continue;
+    Tensor g = param.grad();
+    g.copy_(tc::clamp(g, -clip_value, clip_value));
+  }
+}
+
+}  // namespace tc::nn::utils

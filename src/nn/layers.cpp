@@ -1,0 +1,160 @@
+// Linear, Flatten, Conv2d, pooling, activations, Dropout, Embedding and Sequential:
+// the layers that are one op plus their parameters.
+#include <cmath>
+#include <ostream>
+
+#include "tensorcast/nn/activation.h"
+#include "tensorcast/nn/container.h"
+#include "tensorcast/nn/conv.h"
+#include "tensorcast/nn/dropout.h"
+#include "tensorcast/nn/embedding.h"
+#include "tensorcast/nn/init.h"
+#include "tensorcast/nn/linear.h"
+#include "tensorcast/nn/pooling.h"
+#include "tensorcast/ops.h"
+
+namespace tc::nn {
+
+// ---------------------------------------------------------------- Linear
+LinearImpl::LinearImpl(const LinearOptions& o) : Module("Linear"), options(o) {
+  TC_CHECK(o.in_features() > 0 && o.out_features() > 0, "nn", "Linear: in_features and out_features must be positive, got ",
+           o.in_features(), " and ", o.out_features());
+  weight = register_parameter("weight", tc::empty({o.out_features(), o.in_features()}));
+  bias = register_parameter("bias", o.bias() ? tc::empty({o.out_features()}) : Tensor());
+  reset_parameters();
+}
+
+void LinearImpl::reset_parameters() {
+  // kaiming_uniform_(a = sqrt(5)) is U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default.
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(options.in_features()));
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor LinearImpl::forward(const Tensor& input) {
+  TC_CHECK(input.defined() && input.dim() >= 1 && input.size(-1) == options.in_features(), "nn",
+           "Linear(", options.in_features(), ", ", options.out_features(), ") expects input of shape (*, ",
+           options.in_features(), "), got ", input.defined() ? shape_str(input.sizes()) : "an undefined tensor");
+  return tc::linear(input, weight, bias);
+}
+
+void LinearImpl::pretty_print(std::ostream& os) const {
+  os << "Linear(in_features=" << options.in_features() << ", out_features=" << options.out_features()
+     << ", bias=" << (options.bias() ? "true" : "false") << ")";
+}
+
+void FlattenImpl::pretty_print(std::ostream& os) const {
+  os << "Flatten(start_dim=" << options.start_dim() << ", end_dim=" << options.end_dim() << ")";
+}
+
+// ---------------------------------------------------------------- Conv2d
+Conv2dImpl::Conv2dImpl(const Conv2dOptions& o) : Module("Conv2d"), options(o) {
+  TC_CHECK(o.in_channels() > 0 && o.out_channels() > 0 && o.groups() > 0, "nn",
+           "Conv2d: in_channels, out_channels and groups must be positive");
+  TC_CHECK(o.in_channels() % o.groups() == 0 && o.out_channels() % o.groups() == 0, "nn", "Conv2d: in_channels (",
+           o.in_channels(), ") and out_channels (", o.out_channels(), ") must be divisible by groups (", o.groups(), ")");
+  const auto k = o.kernel_size();
+  weight = register_parameter("weight", tc::empty({o.out_channels(), o.in_channels() / o.groups(), k.h, k.w}));
+  bias = register_parameter("bias", o.bias() ? tc::empty({o.out_channels()}) : Tensor());
+  reset_parameters();
+}
+
+void Conv2dImpl::reset_parameters() {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(init::calculate_fan_in_and_fan_out(weight).first));
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor Conv2dImpl::forward(const Tensor& input) {
+  return tc::conv2d(input, weight, bias, options.stride().shape(), options.padding().shape(),
+                    options.dilation().shape(), options.groups());
+}
+
+void Conv2dImpl::pretty_print(std::ostream& os) const {
+  os << "Conv2d(" << options.in_channels() << ", " << options.out_channels()
+     << ", kernel_size=" << pair_str(options.kernel_size()) << ", stride=" << pair_str(options.stride());
+  if (!(options.padding() == ExpandingArray2(0))) os << ", padding=" << pair_str(options.padding());
+  if (!(options.dilation() == ExpandingArray2(1))) os << ", dilation=" << pair_str(options.dilation());
+  if (options.groups() != 1) os << ", groups=" << options.groups();
+  if (!options.bias()) os << ", bias=false";
+  os << ")";
+}
+
+// ---------------------------------------------------------------- pooling
+Tensor MaxPool2dImpl::forward(const Tensor& input) {
+  return tc::max_pool2d(input, options.kernel_size().shape(), options.stride().shape(), options.padding().shape(),
+                        options.dilation().shape(), options.ceil_mode());
+}
+void MaxPool2dImpl::pretty_print(std::ostream& os) const {
+  os << "MaxPool2d(kernel_size=" << pair_str(options.kernel_size()) << ", stride=" << pair_str(options.stride())
+     << ", padding=" << pair_str(options.padding()) << ", dilation=" << pair_str(options.dilation())
+     << ", ceil_mode=" << (options.ceil_mode() ? "true" : "false") << ")";
+}
+
+Tensor AvgPool2dImpl::forward(const Tensor& input) {
+  return tc::avg_pool2d(input, options.kernel_size().shape(), options.stride().shape(), options.padding().shape(),
+                        options.ceil_mode(), options.count_include_pad());
+}
+void AvgPool2dImpl::pretty_print(std::ostream& os) const {
+  os << "AvgPool2d(kernel_size=" << pair_str(options.kernel_size()) << ", stride=" << pair_str(options.stride())
+     << ", padding=" << pair_str(options.padding()) << ")";
+}
+
+Tensor AdaptiveAvgPool2dImpl::forward(const Tensor& input) {
+  return tc::adaptive_avg_pool2d(input, options.output_size().shape());
+}
+void AdaptiveAvgPool2dImpl::pretty_print(std::ostream& os) const {
+  os << "AdaptiveAvgPool2d(output_size=" << pair_str(options.output_size()) << ")";
+}
+
+// ---------------------------------------------------------------- activations
+Tensor ReLUImpl::forward(const Tensor& input) { return tc::relu(input); }
+
+GELUImpl::GELUImpl(const GELUOptions& o) : Module("GELU"), options(o) {
+  TC_CHECK(o.approximate() == "none" || o.approximate() == "tanh", "nn", "GELU: approximate must be 'none' or 'tanh', got '",
+           o.approximate(), "'");
+}
+Tensor GELUImpl::forward(const Tensor& input) { return tc::gelu(input, options.approximate()); }
+void GELUImpl::pretty_print(std::ostream& os) const { os << "GELU(approximate='" << options.approximate() << "')"; }
+
+Tensor SiLUImpl::forward(const Tensor& input) { return tc::silu(input); }
+
+// ---------------------------------------------------------------- Dropout
+DropoutImpl::DropoutImpl(const DropoutOptions& o) : Module("Dropout"), options(o) {
+  TC_CHECK(o.p() >= 0.0 && o.p() <= 1.0, "nn", "Dropout: probability p must be in [0, 1], got ", o.p());
+}
+Tensor DropoutImpl::forward(const Tensor& input) { return tc::dropout(input, options.p(), is_training()); }
+void DropoutImpl::pretty_print(std::ostream& os) const { os << "Dropout(p=" << options.p() << ")"; }
+
+// ---------------------------------------------------------------- Embedding
+EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& o) : Module("Embedding"), options(o) {
+  TC_CHECK(o.num_embeddings() > 0 && o.embedding_dim() > 0, "nn", "Embedding: sizes must be positive, got (",
+           o.num_embeddings(), ", ", o.embedding_dim(), ")");
+  weight = register_parameter("weight", tc::empty({o.num_embeddings(), o.embedding_dim()}));
+  reset_parameters();
+}
+void EmbeddingImpl::reset_parameters() { init::normal_(weight, 0.0, 1.0); }
+Tensor EmbeddingImpl::forward(const Tensor& indices) { return tc::embedding(weight, indices); }
+void EmbeddingImpl::pretty_print(std::ostream& os) const {
+  os << "Embedding(" << options.num_embeddings() << ", " << options.embedding_dim() << ")";
+}
+
+// ---------------------------------------------------------------- Sequential
+Tensor SequentialImpl::forward(const Tensor& input) {
+  TC_CHECK(!forwards_.empty(), "nn", "Sequential::forward called on an empty Sequential");
+  Tensor x = input;
+  for (auto& f : forwards_) x = f(x);
+  return x;
+}
+
+const std::shared_ptr<Module>& SequentialImpl::ptr(size_t index) const {
+  TC_CHECK(index < modules_.size(), "nn", "Sequential: index ", index, " is out of range for a Sequential of ",
+           modules_.size(), " modules");
+  return modules_[index];
+}
+
+}  // namespace tc::nn

@@ -1,0 +1,108 @@
+// StepLR, CosineAnnealingLR, LinearWarmup: closed forms, so lrs never drift with steps.
+#include "tensorcast/optim/schedulers.h"
+
+#include <cmath>
+#include <numbers>
+#include <string>
+
+namespace tc::optim {
+
+LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
+  for (auto& g : optimizer_.param_groups()) {
+    const OptimizerOptions& o = g.options ? *g.options : optimizer_.defaults();
+    base_lrs_.push_back(o.get_lr());
+  }
+}
+
+void LRScheduler::initial_step() {
+  last_epoch_ = 0;
+  apply();
+}
+
+void LRScheduler::step() {
+  ++last_epoch_;
+  apply();
+}
+
+void LRScheduler::apply() {
+  auto& groups = optimizer_.param_groups();
+  TC_CHECK(groups.size() == base_lrs_.size(), "lr_scheduler", "the optimizer has ", groups.size(),
+           " parameter groups but the scheduler was built for ", base_lrs_.size());
+  for (size_t i = 0; i < groups.size(); ++i) {
+    TC_CHECK(groups[i].options != nullptr, "lr_scheduler", "parameter group ", i, " has no options");
+    groups[i].options->set_lr(lr_at(last_epoch_, base_lrs_[i]));
+  }
+}
+
+std::vector<double> LRScheduler::get_last_lr() const {
+  std::vector<double> out;
+  for (auto& g : optimizer_.param_groups()) out.push_back(g.options ? g.options->get_lr() : optimizer_.defaults().get_lr());
+  return out;
+}
+
+StateDict LRScheduler::state_dict() const {
+  StateDict sd;
+  sd["last_epoch"] = state_int(last_epoch_);
+  for (size_t i = 0; i < base_lrs_.size(); ++i) sd["base_lrs." + std::to_string(i)] = state_scalar(base_lrs_[i]);
+  return sd;
+}
+
+void LRScheduler::load_state_dict(const StateDict& sd) {
+  const int64_t epoch = state_at(sd, "last_epoch", "lr_scheduler").item<int64_t>();
+  TC_CHECK(epoch >= 0, "lr_scheduler", "last_epoch must be >= 0, got ", epoch);
+  std::vector<double> base(base_lrs_.size());
+  for (size_t i = 0; i < base.size(); ++i)
+    base[i] = state_at(sd, "base_lrs." + std::to_string(i), "lr_scheduler").item_double();
+  for (auto& [k, v] : sd) {
+    const bool known = k == "last_epoch" || (k.rfind("base_lrs.", 0) == 0 && [&] {
+                         const std::string idx = k.substr(9);
+                         return !idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos &&
+                                std::stoull(idx) < base.size();
+                       }());
+    TC_CHECK(known, "lr_scheduler", "unexpected key '", k, "' in the state dict");
+  }
+  last_epoch_ = epoch;
+  base_lrs_ = std::move(base);
+  apply();
+}
+
+StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
+    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+  TC_CHECK(step_size > 0, "lr_scheduler", "StepLR: step_size must be positive, got ", step_size);
+  initial_step();
+}
+
+double StepLR::lr_at(int64_t epoch, double base_lr) const {
+  return base_lr * std::pow(gamma_, static_cast<double>(epoch / step_size_));
+}
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)
+    : LRScheduler(optimizer), T_max_(T_max), eta_min_(eta_min) {
+  TC_CHECK(T_max > 0, "lr_scheduler", "CosineAnnealingLR: T_max must be positive, got ", T_max);
+  initial_step();
+}
+
+double CosineAnnealingLR::lr_at(int64_t epoch, double base_lr) const {
+  const double c = std::cos(std::numbers::pi * static_cast<double>(epoch) / static_cast<double>(T_max_));
+  return eta_min_ + (base_lr - eta_min_) * (1.0 + c) / 2.0;
+}
+
+LinearWarmup::LinearWarmup(Optimizer& optimizer, int64_t warmup_steps, double start_factor,
+                           std::shared_ptr<LRScheduler> after)
+    : LRScheduler(optimizer),
+      warmup_steps_(warmup_steps),
+      start_factor_(start_factor < 0 ? 1.0 / static_cast<double>(warmup_steps) : start_factor),
+      after_(std::move(after)) {
+  TC_CHECK(warmup_steps > 0, "lr_scheduler", "LinearWarmup: warmup_steps must be positive, got ", warmup_steps);
+  TC_CHECK(start_factor_ > 0.0 && start_factor_ <= 1.0, "lr_scheduler",
+           "LinearWarmup: start_factor must be in (0, 1], got ", start_factor_);
+  initial_step();
+}
+
+double LinearWarmup::lr_at(int64_t epoch, double base_lr) const {
+  if (after_ && epoch >= warmup_steps_) return after_->lr_at(epoch - warmup_steps_, base_lr);
+  const double t = static_cast<double>(std::min(epoch, warmup_steps_)) / static_cast<double>(warmup_steps_);
+  return base_lr * (start_factor_ + (1.0 - start_factor_) * t);
+}
+
+}  // namespace tc::optim

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Training end to end on small data: the loss falls (mlp on a tiny IDX set, gpt on a text
+# file in bf16: acceptance 5), the metrics and summary files hold the documented fields,
+# inspect reads the checkpoint, and report writes its Markdown and plots.
+source "$(dirname "$0")/lib.sh"
+make_idx_dataset data 512 128
+
+# ---- mlp: metrics + summary
+"$TC" train --data data --model mlp --batch-size 32 --epochs 2 --precision bf16 --log-every 1 \
+  --metrics m.jsonl --summary-json s.json --checkpoint ck > train.log
+grep -q "epoch 2 " train.log || { cat train.log; fail "no epoch 2 line"; }
+[ "$(wc -l < m.jsonl)" = 32 ] || fail "expected 32 metrics records, got $(wc -l < m.jsonl)"
+for key in step epoch loss loss_scale skipped lr seconds; do
+  grep -q "\"$key\": " <(head -1 m.jsonl) || fail "metrics record without $key"
+done
+for key in model precision epochs steps skipped_steps final_loss_scale test_accuracy train_seconds peak_memory_bytes; do
+  grep -q "\"$key\": " s.json || fail "summary without $key: $(cat s.json)"
+done
+[ "$(json_field s.json steps)" = 32 ] || fail "summary steps $(json_field s.json steps)"
+[ "$(json_field s.json epochs)" = 2 ] || fail "summary epochs"
+pass "mlp metrics and summary"
+
+# ---- inspect
+"$TC" inspect ck > inspect.txt
+grep -q "0.weight\|1.weight" inspect.txt || { cat inspect.txt; fail "inspect lists no weights"; }
+grep -qi "step" inspect.txt || fail "inspect shows no step"
+"$TC" inspect ck/model.safetensors | grep -q "F32" || fail "inspect model.safetensors"
+pass "inspect"
+
+# ---- gpt in bf16: the loss falls
+python_free_text() {  # ~24 KB of English-like text, no dependencies
+  local i
+  for ((i = 0; i < 300; i++)); do
+    echo "The quick brown fox jumps over the lazy dog; mixed precision keeps master weights in fp32 ($i)."
+  done
+}
+python_free_text > text.txt
+"$TC" train --model gpt --data text.txt --precision bf16 --batch-size 8 --max-steps 12 --epochs 5 --log-every 1 \
+  --metrics g.jsonl --summary-json gs.json > gpt.log
+first=$(head -3 g.jsonl | sed -E 's/.*"loss": ([^,]*).*/\1/' | awk '{ s += $1 } END { print s / NR }')
+last=$(tail -3 g.jsonl | sed -E 's/.*"loss": ([^,]*).*/\1/' | awk '{ s += $1 } END { print s / NR }')
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.8 * a) }' || fail "gpt loss did not fall: $first -> $last"
+grep -q '"test_bits_per_byte": ' gs.json || fail "gpt summary without bits per byte"
+pass "gpt bf16 loss falls: $first -> $last"
+
+# ---- report on the tiny set
+"$TC" report --data data --model mlp --max-steps 6 --batch-size 32 --bench-steps 2 --out rep > report.log 2> /dev/null
+for f in report.md loss.svg loss_scale.svg zero_grads.svg step_time.svg memory.svg accuracy.svg; do
+  [ -s "rep/$f" ] || fail "report did not write $f"
+done
+grep -q "without a GradScaler: what happened" rep/report.md || fail "report says nothing on fp16 without a scaler"
+grep -q "<polyline" rep/loss.svg || fail "loss.svg has no curve"
+pass "report"

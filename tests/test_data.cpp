@@ -1,0 +1,526 @@
+// Data: the IDX reader (round trips for every element type, a corpus of corrupt files),
+// Fashion-MNIST on the real files, TensorDataset/TextDataset, and the DataLoader
+// (batching, seeded shuffling, exact resume, prefetch thread, errors, early shutdown).
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "common/testing.h"
+
+namespace fs = std::filesystem;
+using namespace tc;
+using tc::testing::throws_with;
+
+namespace {
+
+const std::string kFashionDir = "/usr/share/datasets/fashion-mnist";
+
+// A fresh directory per test process for the files the tests write, removed at exit.
+const fs::path& tmp_dir() {
+  struct Dir {
+    fs::path path = fs::temp_directory_path() / ("tc_test_data_" + std::to_string(::getpid()));
+    Dir() { fs::create_directories(path); }
+    ~Dir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
+}
+std::string tmp(const std::string& name) { return (tmp_dir() / name).string(); }
+
+void write_bytes(const std::string& path, const std::string& bytes, bool gzip) {
+  if (gzip) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    if (!bytes.empty()) ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), int(bytes.size()));
+    ASSERT_EQ(gzclose(f), Z_OK);
+  } else {
+    std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+}
+
+// An IDX file from the spec: magic 00 00 type ndim, big-endian uint32 dims, big-endian data.
+std::string idx_header(uint8_t type, const std::vector<uint32_t>& dims) {
+  std::string s = {0, 0, static_cast<char>(type), static_cast<char>(dims.size())};
+  for (uint32_t d : dims)
+    for (int b = 3; b >= 0; --b) s.push_back(static_cast<char>((d >> (8 * b)) & 0xFF));
+  return s;
+}
+template <class T>
+std::string big_endian(const std::vector<T>& values) {
+  std::string s;
+  for (T v : values) {
+    unsigned char b[sizeof(T)];
+    std::memcpy(b, &v, sizeof(T));
+    for (size_t i = 0; i < sizeof(T); ++i) s.push_back(static_cast<char>(b[sizeof(T) - 1 - i]));
+  }
+  return s;
+}
+
+std::vector<double> values_of(const Tensor& t) { return t.to_vector(); }
+
+}  // namespace
+
+// ------------------------------------------------------------------------- IDX reader
+
+template <class T>
+void round_trip(uint8_t code, const std::vector<T>& values, DType expected) {
+  const std::vector<uint32_t> dims = {2, static_cast<uint32_t>(values.size() / 2)};
+  for (bool gzip : {false, true}) {
+    const std::string path = tmp("rt_" + std::to_string(code) + (gzip ? ".gz" : ".raw"));
+    write_bytes(path, idx_header(code, dims) + big_endian(values), gzip);
+    const Tensor t = data::read_idx(path);
+    EXPECT_EQ(t.dtype(), expected) << "type " << int(code);
+    EXPECT_EQ(t.sizes(), (Shape{2, int64_t(values.size() / 2)}));
+    EXPECT_TRUE(t.is_contiguous());
+    const auto got = values_of(t);
+    for (size_t i = 0; i < values.size(); ++i) EXPECT_EQ(got[i], static_cast<double>(values[i])) << "type " << int(code) << " gzip " << gzip << " i " << i;
+  }
+}
+
+TEST(Idx, RoundTripEveryElementType) {
+  round_trip<uint8_t>(0x08, {0, 1, 127, 128, 254, 255}, kUInt8);
+  round_trip<int8_t>(0x09, {-128, -1, 0, 1, 100, 127}, kInt32);
+  round_trip<int16_t>(0x0B, {-32768, -257, -1, 0, 258, 32767}, kInt32);
+  round_trip<int32_t>(0x0C, {INT32_MIN, -65536, -1, 0, 16777217, INT32_MAX}, kInt32);
+  round_trip<float>(0x0D, {-1.5f, 0.f, 1e-30f, 3.25f, 1e30f, -0.f}, kFloat32);
+  round_trip<double>(0x0E, {-1.5, 0.1, 1e-300, 3.25, 1e300, 123456789.125}, kFloat64);
+}
+
+TEST(Idx, ThreeDimsAndEmptyDim) {
+  std::vector<uint8_t> v(24);
+  for (int i = 0; i < 24; ++i) v[i] = uint8_t(i * 7);
+  write_bytes(tmp("3d.gz"), idx_header(0x08, {2, 3, 4}) + big_endian(v), true);
+  const Tensor t = data::read_idx(tmp("3d.gz"));
+  ASSERT_EQ(t.sizes(), (Shape{2, 3, 4}));
+  EXPECT_EQ(t.data_ptr<uint8_t>()[23], uint8_t(23 * 7));
+  write_bytes(tmp("zero"), idx_header(0x08, {0, 28, 28}), false);
+  EXPECT_EQ(data::read_idx(tmp("zero")).sizes(), (Shape{0, 28, 28}));
+}
+
+TEST(Idx, MissingFileSaysWhatToDo) {
+  EXPECT_TRUE(throws_with([] { data::read_idx("/nonexistent/x-idx3-ubyte.gz"); },
+                          {"[data] cannot open /nonexistent/x-idx3-ubyte.gz: No such file or directory"}));
+  EXPECT_TRUE(throws_with([] { data::read_idx(tmp_dir().string()); }, {"[data]", "is a directory"}));
+  EXPECT_TRUE(throws_with([] { data::FashionMNIST("/x"); },
+                          {"[data] cannot open /x/train-images-idx3-ubyte.gz: No such file or directory; install "
+                           "Debian's dataset-fashion-mnist or pass --data DIR"}));
+}
+
+TEST(Idx, CorruptCorpusGivesCleanErrors) {
+  std::vector<uint8_t> img(2 * 28 * 28, 7);
+  const std::string good = idx_header(0x08, {2, 28, 28}) + big_endian(img);
+  std::string garbage_gzip = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03";
+  for (int i = 0; i < 300; ++i) garbage_gzip.push_back(static_cast<char>((i * 131 + 17) & 0xFF));
+  struct Case {
+    std::string name, bytes;
+    bool gzip;
+    std::vector<std::string> fragments;
+  };
+  const std::vector<Case> corpus = {
+      {"empty", "", false, {"is empty"}},
+      {"empty_gz", "", true, {"is empty"}},
+      {"short_magic", std::string("\0\0", 2), false, {"is truncated", "magic"}},
+      {"text", "hello, world: not an idx file", false, {"is not an IDX file", "68 65 6c 6c"}},
+      {"bad_type", idx_header(0x07, {1}) + "x", false, {"is not an IDX file", "00 00 07 01"}},
+      {"zero_dims", idx_header(0x08, {}), false, {"0 dimensions"}},
+      {"many_dims", std::string("\0\0\x08\x20", 4), false, {"32 dimensions"}},
+      {"short_header", idx_header(0x08, {2, 28, 28}).substr(0, 9), true, {"is truncated", "header needs 16 bytes", "only 9"}},
+      {"short_data", good.substr(0, good.size() - 100), false, {"is truncated", "(2, 28, 28)", "1568 bytes", "only 1468"}},
+      {"short_data_gz", good.substr(0, good.size() - 100), true, {"is truncated", "only 1468"}},
+      {"overflow_dims", idx_header(0x0E, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}), false, {"more elements than fit in 64 bits", "corrupt"}},
+      {"absurd_size", idx_header(0x08, {60000, 60000, 60000}), true, {"not a plausible dataset", "196.5 TiB"}},
+      // Plausible by size but far larger than the file: must fail on the data actually read.
+      {"claims_4gib", idx_header(0x08, {65536, 256, 256}) + "abc", false, {"is truncated", "4294967296 bytes", "only 3"}},
+      {"trailing", good + "junk", false, {"has bytes after", "trailing garbage"}},
+      {"trailing_gz", good + "junk", true, {"has bytes after"}},
+      {"garbage_gzip", garbage_gzip, false, {"is corrupt: zlib reports"}},
+  };
+  for (const auto& c : corpus) {
+    const std::string path = tmp("corrupt_" + c.name);
+    write_bytes(path, c.bytes, c.gzip);
+    try {
+      data::read_idx(path);
+      ADD_FAILURE() << c.name << ": no error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind("[data] " + path, 0), 0u) << c.name << ": " << msg;
+      for (const auto& f : c.fragments) EXPECT_NE(msg.find(f), std::string::npos) << c.name << ": \"" << msg << "\" lacks \"" << f << "\"";
+    }
+  }
+  // A gzip stream cut off in the middle (a partial download).
+  write_bytes(tmp("whole.gz"), good, true);
+  std::ifstream in(tmp("whole.gz"), std::ios::binary);
+  std::string gz((std::istreambuf_iterator<char>(in)), {});
+  write_bytes(tmp("cut.gz"), gz.substr(0, gz.size() / 2), false);
+  EXPECT_TRUE(throws_with([] { data::read_idx(tmp("cut.gz")); }, {"[data]", "cut.gz"}));
+  // Every prefix of a valid gzip file fails cleanly (never crashes, never succeeds).
+  for (size_t n = 0; n + 8 < gz.size(); n += 3) {
+    write_bytes(tmp("prefix.gz"), gz.substr(0, n), false);
+    EXPECT_THROW(data::read_idx(tmp("prefix.gz")), Error) << "prefix " << n;
+  }
+}
+
+// ------------------------------------------------------------------------- Fashion-MNIST
+
+TEST(FashionMNIST, RealFiles) {
+  if (!fs::exists(kFashionDir + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST not found in " << kFashionDir << " (install Debian's dataset-fashion-mnist)";
+  // Raw pixels: the known statistics of the train set.
+  const Tensor raw = data::read_idx(kFashionDir + "/train-images-idx3-ubyte.gz");
+  ASSERT_EQ(raw.sizes(), (Shape{60000, 28, 28}));
+  ASSERT_EQ(raw.dtype(), kUInt8);
+  double s = 0, s2 = 0;
+  const uint8_t* p = raw.data_ptr<uint8_t>();
+  for (int64_t i = 0; i < raw.numel(); ++i) {
+    const double v = p[i] / 255.0;
+    s += v;
+    s2 += v * v;
+  }
+  const double mean = s / raw.numel(), stddev = std::sqrt(s2 / raw.numel() - mean * mean);
+  EXPECT_NEAR(mean, 0.2860, 5e-4);
+  EXPECT_NEAR(stddev, 0.3530, 5e-4);
+
+  const data::FashionMNIST train(kFashionDir, true), test(kFashionDir, false);
+  ASSERT_EQ(train.size(), 60000);
+  ASSERT_EQ(test.size(), 10000);
+  EXPECT_EQ(train.images().sizes(), (Shape{60000, 1, 28, 28}));
+  EXPECT_EQ(train.images().dtype(), kFloat32);
+  EXPECT_EQ(train.targets().sizes(), (Shape{60000}));
+  EXPECT_EQ(train.targets().dtype(), kInt64);
+  EXPECT_EQ(test.images().sizes(), (Shape{10000, 1, 28, 28}));
+  for (const auto* ds : {&train, &test}) {
+    std::vector<int64_t> count(10, 0);
+    const int64_t* t = ds->targets().data_ptr<int64_t>();
+    for (int64_t i = 0; i < ds->size(); ++i) {
+      ASSERT_GE(t[i], 0);
+      ASSERT_LT(t[i], 10);
+      ++count[t[i]];
+    }
+    for (int c = 0; c < 10; ++c) EXPECT_EQ(count[c], ds->size() / 10) << "class " << c;
+  }
+  // Normalized with the defaults: mean ~0, std ~1 over the train set.
+  const double nm = train.images().mean().item<double>();
+  const double nsd = std::sqrt(train.images().pow(2.0).mean().item<double>() - nm * nm);
+  EXPECT_NEAR(nm, 0.0, 2e-3);
+  EXPECT_NEAR(nsd, 1.0, 2e-3);
+  // A pixel maps exactly: (v/255 - mean)/std rounded once to float.
+  EXPECT_EQ(train.images().data_ptr<float>()[100], static_cast<float>((p[100] / 255.0 - 0.2860) / 0.3530));
+
+  // Gather speed: a batch of 128 images with targets (memcpy per row).
+  std::vector<int64_t> idx(128);
+  for (int i = 0; i < 128; ++i) idx[i] = (i * 7919) % 60000;
+  std::vector<double> us;
+  for (int r = 0; r < 200; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const data::Example b = train.get_batch(idx);
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    ASSERT_EQ(b.data.sizes(), (Shape{128, 1, 28, 28}));
+  }
+  std::sort(us.begin(), us.end());
+  std::printf("[ measure  ] Fashion-MNIST get_batch(128): median %.1f us, p90 %.1f us\n", us[100], us[180]);
+  EXPECT_LT(us[100], 1000.0);
+  const data::Example b = train.get_batch(idx);
+  EXPECT_EQ(std::memcmp(b.data.data_ptr<float>() + 5 * 784, train.images().data_ptr<float>() + idx[5] * 784, 784 * 4), 0);
+  EXPECT_EQ(b.target.data_ptr<int64_t>()[5], train.targets().data_ptr<int64_t>()[idx[5]]);
+
+  // A whole epoch through the loader with prefetch.
+  data::DataLoader loader(train, data::DataLoaderOptions().batch_size(128).shuffle(true));
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t seen = 0;
+  for (auto& batch : loader) seen += batch.target.size(0);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(seen, 60000);
+  std::printf("[ measure  ] DataLoader epoch of Fashion-MNIST (469 batches of 128, prefetch 2): %.1f ms\n", secs * 1e3);
+}
+
+// ------------------------------------------------------------------------- datasets
+
+TEST(TensorDataset, GetAndBatch) {
+  const Tensor x = arange(0.0, 24.0, 1.0, kFloat32).reshape({6, 2, 2});
+  const Tensor y = arange(0.0, 6.0, 1.0, kInt64);
+  data::TensorDataset ds(x, y);
+  EXPECT_EQ(ds.size(), 6);
+  const data::Example e = ds.get(4);
+  EXPECT_EQ(values_of(e.data), (std::vector<double>{16, 17, 18, 19}));
+  EXPECT_EQ(e.target.item<int64_t>(), 4);
+  const std::vector<int64_t> idx = {5, 0, 5};
+  const data::Example b = ds.get_batch(idx);
+  EXPECT_EQ(b.data.sizes(), (Shape{3, 2, 2}));
+  EXPECT_EQ(values_of(b.target), (std::vector<double>{5, 0, 5}));
+  EXPECT_EQ(values_of(b.data)[4], 0.0);
+  EXPECT_TRUE(throws_with([&] { ds.get(6); }, {"[data] index 6 is out of range for a dataset of 6 examples"}));
+  const std::vector<int64_t> bad = {1, -1};
+  EXPECT_TRUE(throws_with([&] { ds.get_batch(bad); }, {"[data] index -1 is out of range"}));
+  EXPECT_TRUE(throws_with([&] { data::TensorDataset(x, arange(5.0)); }, {"[data]", "6 data rows", "5 targets"}));
+}
+
+TEST(TextDataset, Windows) {
+  const std::string text = "abcdefghij";
+  write_bytes(tmp("text.txt"), text, false);
+  data::TextDataset strided(tmp("text.txt"), 3);  // default: non-overlapping windows
+  EXPECT_EQ(strided.size(), 3);                    // starts 0, 3, 6 (6+3+1 = 10 bytes)
+  for (int64_t i = 0; i < strided.size(); ++i) {
+    const data::Example e = strided.get(i);
+    EXPECT_EQ(e.data.dtype(), kInt64);
+    EXPECT_EQ(e.data.sizes(), (Shape{3}));
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_EQ(e.data.data_ptr<int64_t>()[j], text[3 * i + j]);
+      EXPECT_EQ(e.target.data_ptr<int64_t>()[j], text[3 * i + j + 1]);
+    }
+  }
+  data::TextDataset every(tmp("text.txt"), 3, 1);  // every offset
+  EXPECT_EQ(every.size(), 7);
+  const std::vector<int64_t> idx = {6, 0};
+  const data::Example b = every.get_batch(idx);
+  EXPECT_EQ(b.data.sizes(), (Shape{2, 3}));
+  EXPECT_EQ(values_of(b.data), (std::vector<double>{'g', 'h', 'i', 'a', 'b', 'c'}));
+  EXPECT_EQ(values_of(b.target), (std::vector<double>{'h', 'i', 'j', 'b', 'c', 'd'}));
+  // Bytes >= 128 are tokens 128..255, not negative.
+  write_bytes(tmp("high.bin"), "\xff\x80\x01", false);
+  EXPECT_EQ(values_of(data::TextDataset(tmp("high.bin"), 2).get(0).data), (std::vector<double>{255, 128}));
+  EXPECT_TRUE(throws_with([] { data::TextDataset(tmp("text.txt"), 10); },
+                          {"[data]", "has 10 bytes but a context of 10 needs at least 11"}));
+  EXPECT_EQ(data::TextDataset(tmp("text.txt"), 9).size(), 1);
+  EXPECT_TRUE(throws_with([] { data::TextDataset("/nonexistent.txt", 4); }, {"[data] cannot open /nonexistent.txt"}));
+  // Through a loader: (B, T) int64 batches.
+  data::DataLoader loader(every, data::DataLoaderOptions().batch_size(4));
+  std::vector<Shape> shapes;
+  for (auto& batch : loader) shapes.push_back(batch.data.sizes());
+  EXPECT_EQ(shapes, (std::vector<Shape>{{4, 3}, {3, 3}}));
+}
+
+// ------------------------------------------------------------------------- DataLoader
+
+namespace {
+
+// Example i = (i as a (1,) float row, i as int64 target): batches reveal their indices.
+data::TensorDataset index_dataset(int64_t n) {
+  return data::TensorDataset(arange(0.0, double(n), 1.0, kFloat32).reshape({n, 1}), arange(0.0, double(n), 1.0, kInt64));
+}
+
+std::vector<int64_t> ids(const data::Example& b) {
+  const int64_t* p = b.target.data_ptr<int64_t>();
+  return std::vector<int64_t>(p, p + b.target.numel());
+}
+
+// Runs `epochs` full passes, returning each batch's indices.
+std::vector<std::vector<int64_t>> run(data::DataLoader& loader, int epochs) {
+  std::vector<std::vector<int64_t>> out;
+  for (int e = 0; e < epochs; ++e)
+    for (auto& b : loader) out.push_back(ids(b));
+  return out;
+}
+
+// Throws from get_batch for a batch that contains `bad`.
+class Faulty : public data::Dataset {
+ public:
+  explicit Faulty(int64_t bad) : bad_(bad) {}
+  int64_t size() const override { return 100; }
+  data::Example get(int64_t i) const override {
+    TC_CHECK(i != bad_, "data", "example ", i, " is unreadable");
+    return {full({2}, double(i)), scalar_tensor(double(i), kInt64)};
+  }
+ private:
+  int64_t bad_;
+};
+
+// Slow batches, so the worker is busy or blocked when the loader goes away.
+class Slow : public data::Dataset {
+ public:
+  int64_t size() const override { return 64; }
+  data::Example get(int64_t i) const override { return {full({3}, double(i)), scalar_tensor(double(i), kInt64)}; }
+  data::Example get_batch(std::span<const int64_t> idx) const override {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return Dataset::get_batch(idx);
+  }
+};
+
+}  // namespace
+
+TEST(DataLoader, SizesAndDropLast) {
+  data::DataLoader keep(index_dataset(10), data::DataLoaderOptions().batch_size(3));
+  EXPECT_EQ(keep.size(), 4);
+  auto batches = run(keep, 1);
+  ASSERT_EQ(batches.size(), 4u);
+  EXPECT_EQ(batches[3], (std::vector<int64_t>{9}));
+  EXPECT_EQ(batches[0], (std::vector<int64_t>{0, 1, 2}));  // no shuffle: in order
+  data::DataLoader drop(index_dataset(10), data::DataLoaderOptions().batch_size(3).drop_last(true));
+  EXPECT_EQ(drop.size(), 3);
+  EXPECT_EQ(run(drop, 1).size(), 3u);
+  data::DataLoader exact(index_dataset(9), data::DataLoaderOptions().batch_size(3).drop_last(true));
+  EXPECT_EQ(run(exact, 1).size(), 3u);
+  data::DataLoader big(index_dataset(5), data::DataLoaderOptions().batch_size(8).drop_last(true));
+  EXPECT_EQ(run(big, 2).size(), 0u);
+  // Batch tensors: data (B, 1) float32, target (B) int64.
+  data::DataLoader l(index_dataset(10), data::DataLoaderOptions(4));
+  auto it = l.begin();
+  EXPECT_EQ(it->data.sizes(), (Shape{4, 1}));
+  EXPECT_EQ(it->target.sizes(), (Shape{4}));
+  EXPECT_TRUE(throws_with([] { data::DataLoader(index_dataset(3), data::DataLoaderOptions(0)); }, {"[data]", "batch_size must be at least 1"}));
+}
+
+TEST(DataLoader, ShuffleEveryIndexOncePerEpochSeededAndVaryingByEpoch) {
+  const int64_t n = 1000;
+  data::DataLoader a(index_dataset(n), data::DataLoaderOptions().batch_size(64).shuffle(true).seed(5));
+  std::vector<std::vector<int64_t>> orders;
+  for (int e = 0; e < 3; ++e) {
+    EXPECT_EQ(a.epoch(), e);
+    std::vector<int64_t> order;
+    for (auto& b : a) {
+      const auto v = ids(b);
+      order.insert(order.end(), v.begin(), v.end());
+    }
+    std::vector<int64_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(sorted[i], i) << "epoch " << e;
+    EXPECT_EQ(order, a.epoch_order(e));
+    orders.push_back(order);
+  }
+  EXPECT_NE(orders[0], orders[1]);
+  EXPECT_NE(orders[1], orders[2]);
+  // Same seed: same sequence; another seed: another.
+  data::DataLoader b(index_dataset(n), data::DataLoaderOptions().batch_size(64).shuffle(true).seed(5));
+  data::DataLoader c(index_dataset(n), data::DataLoaderOptions().batch_size(64).shuffle(true).seed(6));
+  const auto rb = run(b, 3), rc = run(c, 3);
+  std::vector<int64_t> flat_b;
+  for (auto& v : rb) flat_b.insert(flat_b.end(), v.begin(), v.end());
+  std::vector<int64_t> flat_a;
+  for (auto& o : orders) flat_a.insert(flat_a.end(), o.begin(), o.end());
+  EXPECT_EQ(flat_a, flat_b);
+  EXPECT_NE(rb, rc);
+  // The epoch-e order is the seed+e order: epoch 1 of seed 5 is epoch 0 of seed 6.
+  EXPECT_EQ(b.epoch_order(1), c.epoch_order(0));
+  // The loader does not draw from the global generator.
+  manual_seed(3);
+  const double r1 = rand({1}).item<double>();
+  manual_seed(3);
+  run(b, 1);
+  EXPECT_EQ(rand({1}).item<double>(), r1);
+}
+
+TEST(DataLoader, PrefetchOnAndOffGiveTheSameBatches) {
+  for (int64_t prefetch : {1, 2, 8}) {
+    data::DataLoader on(index_dataset(333), data::DataLoaderOptions().batch_size(10).shuffle(true).seed(1).prefetch(prefetch));
+    data::DataLoader off(index_dataset(333), data::DataLoaderOptions().batch_size(10).shuffle(true).seed(1).prefetch(0));
+    EXPECT_EQ(run(on, 2), run(off, 2)) << "prefetch " << prefetch;
+  }
+}
+
+TEST(DataLoader, ResumeIsBitIdentical) {
+  const auto opts = data::DataLoaderOptions().batch_size(7).shuffle(true).seed(42);
+  const int64_t n = 100;  // 15 batches per epoch, the last of 2
+  const Tensor x = randn({n, 3, 2});
+  const Tensor y = arange(0.0, double(n), 1.0, kInt64);
+  auto bytes = [](const data::Example& b) {
+    return std::string(static_cast<const char*>(b.data.raw_data()), b.data.nbytes()) +
+           std::string(static_cast<const char*>(b.target.raw_data()), b.target.nbytes());
+  };
+  std::vector<std::string> whole;
+  {
+    data::DataLoader l(data::TensorDataset(x, y), opts);
+    for (int e = 0; e < 3; ++e)
+      for (auto& b : l) whole.push_back(bytes(b));
+  }
+  ASSERT_EQ(whole.size(), 45u);
+  for (size_t stop_after : {0u, 1u, 14u, 15u, 16u, 29u, 30u, 44u}) {
+    for (int64_t prefetch : {0, 2}) {
+      std::vector<std::string> got;
+      StateDict sd;
+      {
+        data::DataLoader l(data::TensorDataset(x, y), data::DataLoaderOptions(opts).prefetch(prefetch));
+        // Consume `stop_after` batches in the way a training loop does, breaking mid-epoch.
+        while (got.size() < stop_after) {
+          for (auto& b : l) {
+            got.push_back(bytes(b));
+            if (got.size() == stop_after) break;
+          }
+        }
+        sd = l.state();
+      }  // the loader (and its prefetch thread) is gone, as after a crash
+      data::DataLoader r(data::TensorDataset(x, y), data::DataLoaderOptions(opts).seed(999).prefetch(prefetch));
+      r.load_state(sd);
+      EXPECT_EQ(r.options().seed(), 42u);
+      while (got.size() < whole.size())
+        for (auto& b : r) got.push_back(bytes(b));
+      EXPECT_EQ(got, whole) << "resumed after " << stop_after << " batches, prefetch " << prefetch;
+    }
+  }
+  // State contents and refusal of an incompatible loader.
+  data::DataLoader l(data::TensorDataset(x, y), opts);
+  auto it = l.begin();
+  ++it;
+  const StateDict sd = l.state();
+  EXPECT_EQ(state_at(sd, "epoch", "t").item<int64_t>(), 0);
+  EXPECT_EQ(state_at(sd, "batch", "t").item<int64_t>(), 2);
+  EXPECT_EQ(state_at(sd, "seed", "t").item<int64_t>(), 42);
+  data::DataLoader other(data::TensorDataset(x, y), data::DataLoaderOptions(opts).batch_size(8));
+  EXPECT_TRUE(throws_with([&] { other.load_state(sd); }, {"[data] cannot resume", "batch_size 7", "has 8"}));
+  EXPECT_TRUE(throws_with([&] { other.load_state({}); }, {"[data] state dict has no entry"}));
+}
+
+TEST(DataLoader, WorkerExceptionReachesTheConsumer) {
+  for (int64_t prefetch : {0, 1, 3}) {
+    data::DataLoader l(Faulty(37), data::DataLoaderOptions().batch_size(10).prefetch(prefetch));
+    int64_t batches = 0;
+    EXPECT_TRUE(throws_with([&] {
+      for (auto& b : l) { (void)b; ++batches; }
+    }, {"[data] example 37 is unreadable"}));
+    EXPECT_EQ(batches, 3) << "prefetch " << prefetch;
+    EXPECT_EQ(l.batch_index(), 3);  // the failed batch is next again
+    EXPECT_TRUE(throws_with([&] { l.begin(); }, {"example 37"}));
+  }
+  // The default get_batch stacks get(i).
+  data::DataLoader ok(Faulty(-1), data::DataLoaderOptions(8));
+  auto it = ok.begin();
+  EXPECT_EQ(it->data.sizes(), (Shape{8, 2}));
+  EXPECT_EQ(ids(*it), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
+TEST(DataLoader, EarlyDestructionIsClean) {
+  // Destroy loaders and iterators mid-epoch in every order, while the worker is busy,
+  // blocked on a full queue, or done; ThreadSanitizer/ASan builds check for races.
+  for (int rep = 0; rep < 200; ++rep) {
+    const auto opts = data::DataLoaderOptions().batch_size(4).shuffle(true).seed(rep).prefetch(1 + rep % 4);
+    switch (rep % 4) {
+      case 0: {  // break out of the loop, then the loader goes
+        data::DataLoader l(Slow(), opts);
+        for (auto& b : l) { (void)b; break; }
+        break;
+      }
+      case 1: {  // the loader dies before its iterator
+        auto l = std::make_unique<data::DataLoader>(Slow(), opts);
+        auto it = l->begin();
+        ++it;
+        l.reset();
+        break;
+      }
+      case 2: {  // a new pass replaces a running one
+        data::DataLoader l(Slow(), opts);
+        auto first = l.begin();
+        auto second = l.begin();
+        ++first;
+        EXPECT_TRUE(first == std::default_sentinel);  // the replaced pass ends
+        EXPECT_FALSE(second == std::default_sentinel);
+        break;
+      }
+      case 3: {  // never consumed at all
+        data::DataLoader l(index_dataset(50), opts);
+        auto it = l.begin();
+        break;
+      }
+    }
+  }
+}
