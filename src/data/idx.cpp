@@ -113,6 +113,7 @@ uint32_t load_be32(const unsigned char* b) {
 
 // Converts `n` big-endian elements of `type` at `src` into the tensor's dtype at `dst`.
 void convert(const IdxType& type, const unsigned char* src, void* dst, size_t n) {
+  if (n == 0) return;  // an empty tensor has no storage: dst may be null
   switch (type.code) {
     case 0x08: std::memcpy(dst, src, n); break;
     case 0x09: {
