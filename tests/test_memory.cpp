@@ -116,3 +116,36 @@ TEST(Memory, EmptyTensors) {
 
 }  // namespace
 }  // namespace tc
+
+namespace tc {
+namespace {
+
+TEST(Memory, LargeFreedBlocksAreCachedAndReused) {
+  empty_cache();
+  const MemoryStats before = memory_stats();
+  const int64_t bytes = 4 << 20;  // 4 MiB: above the 1 MiB caching threshold
+  void* first = nullptr;
+  {
+    Tensor t = empty({bytes / 4});
+    first = t.raw_data();
+  }
+  const MemoryStats freed = memory_stats();
+  EXPECT_EQ(freed.current_bytes, before.current_bytes);  // tensor accounting is unaffected
+#if defined(TC_NO_ALLOC_CACHE)
+  EXPECT_EQ(freed.cached_bytes, 0);
+#else
+  EXPECT_EQ(freed.cached_bytes, bytes);
+  Tensor again = empty({bytes / 4});
+  EXPECT_EQ(again.raw_data(), first);  // the same block, no fresh pages from the OS
+  EXPECT_EQ(memory_stats().cached_bytes, 0);
+  EXPECT_EQ(memory_stats().current_bytes, before.current_bytes + bytes);
+  again = Tensor();
+  Tensor other = empty({bytes / 4 + 1024});  // another size: not served from the cache
+  EXPECT_EQ(memory_stats().cached_bytes, bytes);
+#endif
+  empty_cache();
+  EXPECT_EQ(memory_stats().cached_bytes, 0);
+}
+
+}  // namespace
+}  // namespace tc

@@ -1,10 +1,14 @@
-// The CPU allocator behind Storage, with exact statistics (memory_stats).
-// 64-byte aligned so vector loads and oneDNN never straddle cache lines.
+// The CPU allocator behind Storage, with exact statistics (memory_stats) and a cache of
+// large freed blocks (see allocator.h). 64-byte aligned so vector loads and oneDNN never
+// straddle cache lines.
 #include "tensorcast/allocator.h"
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "core/tensor_impl.h"
 
@@ -35,12 +39,68 @@ void note_free(Device d, int64_t bytes) {
   c.live.fetch_sub(1);
 }
 
+constexpr size_t kCacheMin = size_t{1} << 20;   // smaller blocks come from malloc's own bins
+constexpr size_t kCacheLimit = size_t{1} << 30;
+
+size_t block_size(size_t n) {  // what is asked of the OS: 64-byte multiples, 4 KiB for large ones
+  return n >= kCacheMin ? (n + 4095) / 4096 * 4096 : (n + 63) / 64 * 64;
+}
+
+class BlockCache {
+ public:
+  void* take(size_t size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.find(size);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    bytes_ -= size;
+    return p;
+  }
+  bool give(void* p, size_t size) {
+#if defined(TC_NO_ALLOC_CACHE)
+    return false;
+#endif
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (bytes_ + size > kCacheLimit) return false;
+    free_[size].push_back(p);
+    bytes_ += size;
+    return true;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, blocks] : free_)
+      for (void* p : blocks) std::free(p);
+    free_.clear();
+    bytes_ = 0;
+  }
+  int64_t bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<int64_t>(bytes_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t bytes_ = 0;
+};
+
+BlockCache& cpu_cache() {
+  static BlockCache* cache = new BlockCache;  // never destroyed: storages may outlive statics
+  return *cache;
+}
+
 }  // namespace
 
 Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev), owned(true) {
   TC_CHECK(dev.is_cpu(), "allocator", "device ", dev, " is not available in this build");
-  const size_t rounded = (n + 63) / 64 * 64;
-  data = rounded == 0 ? nullptr : std::aligned_alloc(64, rounded);
+  const size_t rounded = block_size(n);
+  if (rounded >= kCacheMin) data = cpu_cache().take(rounded);
+  if (data == nullptr && rounded != 0) data = std::aligned_alloc(64, rounded);
+  if (data == nullptr && rounded != 0) {  // give the cached blocks back and try once more
+    cpu_cache().clear();
+    data = std::aligned_alloc(64, rounded);
+  }
   if (rounded != 0 && data == nullptr)
     TC_FAIL("allocator", "out of memory allocating ", n, " bytes on ", dev);
   note_alloc(dev, static_cast<int64_t>(n));
@@ -50,13 +110,18 @@ Storage::Storage(void* d, size_t n, Device dev) : data(d), nbytes(n), device(dev
 
 Storage::~Storage() {
   if (!owned) return;
-  std::free(data);
+  const size_t rounded = block_size(nbytes);
+  if (rounded < kCacheMin || !cpu_cache().give(data, rounded)) std::free(data);
   note_free(device, static_cast<int64_t>(nbytes));
 }
 
 MemoryStats memory_stats(Device d) {
   Counters& c = counters(d);
-  return {c.current.load(), c.peak.load(), c.count.load(), c.live.load()};
+  return {c.current.load(), c.peak.load(), c.count.load(), c.live.load(), d.is_cpu() ? cpu_cache().bytes() : 0};
+}
+
+void empty_cache(Device d) {
+  if (d.is_cpu()) cpu_cache().clear();
 }
 
 void reset_peak_memory_stats(Device d) {
