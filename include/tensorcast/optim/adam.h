@@ -16,7 +16,7 @@ namespace tc::optim {
 
 using Betas = std::tuple<double, double>;  // (beta1, beta2), as libtorch
 
-struct AdamOptions : OptimizerOptions {
+struct AdamOptions : OptimizerCloneableOptions<AdamOptions> {
   explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
   TC_ARG(double, lr);
   TC_ARG(Betas, betas) = Betas(0.9, 0.999);
@@ -24,10 +24,6 @@ struct AdamOptions : OptimizerOptions {
   TC_ARG(double, weight_decay) = 0.0;
   TC_ARG(bool, amsgrad) = false;
 
- public:
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamOptions>(*this); }
-  double get_lr() const override { return lr_; }
-  void set_lr(double lr) override { lr_ = lr; }
 };
 
 class Adam : public Optimizer {

@@ -12,7 +12,7 @@
 
 namespace tc::optim {
 
-struct AdamWOptions : OptimizerOptions {
+struct AdamWOptions : OptimizerCloneableOptions<AdamWOptions> {
   explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
   TC_ARG(double, lr);
   TC_ARG(Betas, betas) = Betas(0.9, 0.999);
@@ -20,10 +20,6 @@ struct AdamWOptions : OptimizerOptions {
   TC_ARG(double, weight_decay) = 1e-2;  // PyTorch's AdamW default
   TC_ARG(bool, amsgrad) = false;
 
- public:
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamWOptions>(*this); }
-  double get_lr() const override { return lr_; }
-  void set_lr(double lr) override { lr_ = lr; }
 };
 
 class AdamW : public Optimizer {

@@ -35,6 +35,18 @@ struct OptimizerOptions {
   virtual void set_lr(double lr) = 0;
 };
 
+// The clone/get_lr/set_lr every options struct needs, written once (libtorch's
+// OptimizerCloneableOptions): `struct SGDOptions : OptimizerCloneableOptions<SGDOptions>`.
+// Derived declares its learning rate with TC_ARG(double, lr).
+template <class Derived>
+struct OptimizerCloneableOptions : OptimizerOptions {
+  std::unique_ptr<OptimizerOptions> clone() const override {
+    return std::make_unique<Derived>(static_cast<const Derived&>(*this));
+  }
+  double get_lr() const override { return static_cast<const Derived&>(*this).lr(); }
+  void set_lr(double lr) override { static_cast<Derived&>(*this).lr(lr); }
+};
+
 struct OptimizerParamGroup {
   std::vector<Tensor> params;
   std::unique_ptr<OptimizerOptions> options;  // null: the optimizer's defaults

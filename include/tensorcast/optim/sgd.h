@@ -11,7 +11,7 @@
 
 namespace tc::optim {
 
-struct SGDOptions : OptimizerOptions {
+struct SGDOptions : OptimizerCloneableOptions<SGDOptions> {
   explicit SGDOptions(double lr) : lr_(lr) {}
   TC_ARG(double, lr);
   TC_ARG(double, momentum) = 0.0;
@@ -19,10 +19,6 @@ struct SGDOptions : OptimizerOptions {
   TC_ARG(double, weight_decay) = 0.0;
   TC_ARG(bool, nesterov) = false;
 
- public:
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<SGDOptions>(*this); }
-  double get_lr() const override { return lr_; }
-  void set_lr(double lr) override { lr_ = lr; }
 };
 
 class SGD : public Optimizer {
