@@ -396,6 +396,57 @@ TEST(Accessors, InPlaceOps) {
   EXPECT_EQ(i.data_ptr<int64_t>()[1], 3);
 }
 
+// add_/mul_ write into self when that is safe, and must equal the out-of-place op followed
+// by a copy in every case: aliasing (a.add_(a)), a partially overlapping view of the same
+// storage (general path), mixed dtypes (one rounding to self's dtype), non-contiguous self.
+TEST(Accessors, InPlaceMatchesOutOfPlaceThenCopy) {
+  Tensor a = tc::testing::uniform({5, 7}, kFloat32);
+  Tensor want = add(a, a);
+  a.add_(a);
+  EXPECT_TRUE(tc::testing::equal(a, want));
+
+  Tensor base = arange(12, kFloat32);
+  // self = base[4:12] reads other = base[0:8]: an element-by-element update would read
+  // base[4..7] after writing them.
+  Tensor self = base.narrow(0, 4, 8), other = base.narrow(0, 0, 8);
+  Tensor expect = add(self, other, 3.0);
+  self.add_(other, 3.0);
+  EXPECT_TRUE(tc::testing::equal(self, expect));
+
+  Tensor b = tc::testing::uniform({4, 9}, kBFloat16);
+  Tensor f = tc::testing::uniform({4, 9}, kFloat32);
+  Tensor b_want = add(b, f, -0.25).to(kBFloat16);
+  Tensor m_want = mul(b_want, f).to(kBFloat16);
+  b.add_(f, -0.25);
+  EXPECT_TRUE(tc::testing::equal(b, b_want));
+  b.mul_(f);
+  EXPECT_TRUE(tc::testing::equal(b, m_want));
+
+  Tensor t = tc::testing::uniform({6, 4}, kFloat32).t();  // non-contiguous self
+  Tensor row = tc::testing::uniform({6}, kFloat32);
+  Tensor t_want = add(t, row);
+  t.add_(row);
+  EXPECT_TRUE(tc::testing::equal(t, t_want));
+}
+
+// fill_ writes the dtype's bit pattern of the value: every dtype, contiguous and strided.
+TEST(Accessors, FillEveryDtype) {
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt32, kInt64, kUInt8, kBool}) {
+    const double v = dt == kBool ? 1.0 : (is_floating(dt) ? -1.375 : 7.0);
+    Tensor c = empty({70001}, dt);  // large enough for several threads
+    c.fill_(v);
+    Tensor s = zeros({3, 5}, dt).t();
+    s.fill_(v);
+    Tensor ref = full({1}, v, kFloat64).to(dt);
+    for (int64_t i : {int64_t{0}, int64_t{12345}, int64_t{70000}})
+      EXPECT_EQ(std::memcmp(static_cast<char*>(c.raw_data()) + i * element_size(dt), ref.raw_data(), element_size(dt)), 0)
+          << dtype_name(dt) << " at " << i;
+    EXPECT_TRUE(tc::testing::equal(s.contiguous().reshape({-1}), full({15}, v, kFloat64).to(dt))) << dtype_name(dt);
+    c.zero_();
+    EXPECT_EQ(c.to(kFloat64).abs().sum().item<double>(), 0.0) << dtype_name(dt);
+  }
+}
+
 TEST(Accessors, UndefinedTensor) {
   Tensor u;
   EXPECT_FALSE(u.defined());

@@ -8,6 +8,7 @@
 #include <tensorcast/autograd.h>
 #include <tensorcast/ops.h>
 #include <tensorcast/optim/adamw.h>
+#include <tensorcast/profiler.h>
 
 #include <algorithm>
 #include <chrono>
@@ -62,6 +63,16 @@ BenchResult run_bench(const BenchConfig& cfg) {
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   BenchResult r;
+  if (cfg.profile) {
+    tc::profiler::Profile prof;
+    for (int64_t i = 0; i < cfg.steps; ++i) {
+      tc::profiler::RecordFunction rec(cfg.inference ? "forward pass" : "training step");
+      one();
+    }
+    prof.stop();
+    r.profile = prof.key_averages();
+    r.profile_table = prof.table(40, cfg.steps);
+  }
   r.model = cfg.model;
   r.precision = prec.name;
   r.batch_size = cfg.batch_size;
@@ -84,6 +95,18 @@ std::string bench_json(const BenchResult& r) {
       .add("ms_per_step", r.ms_per_step).add("peak_memory_bytes", r.peak_memory_bytes).add("steps", r.steps)
       .add("scaler", r.scaler).add("ms_min", r.ms_min).add("ms_max", r.ms_max).add("samples_per_s", r.samples_per_s)
       .add("threads", tc::get_num_threads());
+  if (!r.profile.empty()) {
+    std::string list;
+    for (const tc::profiler::OpStat& st : r.profile) {
+      JsonObject e;
+      const double per = static_cast<double>(r.steps);
+      e.add("name", st.name).add("calls_per_step", static_cast<double>(st.calls) / per)
+          .add("self_ms_per_step", st.self_ms / per).add("total_ms_per_step", st.total_ms / per)
+          .add("self_alloc_bytes_per_step", static_cast<double>(st.self_alloc_bytes) / per);
+      list += (list.empty() ? "" : ", ") + e.str();
+    }
+    o.add_raw("profile", "[" + list + "]");
+  }
   return o.str();
 }
 
@@ -103,7 +126,11 @@ int cmd_bench(int argc, char** argv) {
   p.flag("--no-scaler", &no_scaler, "fp16 without a GradScaler");
   p.positive_int("--threads", &threads, "T", "CPU threads (default: the cores this process may use)");
   p.flag("--json", &json, "print one JSON object instead of text");
-  p.epilog("example:\n  tensorcast bench --model mlp-large --precision bf16 --batch-size 256 --steps 50 --json\n");
+  p.flag("--profile", &c.profile,
+         "then run --steps more steps under the per-op profiler and print where a step's time goes\n"
+         "(self/total ms, calls and MiB allocated per step for every op, backward formula, cast, optimizer step)");
+  p.epilog("examples:\n  tensorcast bench --model mlp-large --precision bf16 --batch-size 256 --steps 50 --json\n"
+           "  tensorcast bench --model gpt --precision bf16 --batch-size 16 --steps 5 --profile\n");
   if (!p.parse(argc, argv, 2)) return 0;
   c.scaler = !no_scaler;
   if (threads > 0) tc::set_num_threads(static_cast<int>(threads));
@@ -116,6 +143,9 @@ int cmd_bench(int argc, char** argv) {
                 r.inference ? "inference" : "training", r.ms_per_step, r.inference ? "forward pass" : "step",
                 static_cast<long long>(r.steps), r.ms_min, r.ms_max, r.samples_per_s, r.peak_memory_bytes / 1048576.0,
                 tc::get_num_threads());
+    if (c.profile)
+      std::printf("\nper-op profile, per %s (mean over %lld profiled %s):\n%s", r.inference ? "forward pass" : "step",
+                  static_cast<long long>(r.steps), r.inference ? "passes" : "steps", r.profile_table.c_str());
   }
   return 0;
 }

@@ -2,6 +2,9 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include <tensorcast/profiler.h>
 
 namespace tcli {
 
@@ -9,6 +12,7 @@ struct BenchConfig {
   std::string model = "cnn", precision = "auto";
   int64_t batch_size = 128, steps = 20, warmup = 3;
   bool inference = false, scaler = true;
+  bool profile = false;  // then also run `steps` more steps under tc::profiler
 };
 
 struct BenchResult {
@@ -19,6 +23,10 @@ struct BenchResult {
   double ms_min = 0, ms_max = 0;
   int64_t peak_memory_bytes = 0;  // tensors alive during the timed steps (weights, optimizer state, activations)
   double samples_per_s = 0;
+  // With BenchConfig::profile: per-record totals over the profiled steps (not the timed
+  // ones: the median above has no profiler overhead), and the printed table per step.
+  std::vector<tc::profiler::OpStat> profile;
+  std::string profile_table;
 };
 
 BenchResult run_bench(const BenchConfig& config);

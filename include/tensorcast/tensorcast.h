@@ -28,5 +28,6 @@
 #include "tensorcast/optim/schedulers.h"
 #include "tensorcast/optim/sgd.h"
 #include "tensorcast/parallel.h"
+#include "tensorcast/profiler.h"
 #include "tensorcast/tensor.h"
 #include "tensorcast/version.h"

@@ -2,7 +2,8 @@
 //
 //   Tensor mm(const Tensor& a, const Tensor& b) { return amp::dispatch<"mm">(impl_callable, a, b); }
 //
-// Outside an autocast region it is one thread-local bool test and a direct call. Inside,
+// Outside an autocast region (and with no profiler recording) it is a test of two
+// thread-local bools and a direct call. Inside,
 // it looks the op's policy up (once per op: a function-local static handle into the
 // table), casts the Tensor and std::vector<Tensor> arguments per the policy, and calls the
 // implementation with autocast excluded so nested ops are not re-cast.
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "amp/state.h"
+#include "profiler/hooks.h"
 
 namespace tc::amp {
 
@@ -61,7 +63,9 @@ decltype(auto) dispatch_slow(const OpEntry* entry, F& f, const Args&... args) {
 
 template <OpName Name, class F, class... Args>
 inline decltype(auto) dispatch(F&& f, const Args&... args) {
-  if (!detail::t_autocast_active) [[likely]] return f(args...);
+  if (!(detail::t_autocast_active | profiler::detail::t_recording)) [[likely]] return f(args...);
+  profiler::detail::Scope record(Name.view());
+  if (!detail::t_autocast_active) return f(args...);
   static const detail::OpEntry* const entry = detail::op_entry(Name.view());
   return detail::dispatch_slow(entry, f, args...);
 }

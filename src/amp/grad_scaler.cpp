@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backend/cpu/amp_kernels.h"
+#include "profiler/hooks.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/ops.h"
 
@@ -86,6 +87,7 @@ std::vector<Tensor> GradScaler::collect_grads(optim::Optimizer& optimizer, bool 
 }
 
 void GradScaler::unscale_(optim::Optimizer& optimizer) {
+  profiler::detail::Scope rec("GradScaler.unscale_");
   if (!is_enabled()) return;
   check_initialized("unscale_()");
   PerOptimizer& st = per_optimizer_[&optimizer];
@@ -170,6 +172,7 @@ void GradScaler::report_overflow(const optim::Optimizer& optimizer) {
 }
 
 void GradScaler::update() {
+  profiler::detail::Scope rec("GradScaler.update");
   if (!is_enabled()) return;
   check_initialized("update()");
   std::vector<Tensor> found;

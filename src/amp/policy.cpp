@@ -26,7 +26,9 @@ constexpr const char* kNotListed = "not listed: runs in its inputs' dtype";
 constexpr const char* kCudaOnlyFp32 = "fp32 on CUDA; not in the CPU list (runs in bf16 there)";
 constexpr const char* kWhyFp32 = "fp32 on every device: numerically sensitive (issue 3's list; needed for fp16 on CPU)";
 constexpr const char* kResultType = "not listed: the op's own promotion (torch.result_type)";
-constexpr const char* kWhyPromote = "widest floating input by result_type's rule (0-d tensors do not widen): PyTorch's dtype";
+constexpr const char* kWhyNative =
+    "mixed dtypes handled by the kernel itself: it reads each input in its own dtype and writes result_type's, "
+    "so a cast copy would only cost time and memory";
 constexpr const char* kNotDispatched = "not dispatched: bool output, no gradient";
 
 // In the order of ops.h. Ops of issue 3's lists that tensorcast does not have yet
@@ -35,13 +37,13 @@ constexpr const char* kNotDispatched = "not dispatched: bool output, no gradient
 // scaled_dot_product_attention) get their entries when they land.
 const Builtin kBuiltins[] = {
     // elementwise
-    {"add", P::Promote, kResultType, kWhyPromote},
-    {"sub", P::Promote, kResultType, kWhyPromote},
-    {"mul", P::Promote, kResultType, kWhyPromote},
-    {"div", P::Promote, kResultType, kWhyPromote},
+    {"add", P::Passthrough, kResultType, kWhyNative},
+    {"sub", P::Passthrough, kResultType, kWhyNative},
+    {"mul", P::Passthrough, kResultType, kWhyNative},
+    {"div", P::Passthrough, kResultType, kWhyNative},
     {"pow", P::Fp32, kCudaOnlyFp32, kWhyFp32},
-    {"maximum", P::Promote, kResultType, kWhyPromote},
-    {"minimum", P::Promote, kResultType, kWhyPromote},
+    {"maximum", P::Passthrough, kResultType, kWhyNative},
+    {"minimum", P::Passthrough, kResultType, kWhyNative},
     {"neg", P::Passthrough, kNotListed, ""},
     {"abs", P::Passthrough, kNotListed, ""},
     {"exp", P::Fp32, kCudaOnlyFp32, kWhyFp32},
@@ -56,7 +58,7 @@ const Builtin kBuiltins[] = {
     {"gelu", P::Passthrough, kNotListed, ""},
     {"silu", P::Passthrough, kNotListed, ""},
     {"clamp", P::Passthrough, kNotListed, ""},
-    {"where", P::Promote, kResultType, kWhyPromote},
+    {"where", P::Passthrough, kResultType, kWhyNative},
     {"eq", P::Passthrough, kNotListed, kNotDispatched},
     {"ne", P::Passthrough, kNotListed, kNotDispatched},
     {"lt", P::Passthrough, kNotListed, kNotDispatched},

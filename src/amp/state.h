@@ -1,17 +1,9 @@
 // Internal: the thread-local autocast state and the one flag the dispatcher's fast path
 // reads. Lives apart from autocast.h so that dispatch.h inlines the check.
 #pragma once
+#include "core/tls.h"
 #include "tensorcast/amp/autocast.h"
 #include "tensorcast/amp/policy.h"
-
-// initial-exec TLS: the flag is read on every op call, and the general-dynamic model of a
-// shared library would cost a __tls_get_addr call each time. The library is linked, not
-// dlopen'ed late, so the static TLS block has room for it.
-#if defined(__GNUC__)
-#define TC_TLS_FAST __attribute__((tls_model("initial-exec")))
-#else
-#define TC_TLS_FAST
-#endif
 
 namespace tc::amp::detail {
 

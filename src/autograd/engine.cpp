@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/tensor_impl.h"
+#include "profiler/hooks.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/ops.h"
 
@@ -46,6 +47,7 @@ struct FunctionNode final : Node {
   BackwardFn fn;
   std::vector<bool> needs;
   std::vector<Tensor> apply(const Tensor& grad) override {
+    profiler::detail::Scope rec(name, " backward");
     TC_CHECK(fn != nullptr, "autograd",
              "trying to backward through the graph a second time (or after its saved tensors were freed); "
              "call backward(..., retain_graph=true) the first time");
@@ -54,16 +56,23 @@ struct FunctionNode final : Node {
   void release() override { fn = nullptr; }
 };
 
+// True when `t` is referenced by `holders` handles and no view: safe to keep or update in place.
+bool exclusively_held(const Tensor& t, long holders) {
+  return t.impl_ptr().use_count() == holders && t.is_contiguous() && t.impl()->storage.use_count() == 1;
+}
+
 // Accumulates into a leaf's .grad(), in the leaf's dtype.
 struct AccumulateGrad final : Node {
   std::shared_ptr<TensorImpl> leaf;
   std::vector<Tensor> apply(const Tensor& grad) override {
-    Tensor g = grad.dtype() == leaf->dtype ? grad : grad.to(leaf->dtype);
+    profiler::detail::Scope rec("AccumulateGrad");
+    const bool cast = grad.dtype() != leaf->dtype;
+    Tensor g = cast ? grad.to(leaf->dtype) : grad;
     if (!leaf->grad.defined()) {
-      // Own the gradient: never alias a tensor someone else may still write to.
-      leaf->grad = g.impl_ptr().use_count() == 1 && g.is_contiguous() && g.impl()->storage.use_count() == 1
-                       ? g
-                       : g.clone();
+      // Own the gradient: never alias a tensor someone else may still hold. `grad` is the
+      // engine's buffer, so besides it and `g` nobody holds a fresh gradient.
+      const long holders = cast ? 1 : 2;
+      leaf->grad = exclusively_held(g, holders) ? g : g.clone();
     } else {
       leaf->grad.add_(g);
     }
@@ -120,6 +129,7 @@ namespace {
 // arriving at those nodes are stored there instead of flowing into .grad().
 void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad, bool retain_graph,
                   std::unordered_map<Node*, Tensor>* capture) {
+  profiler::detail::Scope rec("backward (engine)");
   // Count, for each node, how many edges point at it.
   std::unordered_map<Node*, int> deps;
   std::vector<Node*> stack{root_fn.get()};
@@ -162,7 +172,9 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
                  shape_str(gi.sizes()), " for an input of shape ", shape_str(e.shape));
         if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
         Tensor& buf = buffers[e.fn.get()];
-        buf = buf.defined() ? add(buf, gi) : gi;
+        if (!buf.defined()) buf = std::move(gi);
+        else if (exclusively_held(buf, 1)) buf.add_(gi);  // as PyTorch's InputBuffer: no new tensor
+        else buf = add(buf, gi);
       }
       if (--deps[e.fn.get()] == 0) ready.push_back(e.fn.get());
     }

@@ -16,7 +16,7 @@ namespace tc {
 namespace {
 
 struct Counters {
-  std::atomic<int64_t> current{0}, peak{0}, count{0}, live{0};
+  std::atomic<int64_t> current{0}, peak{0}, count{0}, live{0}, total{0};
 };
 Counters& counters(Device d) {
   static Counters cpu, cuda;
@@ -31,6 +31,7 @@ void note_alloc(Device d, int64_t bytes) {
   }
   c.count.fetch_add(1);
   c.live.fetch_add(1);
+  c.total.fetch_add(bytes);
 }
 
 void note_free(Device d, int64_t bytes) {
@@ -117,7 +118,8 @@ Storage::~Storage() {
 
 MemoryStats memory_stats(Device d) {
   Counters& c = counters(d);
-  return {c.current.load(), c.peak.load(), c.count.load(), c.live.load(), d.is_cpu() ? cpu_cache().bytes() : 0};
+  return {c.current.load(), c.peak.load(), c.count.load(), c.live.load(), d.is_cpu() ? cpu_cache().bytes() : 0,
+          c.total.load()};
 }
 
 void empty_cache(Device d) {

@@ -1,7 +1,11 @@
 // Tensor copies, casts, in-place updates, and the method forms of common ops.
+#include <algorithm>
+#include <cstring>
+
 #include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
+#include "profiler/hooks.h"
 #include "tensorcast/ops.h"
 
 namespace tc {
@@ -10,6 +14,7 @@ using autograd::record;
 
 Tensor Tensor::to(DType dt) const {
   if (dtype() == dt) return *this;
+  profiler::detail::Scope rec("to");
   Tensor out = make_tensor(sizes(), dt, device());
   cpu::copy_into(out, *this);
   // A cast is differentiable: the gradient is cast back (the engine also casts it to the
@@ -25,6 +30,7 @@ Tensor Tensor::to(Device d) const {
 }
 
 Tensor Tensor::clone() const {
+  profiler::detail::Scope rec("clone");
   Tensor out = make_tensor(sizes(), dtype(), device());
   cpu::copy_into(out, *this);
   return record("clone", out, {*this}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
@@ -49,7 +55,32 @@ void check_inplace(const Tensor& t, const char* op) {
 Tensor& Tensor::fill_(double v) {
   check_inplace(*this, "fill_");
   double value = v;
-  cpu::copy_into(*this, from_blob(&value, {}, kFloat64));
+  const Tensor scalar = from_blob(&value, {}, kFloat64);
+  if (!is_contiguous() || numel() == 0) {
+    cpu::copy_into(*this, scalar);
+    return *this;
+  }
+  // Contiguous (zeros, ones, full, gradient buffers): convert the value once, then write
+  // its bytes in parallel; memset for an all-zero pattern.
+  alignas(8) unsigned char pattern[8] = {};
+  const size_t es = element_size(dtype());
+  cpu::copy_into(from_blob(pattern, {}, dtype()), scalar);
+  char* base = static_cast<char*>(raw_data());
+  const bool zero = std::all_of(pattern, pattern + es, [](unsigned char c) { return c == 0; });
+  parallel_for(0, numel(), cpu::kGrainElements * 4, [&](int64_t b, int64_t e) {
+    char* p = base + b * static_cast<int64_t>(es);
+    const size_t n = static_cast<size_t>(e - b);
+    auto fill_as = [&]<class U>() {
+      U u;
+      std::memcpy(&u, pattern, sizeof u);
+      std::fill_n(reinterpret_cast<U*>(p), n, u);
+    };
+    if (zero) std::memset(p, 0, n * es);
+    else if (es == 1) fill_as.template operator()<uint8_t>();
+    else if (es == 2) fill_as.template operator()<uint16_t>();
+    else if (es == 4) fill_as.template operator()<uint32_t>();
+    else fill_as.template operator()<uint64_t>();
+  });
   return *this;
 }
 
@@ -62,40 +93,62 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return *this;
 }
 
-Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  check_inplace(*this, "add_");
+namespace {
+
+// self = f(self, other) written straight into self: floating dtypes, other broadcast to
+// self's shape, and no partial overlap (other is self itself or separate memory). The
+// kernel computes in float (double for float64) and rounds once to self's dtype, as the
+// out-of-place op followed by a copy would. Returns false when the fast path does not apply.
+template <class F>
+bool update_in_place(const Tensor& self, const Tensor& other, const char* op, F f) {
+  if (!is_floating(self.dtype()) || !is_floating(other.dtype()) || self.device() != other.device()) return false;
+  if (broadcast_shapes(self.sizes(), other.sizes(), op) != self.sizes()) return false;
+  const bool same_memory = other.impl()->storage == self.impl()->storage;
+  if (same_memory && !(other.storage_offset() == self.storage_offset() && other.sizes() == self.sizes() &&
+                       other.strides() == self.strides()))
+    return false;
+  if (!self.is_contiguous()) return false;  // a strided self may repeat elements (expand): general path
+  cpu::binary_map(self, self, other, op, f, self.dtype() == kFloat64 || other.dtype() == kFloat64);
+  return true;
+}
+
+// The general case: the out-of-place op, then a copy (casting) into self.
+template <class Op>
+void update_by_copy(const Tensor& self, const char* op, Op out_of_place) {
   Tensor r;
   {
     NoGradGuard g;
-    r = impl::add(*this, other, alpha);  // in-place ops are not autocast (as PyTorch)
+    r = out_of_place();  // in-place ops are not autocast (as PyTorch)
   }
-  TC_CHECK(r.sizes() == sizes(), "add_", "output with shape ", shape_str(sizes()),
+  TC_CHECK(r.sizes() == self.sizes(), op, "output with shape ", shape_str(self.sizes()),
            " doesn't match the broadcast shape ", shape_str(r.sizes()));
-  cpu::copy_into(*this, r);
+  cpu::copy_into(self, r);
+}
+
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  check_inplace(*this, "add_");
+  TC_CHECK(other.defined(), "add_", "other is undefined");
+  const bool done = alpha == 1.0
+                        ? update_in_place(*this, other, "add_", [](auto x, auto y) { return x + y; })
+                        : update_in_place(*this, other, "add_",
+                                          [alpha](auto x, auto y) { return x + decltype(x)(alpha) * y; });
+  if (!done) update_by_copy(*this, "add_", [&] { return impl::add(*this, other, alpha); });
   return *this;
 }
 
 Tensor& Tensor::mul_(const Tensor& other) {
   check_inplace(*this, "mul_");
-  Tensor r;
-  {
-    NoGradGuard g;
-    r = impl::mul(*this, other);
-  }
-  TC_CHECK(r.sizes() == sizes(), "mul_", "output with shape ", shape_str(sizes()),
-           " doesn't match the broadcast shape ", shape_str(r.sizes()));
-  cpu::copy_into(*this, r);
+  TC_CHECK(other.defined(), "mul_", "other is undefined");
+  if (!update_in_place(*this, other, "mul_", [](auto x, auto y) { return x * y; }))
+    update_by_copy(*this, "mul_", [&] { return impl::mul(*this, other); });
   return *this;
 }
 
 Tensor& Tensor::mul_(double v) {
   check_inplace(*this, "mul_");
-  Tensor r;
-  {
-    NoGradGuard g;
-    r = impl::mul(*this, v);
-  }
-  cpu::copy_into(*this, r);
+  update_by_copy(*this, "mul_", [&] { return impl::mul(*this, v); });
   return *this;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/tensor_impl.h"
 #include "optim/fused.h"
+#include "profiler/hooks.h"
 #include "tensorcast/ops.h"
 
 namespace tc::optim {
@@ -66,6 +67,7 @@ void Optimizer::add_param_group(OptimizerParamGroup group) {
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
+  profiler::detail::Scope rec("optimizer.zero_grad");
   for (auto& g : groups_) {
     for (auto& p : g.params) {
       const Tensor& grad = p.grad();
@@ -111,6 +113,7 @@ void Optimizer::step(const AmpStep& amp) {
 }
 
 void Optimizer::run_step(const AmpStep* amp) {
+  profiler::detail::Scope rec("optimizer.step");
   // Options may have been changed through param_groups() since the last step.
   for (const auto& g : groups_) check_options(*g.options);
   const float inv_scale = amp ? static_cast<float>(amp->inv_scale.item_double()) : 1.0f;
