@@ -1,12 +1,16 @@
 // Tests for the pointwise ops in ops.h: forward against float64 std:: references in
 // fp32/bf16/fp16/fp64, broadcasting, non-contiguous inputs, dtype promotion, special
 // values, gradcheck of every differentiable op, thread-count independence, bad input.
+#include <bit>
+#include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "common/testing.h"
+#include "ops/fast_math.h"
 
 namespace tc {
 namespace {
@@ -495,6 +499,140 @@ TEST(Special, NanInfSignedZero) {
   Tensor x = tensor({-100.0, 100.0}).requires_grad_();
   sigmoid(x).backward(ones({2}));
   EXPECT_TRUE(all_close(x.grad(), {0, 0}, {1e-30, 0}));
+}
+
+// ------------------------------------------------------------------ fast erf / tanh and GELU
+
+// Inputs for the fast_erf/fast_tanh sweeps: every 1/4096 on [-10, 10], a stride through
+// all float bit patterns (both signs, denormals to FLT_MAX), and the edge values.
+std::vector<float> math_sweep() {  // ~1.1M values
+  std::vector<float> v;
+  for (int i = -40960; i <= 40960; ++i) v.push_back(static_cast<float>(i) / 4096.0f);
+  for (uint64_t b = 0; b < 0x100000000ull; b += 4093) v.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  for (float f : {0.0f, -0.0f, FLT_MIN, -FLT_MIN, FLT_TRUE_MIN, -FLT_TRUE_MIN, 1e-40f, -1e-40f, FLT_MAX, -FLT_MAX,
+                  0.9f, -0.9f, std::nextafter(0.9f, 0.0f), 4.0f, std::nextafter(4.0f, 0.0f), 9.5f, 1e-20f})
+    v.push_back(f);
+  return v;
+}
+
+TEST(FastMath, ErfMaxAbsError) {
+  double worst = 0, at = 0;
+  for (float x : math_sweep()) {
+    if (std::isnan(x)) continue;
+    const float y = ops::fast_erf(x);
+    const double err = std::fabs(static_cast<double>(y) - std::erf(static_cast<double>(x)));
+    if (err > worst) worst = err, at = x;
+    // Odd exactly, and tiny arguments stay accurate (no flush to zero).
+    EXPECT_EQ(std::bit_cast<uint32_t>(ops::fast_erf(-x)), std::bit_cast<uint32_t>(y) ^ 0x80000000u) << x;
+    if (std::fabs(x) >= 1e-36f && std::fabs(x) < 1e-30f) EXPECT_NEAR(y / x, 1.1283791670955126, 1e-6) << x;
+  }
+  EXPECT_LE(worst, 1e-7) << "at x = " << at;  // documented: 7.6e-8 over every float
+  EXPECT_TRUE(std::isnan(ops::fast_erf(NAN)));
+  EXPECT_EQ(ops::fast_erf(INFINITY), 1.0f);
+  EXPECT_EQ(ops::fast_erf(-INFINITY), -1.0f);
+  EXPECT_TRUE(std::signbit(ops::fast_erf(-0.0f)) && ops::fast_erf(-0.0f) == 0.0f);
+  EXPECT_EQ(ops::fast_erf(0.0), std::erf(0.0));  // the double overload is std::erf
+  EXPECT_EQ(ops::fast_erf(0.7), std::erf(0.7));
+}
+
+TEST(FastMath, TanhMaxUlpError) {
+  double worst = 0, at = 0;
+  for (float x : math_sweep()) {
+    if (std::isnan(x)) continue;
+    const float y = ops::fast_tanh(x);
+    const double ref = std::tanh(static_cast<double>(x));
+    const double ulp = std::ldexp(1.0, std::max(std::ilogb(ref), -126) - 23);
+    const double err = ref == 0 ? std::fabs(y) : std::fabs(y - ref) / ulp;
+    if (err > worst) worst = err, at = x;
+    EXPECT_EQ(std::bit_cast<uint32_t>(ops::fast_tanh(-x)), std::bit_cast<uint32_t>(y) ^ 0x80000000u) << x;
+  }
+  EXPECT_LE(worst, 1.5) << "ulps at x = " << at;  // documented: 1.0 ulp over every float
+  EXPECT_TRUE(std::isnan(ops::fast_tanh(NAN)));
+  EXPECT_EQ(ops::fast_tanh(INFINITY), 1.0f);
+  EXPECT_EQ(ops::fast_tanh(-INFINITY), -1.0f);
+  EXPECT_EQ(ops::fast_tanh(FLT_TRUE_MIN), FLT_TRUE_MIN);
+  EXPECT_TRUE(std::signbit(ops::fast_tanh(-0.0f)) && ops::fast_tanh(-0.0f) == 0.0f);
+  EXPECT_EQ(ops::fast_tanh(0.3), std::tanh(0.3));
+}
+
+double ref_gelu_grad(double x) {
+  return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-x * x / 2) / std::sqrt(2 * M_PI);
+}
+double ref_gelu_tanh_grad(double x) {
+  const double k = std::sqrt(2 / M_PI), u = k * (x + 0.044715 * x * x * x), t = std::tanh(u);
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+}
+
+TEST(Gelu, Float32MatchesFloat64ReferenceTightly) {
+  // Every 1/1024 on [-10, 10] (long enough for the threaded, vectorized path) plus edges.
+  std::vector<float> xs;
+  for (int i = -10240; i <= 10240; ++i) xs.push_back(static_cast<float>(i) / 1024.0f);
+  for (float f : {1e-30f, -1e-30f, FLT_TRUE_MIN, 0.9f * std::sqrt(2.0f), 4.0f * std::sqrt(2.0f)}) xs.push_back(f);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  for (const char* approx : {"none", "tanh"}) {
+    const bool th = std::string(approx) == "tanh";
+    Tensor x = tensor(xs).requires_grad_();
+    Tensor y = gelu(x, approx);
+    ASSERT_EQ(y.dtype(), kFloat32);
+    Tensor g = tensor(std::vector<float>(xs.size(), 1.0f));
+    y.backward(g);
+    const std::vector<double> yv = y.to_vector(), dv = x.grad().to_vector();
+    double fwd = 0, bwd = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = xs[i];
+      const double ry = th ? ref_gelu_tanh(v) : ref_gelu(v);
+      const double rd = th ? ref_gelu_tanh_grad(v) : ref_gelu_grad(v);
+      fwd = std::max(fwd, std::fabs(yv[i] - ry) / std::max(1.0, std::fabs(ry)));
+      bwd = std::max(bwd, std::fabs(dv[i] - rd) / std::max(1.0, std::fabs(rd)));
+    }
+    // Abs error below 1, relative above: a few float ulps, far tighter than tol_for.
+    EXPECT_LE(fwd, 4e-7) << approx;
+    EXPECT_LE(bwd, 6e-7) << approx;
+    // Special values: NaN propagates, +inf passes through, large negative gives 0.
+    Tensor s = gelu(tensor({NAN, INFINITY, -100.0, 100.0, -0.0}, kFloat32), approx);
+    EXPECT_TRUE(all_close(s, {NAN, INFINITY, 0, 100, 0}, {0, 0})) << approx;
+  }
+}
+
+TEST(Gelu, Float64KeepsStdErf) {
+  std::vector<double> xs;
+  for (int i = -400; i <= 400; ++i) xs.push_back(i / 37.0);
+  Tensor x = tensor(xs).requires_grad_();
+  Tensor y = gelu(x);
+  y.backward(ones_like(y));
+  const std::vector<double> yv = y.to_vector(), dv = x.grad().to_vector();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i];
+    EXPECT_DOUBLE_EQ(yv[i], 0.5 * v * (1.0 + std::erf(v * M_SQRT1_2))) << v;
+    const double cdf = 0.5 * (1.0 + std::erf(v * M_SQRT1_2));
+    const double pdf = std::exp(-0.5 * v * v) * 0.3989422804014327;
+    EXPECT_DOUBLE_EQ(dv[i], cdf + v * pdf) << v;
+  }
+}
+
+TEST(Gelu, BFloat16IsRoundedFloat32) {
+  Tensor xf = uniform({64, 129}, kFloat32, -6, 6, 41);
+  Tensor xb = xf.to(kBFloat16);
+  Tensor gb = uniform({64, 129}, kFloat32, -2, 2, 42).to(kBFloat16);
+  for (const char* approx : {"none", "tanh"}) {
+    Tensor x16 = xb.detach().requires_grad_();
+    Tensor x32 = xb.to(kFloat32).detach().requires_grad_();
+    Tensor y16 = gelu(x16, approx), y32 = gelu(x32, approx);
+    EXPECT_EQ(y16.dtype(), kBFloat16);
+    y16.backward(gb);
+    y32.backward(gb.to(kFloat32));
+    auto one_ulp = [](const Tensor& a, const Tensor& b32) {  // a (bf16) within 1 bf16 ulp of b32 rounded
+      const std::vector<double> av = a.to_vector(), bv = b32.to(kBFloat16).to_vector();
+      for (size_t i = 0; i < av.size(); ++i) {
+        const double ulp = bv[i] == 0 ? 0x1p-133 : std::ldexp(1.0, std::ilogb(bv[i]) - 7);
+        if (std::fabs(av[i] - bv[i]) > ulp) return false;
+      }
+      return true;
+    };
+    EXPECT_TRUE(one_ulp(y16, y32)) << approx;
+    EXPECT_EQ(x16.grad().dtype(), kBFloat16);
+    EXPECT_TRUE(one_ulp(x16.grad(), x32.grad())) << approx;
+  }
 }
 
 // ------------------------------------------------------------------ bad input

@@ -3,6 +3,7 @@
 // (one pass, float32 math for 16-bit data) rather than chains of ops.
 #include <cmath>
 
+#include "ops/fast_math.h"
 #include "ops/pointwise.h"
 #include "ops/impl.h"
 
@@ -47,6 +48,70 @@ Tensor unary_float_op(const char* name, const Tensor& x, F f, DF df) {
   return record(name, out, {x}, [x = x.detach(), out = out.detach(), name, df](const Tensor& g, const std::vector<bool>&) {
     return std::vector<Tensor>{map3(g, x, out, g.dtype(), name, df)};
   });
+}
+
+// GELU kernels over contiguous compute-type arrays. The float forms are cloned per ISA
+// (TC_SIMD_CLONES) and use the branch-free fast_erf/fast_tanh/fast_exp, so they vectorize;
+// the double forms are the same templates, where those forward to std::erf/tanh/exp.
+template <class C>
+inline C gelu_erf_value(C v) { return C(0.5) * v * (C(1) + ops::fast_erf(v * C(M_SQRT1_2))); }
+template <class C>
+inline C gelu_erf_grad(C g, C v) {
+  const C cdf = C(0.5) * (C(1) + ops::fast_erf(v * C(M_SQRT1_2)));
+  const C pdf = ops::fast_exp(C(-0.5) * v * v) * C(0.3989422804014327);  // 1/sqrt(2 pi)
+  return g * (cdf + v * pdf);
+}
+template <class C>
+inline C gelu_tanh_value(C v) {
+  const C k = C(0.7978845608028654);  // sqrt(2/pi)
+  return C(0.5) * v * (C(1) + ops::fast_tanh(k * (v + C(0.044715) * v * v * v)));
+}
+template <class C>
+inline C gelu_tanh_grad(C g, C v) {
+  const C k = C(0.7978845608028654);
+  const C inner = k * (v + C(0.044715) * v * v * v);
+  const C t = ops::fast_tanh(inner);
+  const C dinner = k * (C(1) + C(3 * 0.044715) * v * v);
+  return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * dinner);
+}
+
+TC_SIMD_CLONES void gelu_erf_forward_f32(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu_erf_value(x[i]);
+}
+TC_SIMD_CLONES void gelu_erf_backward_f32(const float* g, const float* x, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = gelu_erf_grad(g[i], x[i]);
+}
+TC_SIMD_CLONES void gelu_tanh_forward_f32(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh_value(x[i]);
+}
+TC_SIMD_CLONES void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = gelu_tanh_grad(g[i], x[i]);
+}
+inline void gelu_erf_forward(const float* x, float* y, int64_t n) { gelu_erf_forward_f32(x, y, n); }
+inline void gelu_erf_backward(const float* g, const float* x, float* dx, int64_t n) {
+  gelu_erf_backward_f32(g, x, dx, n);
+}
+inline void gelu_tanh_forward(const float* x, float* y, int64_t n) { gelu_tanh_forward_f32(x, y, n); }
+inline void gelu_tanh_backward(const float* g, const float* x, float* dx, int64_t n) {
+  gelu_tanh_backward_f32(g, x, dx, n);
+}
+inline void gelu_erf_forward(const double* x, double* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu_erf_value(x[i]);
+}
+inline void gelu_erf_backward(const double* g, const double* x, double* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = gelu_erf_grad(g[i], x[i]);
+}
+inline void gelu_tanh_forward(const double* x, double* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh_value(x[i]);
+}
+inline void gelu_tanh_backward(const double* g, const double* x, double* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = gelu_tanh_grad(g[i], x[i]);
+}
+// Calls f(C{}) with C = double (float64 or 64-bit integer operands) or float.
+template <class F>
+void with_gelu_compute_type(bool dbl, F f) {
+  if (dbl) f(double{});
+  else f(float{});
 }
 
 DType arith_dtype(const char* op, const Tensor& a, const Tensor& b) {
@@ -266,31 +331,24 @@ Tensor relu(const Tensor& x) {
 Tensor gelu(const Tensor& x, std::string_view approximate) {
   TC_CHECK(approximate == "none" || approximate == "tanh", "gelu", "approximate must be \"none\" or \"tanh\", got \"",
            approximate, "\"");
-  if (approximate == "none") {
-    return unary_float_op(
-        "gelu", x, [](auto v) { using C = decltype(v); return C(0.5) * v * (C(1) + std::erf(v * C(M_SQRT1_2))); },
-        [](auto g, auto v, auto) {
-          using C = decltype(v);
-          const C cdf = C(0.5) * (C(1) + std::erf(v * C(M_SQRT1_2)));
-          const C pdf = std::exp(C(-0.5) * v * v) * C(0.3989422804014327);  // 1/sqrt(2 pi)
-          return g * (cdf + v * pdf);
-        });
-  }
-  return unary_float_op(
-      "gelu", x,
-      [](auto v) {
-        using C = decltype(v);
-        const C k = C(0.7978845608028654);  // sqrt(2/pi)
-        return C(0.5) * v * (C(1) + std::tanh(k * (v + C(0.044715) * v * v * v)));
-      },
-      [](auto g, auto v, auto) {
-        using C = decltype(v);
-        const C k = C(0.7978845608028654);
-        const C inner = k * (v + C(0.044715) * v * v * v);
-        const C t = std::tanh(inner);
-        const C dinner = k * (C(1) + C(3 * 0.044715) * v * v);
-        return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * dinner);
+  check_defined("gelu", x);
+  const bool tanh_form = approximate == "tanh";
+  const DType odt = ops::float_result_dtype(x.dtype());
+  Tensor out = make_tensor(x.sizes(), odt, x.device());
+  with_gelu_compute_type(cpu::computes_in_double(odt) || cpu::computes_in_double(x.dtype()), [&]<class C>(C) {
+    cpu::map_blocks<C, 1>(out, {x}, "gelu", [&](int64_t n, const C* const* in, C* o) {
+      tanh_form ? gelu_tanh_forward(in[0], o, n) : gelu_erf_forward(in[0], o, n);
+    });
+  });
+  return record("gelu", out, {x}, [x = x.detach(), tanh_form](const Tensor& g, const std::vector<bool>&) {
+    Tensor dx = make_tensor(broadcast_shapes(g.sizes(), x.sizes(), "gelu"), g.dtype(), g.device());
+    with_gelu_compute_type(cpu::computes_in_double(g.dtype()) || cpu::computes_in_double(x.dtype()), [&]<class C>(C) {
+      cpu::map_blocks<C, 2>(dx, {g, x}, "gelu", [&](int64_t n, const C* const* in, C* o) {
+        tanh_form ? gelu_tanh_backward(in[0], in[1], o, n) : gelu_erf_backward(in[0], in[1], o, n);
       });
+    });
+    return std::vector<Tensor>{dx};
+  });
 }
 
 Tensor silu(const Tensor& x) {

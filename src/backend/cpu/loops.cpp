@@ -1,6 +1,9 @@
 // Strided block loads/stores with dtype conversion, broadcast strides, and copy_into.
 #include "backend/cpu/loops.h"
 
+#include <cstdint>
+#include <cstring>
+
 namespace tc::cpu {
 
 Shape broadcast_strides(const Tensor& t, const Shape& shape, const char* op) {
@@ -73,7 +76,15 @@ void copy_into(const Tensor& dst, const Tensor& src) {
         std::memcpy(p[0], p[1], n * es);
         return;
       }
-      for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * st[0], p[1] + i * st[1], es);
+      auto strided = [&]<class U>() {  // a constant size: each memcpy is one move, not a call
+        for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * st[0], p[1] + i * st[1], sizeof(U));
+      };
+      switch (es) {
+        case 1: strided.template operator()<uint8_t>(); break;
+        case 2: strided.template operator()<uint16_t>(); break;
+        case 4: strided.template operator()<uint32_t>(); break;
+        default: strided.template operator()<uint64_t>(); break;
+      }
     });
     return;
   }
