@@ -481,6 +481,31 @@ TEST(AutocastGrad, ConvNetEqualsExplicitCastsBitForBit) {
   for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(tc::testing::equal(g_ac[i], params[i].grad())) << i;
 }
 
+// Under autocast, linear writes the fp32 weight's and bias's gradients in fp32 straight
+// from the GEMM's float32 accumulators (autograd/cast.h): they match a float64 reference
+// on the same bf16 operands to float32 accuracy, where a bf16 gradient widened afterwards
+// would be off by up to 2^-9 relative.
+TEST(AutocastGrad, LinearWeightGradientIsTheUnroundedFp32Product) {
+  Tensor w = uniform({24, 96}, kFloat32, -1, 1, 41).requires_grad_();
+  Tensor b = uniform({24}, kFloat32, -1, 1, 42).requires_grad_();
+  Tensor x = uniform({64, 96}, kFloat32, -1, 1, 43);
+  Tensor g = uniform({64, 24}, kBFloat16, -1, 1, 44);  // the gradient arriving at the bf16 output
+  {
+    AutocastGuard ac(kCPU, kBFloat16);
+    Tensor y = linear(x, w, b);
+    ASSERT_EQ(y.dtype(), kBFloat16);
+    y.backward(g);
+  }
+  ASSERT_EQ(w.grad().dtype(), kFloat32);
+  ASSERT_EQ(b.grad().dtype(), kFloat32);
+  const Tensor g64 = g.to(kFloat64), x64 = x.to(kBFloat16).to(kFloat64);
+  const Tensor dw_ref = mm(g64.t(), x64), db_ref = sum(g64, {0});
+  EXPECT_TRUE(tc::testing::all_close(w.grad(), dw_ref, {1e-5, 1e-5}));
+  EXPECT_TRUE(tc::testing::all_close(b.grad(), db_ref, {1e-5, 1e-5}));
+  // The old way (a bf16 product widened afterwards) is measurably coarser: the test can tell.
+  EXPECT_FALSE(tc::testing::all_close(mm(g.t(), x.to(kBFloat16)).to(kFloat32), dw_ref, {1e-5, 1e-5}));
+}
+
 TEST(AutocastGrad, Bf16InputGetsBf16Grad) {
   Tensor x = uniform({4, 3}, kBFloat16);
   x.requires_grad_(true);

@@ -6,6 +6,7 @@
 // graphs hand fp32 gradients to fp32 parameters.
 #include <unordered_map>
 
+#include "autograd/cast.h"
 #include "core/tensor_impl.h"
 #include "profiler/hooks.h"
 #include "tensorcast/autograd.h"
@@ -80,9 +81,26 @@ struct AccumulateGrad final : Node {
   }
 };
 
+// Tensor::to's backward: the gradient back to the source dtype.
+struct CastNode final : Node {
+  DType source = kFloat32;
+  std::vector<Tensor> apply(const Tensor& grad) override {
+    profiler::detail::Scope rec("to backward");
+    return {grad.to(source)};
+  }
+};
+
+// See autograd/cast.h: a 16-bit cast of a wider tensor takes its gradient in the wider dtype.
+DType gradient_dtype(const TensorImpl* impl) {
+  const auto* cast = dynamic_cast<const CastNode*>(impl->grad_fn.get());
+  return cast != nullptr && is_floating(cast->source) && element_size(cast->source) > element_size(impl->dtype)
+             ? cast->source
+             : impl->dtype;
+}
+
 Edge edge_for(const Tensor& t) {
   TensorImpl* impl = t.impl();
-  if (impl->grad_fn) return {impl->grad_fn, impl->dtype, impl->sizes};
+  if (impl->grad_fn) return {impl->grad_fn, gradient_dtype(impl), impl->sizes};
   if (!impl->requires_grad) return {nullptr, impl->dtype, impl->sizes};
   std::shared_ptr<Node> acc = impl->grad_accumulator.lock();
   if (!acc) {
@@ -122,6 +140,25 @@ Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>&
   output.impl()->grad_fn = std::move(node);
   return output;
 }
+
+namespace detail {
+
+Tensor record_cast(const Tensor& out, const Tensor& in) {
+  if (!g_grad_enabled || !is_floating(out.dtype()) || !in.requires_grad()) return out;
+  auto node = std::make_shared<CastNode>();
+  node->name = "to";
+  node->source = in.dtype();
+  node->next.push_back(edge_for(in));
+  out.impl()->grad_fn = std::move(node);
+  return out;
+}
+
+DType grad_dtype(const Tensor& t) {
+  if (!t.defined()) return kFloat32;  // no gradient will be asked for
+  return t.impl()->grad_fn ? gradient_dtype(t.impl()) : t.dtype();
+}
+
+}  // namespace detail
 
 namespace {
 

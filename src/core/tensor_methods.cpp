@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "autograd/cast.h"
 #include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
@@ -17,11 +18,9 @@ Tensor Tensor::to(DType dt) const {
   profiler::detail::Scope rec("to");
   Tensor out = make_tensor(sizes(), dt, device());
   cpu::copy_into(out, *this);
-  // A cast is differentiable: the gradient is cast back (the engine also casts it to the
-  // input's dtype, so this is where fp32 parameters get fp32 grads through 16-bit ops).
-  return record("to", out, {*this}, [src = dtype()](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{g.to(src)};
-  });
+  // A cast is differentiable: the gradient is cast back (autograd/cast.h: a weight's
+  // gradient through a 16-bit copy arrives in its fp32).
+  return autograd::detail::record_cast(out, *this);
 }
 
 Tensor Tensor::to(Device d) const {

@@ -1,10 +1,12 @@
 // Matrix products: matmul (NumPy semantics), mm, bmm and linear, with their backward
 // formulas. Every product is one call to the CPU batched GEMM (backend/cpu/dnnl_matmul.h),
 // which reads transposed and broadcast operands through strides, so no op here copies its
-// inputs; the bias of linear is fused into the GEMM. Gradients stay in the forward's dtype
-// (bfloat16 gradients are bfloat16 GEMMs with float32 accumulation).
+// inputs; the bias of linear is fused into the GEMM. bfloat16 gradients are bfloat16 GEMMs
+// with float32 accumulation; linear writes its gradients in the dtype they are consumed in
+// (float32 for an autocast copy of an fp32 weight: autograd/cast.h).
 #include <numeric>
 
+#include "autograd/cast.h"
 #include "backend/cpu/dnnl_matmul.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/autograd.h"
@@ -52,14 +54,17 @@ void check_product(const char* op, const Tensor& a, const Tensor& b, const Tenso
 }
 
 // a @ b (+ bias) with batch broadcasting, into a new contiguous tensor; not recorded.
-Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias, const char* op) {
+// out_dtype: c's dtype; a wider one than a's (fp32 for bf16 inputs) makes oneDNN write
+// the float32 accumulators without rounding them to 16 bits.
+Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias, const char* op,
+               std::optional<DType> out_dtype = std::nullopt) {
   const int64_t nd = std::max(a.dim(), b.dim());
   const Tensor ap = pad_dims(a, nd), bp = pad_dims(b, nd);
   Shape out(static_cast<size_t>(nd));
   for (int64_t d = 0; d < nd - 2; ++d) out[d] = ap.size(d) == 1 ? bp.size(d) : ap.size(d);
   out[nd - 2] = ap.size(-2);
   out[nd - 1] = bp.size(-1);
-  Tensor c = make_tensor(out, a.dtype(), a.device());
+  Tensor c = make_tensor(out, out_dtype.value_or(a.dtype()), a.device());
   cpu::matmul_into(ap.detach(), bp.detach(), bias.defined() ? bias.detach() : Tensor(), c, op);
   return c;
 }
@@ -179,14 +184,20 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   Tensor out = product(x2, w.t(), has_bias ? bias.detach() : Tensor(), op).view(out_shape);
   std::vector<Tensor> inputs{input, weight};
   if (has_bias) inputs.push_back(bias);
+  // The gradients are written in the dtype they are consumed in (autograd/cast.h): under
+  // autocast the fp32 weight and bias get fp32 gradients straight from the GEMM.
+  const DType gx_dt = autograd::detail::grad_dtype(input), gw_dt = autograd::detail::grad_dtype(weight),
+              gb_dt = autograd::detail::grad_dtype(bias);
   return record(op, out, inputs,
-                [x2, w, in_shape = input.sizes(), rows, out_f, has_bias, op](const Tensor& g_in, const std::vector<bool>& n) {
+                [x2, w, in_shape = input.sizes(), rows, out_f, has_bias, gx_dt, gw_dt, gb_dt, op](
+                    const Tensor& g_in, const std::vector<bool>& n) {
                   const Tensor g2 = g_in.to(w.dtype()).reshape({rows, out_f});
                   std::vector<Tensor> grads(has_bias ? 3 : 2);
-                  if (n[0]) grads[0] = product(g2, w, Tensor(), op).view(in_shape);    // g @ W
-                  if (n[1]) grads[1] = product(g2.t(), x2, Tensor(), op);             // g^T @ x
-                  if (has_bias && n[2])                                                 // column sums of g
-                    grads[2] = product(ones({1, rows}, TensorOptions(w.dtype()).device(w.device())), g2, Tensor(), op)
+                  if (n[0]) grads[0] = product(g2, w, Tensor(), op, gx_dt).view(in_shape);    // g @ W
+                  if (n[1]) grads[1] = product(g2.t(), x2, Tensor(), op, gw_dt);             // g^T @ x
+                  if (has_bias && n[2])                                                        // column sums of g
+                    grads[2] = product(ones({1, rows}, TensorOptions(w.dtype()).device(w.device())), g2, Tensor(), op,
+                                       gb_dt)
                                    .view({out_f});
                   return grads;
                 });

@@ -269,6 +269,10 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
   if (dt == kFloat64) return matmul_f64(a, b, bias, c);
   TC_CHECK(dt == kFloat32 || dt == kBFloat16 || dt == kFloat16, op, "expected a floating dtype, got ", dtype_name(dt));
   if (run_dnnl(a, b, bias, c, op)) return;
+  if (a.dtype() != dt || b.dtype() != dt) {
+    // 16-bit inputs into a wider c that oneDNN refuses (float16 without CPU support): widen.
+    return matmul_into(a.to(dt), b.to(dt), bias.defined() ? bias.to(dt) : Tensor(), c, op);
+  }
   if (dt == kFloat16) {
     // No fp16 GEMM on this CPU (oneDNN 2.6 has none without AVX512-FP16): widen the inputs
     // to float32 scratch, multiply with float32 accumulation and round the result once.
