@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "args.h"
@@ -110,10 +111,101 @@ std::string bench_json(const BenchResult& r) {
   return o.str();
 }
 
+MemoryBudgetResult run_memory_budget(const BenchConfig& config, int64_t budget_bytes, int64_t batch_cap) {
+  const auto t0 = std::chrono::steady_clock::now();
+  MemoryBudgetResult r;
+  r.budget_bytes = budget_bytes;
+  r.batch_cap = batch_cap;
+  r.inference = config.inference;
+  auto probe = [&](int64_t b) {
+    BenchConfig c = config;
+    c.batch_size = b;
+    c.warmup = 1;  // AdamW's state exists from the first step on: the measured step holds all of it
+    c.steps = 1;
+    c.profile = false;
+    const BenchResult br = run_bench(c);
+    tc::empty_cache();  // do not carry a large probe's cached blocks into the next one
+    r.model = br.model;
+    r.precision = br.precision;
+    r.scaler = br.scaler;
+    r.probes.push_back({b, br.peak_memory_bytes});
+    return br.peak_memory_bytes;
+  };
+  // Doubling: lo fits (or is 0), hi does not (or is 0: none found yet).
+  int64_t lo = 0, lo_peak = 0, hi = 0, hi_peak = 0;
+  for (int64_t b = 1;; b = std::min(b * 2, batch_cap)) {
+    const int64_t peak = probe(b);
+    if (peak > budget_bytes) {
+      hi = b;
+      hi_peak = peak;
+      break;
+    }
+    lo = b;
+    lo_peak = peak;
+    if (b >= batch_cap) break;
+  }
+  // Narrow [lo, hi) down to lo + 1 == hi. The peak is close to linear in the batch size
+  // (fixed weights/optimizer bytes + bytes per sample), so a linear interpolation between the
+  // two ends usually lands on the answer and its neighbour confirms it; every third probe
+  // is a plain bisection, so a peak that is not linear still costs at most 3 probes per halving.
+  int phase = 0;
+  int64_t guess = 0;
+  while (hi > 0 && hi - lo > 1) {
+    int64_t mid;
+    if (phase == 0 && hi_peak > lo_peak) {
+      const double est = static_cast<double>(lo) + static_cast<double>(budget_bytes - lo_peak) *
+                                                       static_cast<double>(hi - lo) / static_cast<double>(hi_peak - lo_peak);
+      mid = guess = static_cast<int64_t>(std::floor(est));
+    } else if (phase == 1) {
+      mid = guess <= lo ? lo + 1 : hi - 1;  // the interpolated guess's neighbour on the open side
+    } else {
+      mid = lo + (hi - lo) / 2;
+    }
+    mid = std::clamp(mid, lo + 1, hi - 1);
+    phase = (phase + 1) % 3;
+    const int64_t peak = probe(mid);
+    if (peak > budget_bytes) {
+      hi = mid;
+      hi_peak = peak;
+    } else {
+      lo = mid;
+      lo_peak = peak;
+    }
+  }
+  r.max_batch_size = lo;
+  r.peak_memory_bytes = lo_peak;
+  r.over_batch_size = hi;
+  r.over_peak_memory_bytes = hi_peak;
+  r.capped = hi == 0;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::string memory_budget_json(const MemoryBudgetResult& r) {
+  JsonObject o;
+  o.add("model", r.model).add("precision", r.precision).add("inference", r.inference).add("scaler", r.scaler)
+      .add("memory_budget_bytes", r.budget_bytes).add("max_batch_size", r.max_batch_size)
+      .add("peak_memory_bytes", r.peak_memory_bytes).add("bytes_per_sample",
+           r.max_batch_size > 0 ? static_cast<double>(r.peak_memory_bytes) / static_cast<double>(r.max_batch_size) : 0.0);
+  if (r.over_batch_size > 0)
+    o.add("over_batch_size", r.over_batch_size).add("over_peak_memory_bytes", r.over_peak_memory_bytes);
+  else
+    o.add_raw("over_batch_size", "null").add_raw("over_peak_memory_bytes", "null");
+  o.add("batch_cap", r.batch_cap).add("capped", r.capped).add("probes", static_cast<int64_t>(r.probes.size()))
+      .add("seconds", r.seconds).add("threads", tc::get_num_threads());
+  std::string list;
+  for (const MemoryProbe& p : r.probes)  // [batch_size, peak_memory_bytes] pairs, in the order probed
+    list += (list.empty() ? "[" : ", [") + std::to_string(p.batch_size) + ", " + std::to_string(p.peak_memory_bytes) + "]";
+  o.add_raw("probe_log", "[" + list + "]");
+  return o.str();
+}
+
 int cmd_bench(int argc, char** argv) {
   BenchConfig c;
   int64_t threads = 0;
   bool json = false, no_scaler = false;
+  double budget_mib = 0;
+  int64_t batch_cap = int64_t{1} << 16;
   ArgParser p("bench",
               "Times training steps (forward, backward, GradScaler, AdamW) or, with --inference, forward passes\n"
               "of a model on a synthetic batch: warm-up steps, then the median of --steps, and the peak tensor memory.");
@@ -129,11 +221,39 @@ int cmd_bench(int argc, char** argv) {
   p.flag("--profile", &c.profile,
          "then run --steps more steps under the per-op profiler and print where a step's time goes\n"
          "(self/total ms, calls and MiB allocated per step for every op, backward formula, cast, optimizer step)");
+  p.positive_double("--memory-budget", &budget_mib, "MIB",
+                    "instead of timing: find the largest batch size whose step's peak tensor memory\n"
+                    "(weights, AdamW state, gradients, activations, the batch) is <= MIB MiB (doubling, then interpolation/bisection)");
+  p.positive_int("--max-batch-size", &batch_cap, "B", "with --memory-budget: the largest batch size probed (default 65536)");
   p.epilog("examples:\n  tensorcast bench --model mlp-large --precision bf16 --batch-size 256 --steps 50 --json\n"
-           "  tensorcast bench --model gpt --precision bf16 --batch-size 16 --steps 5 --profile\n");
+           "  tensorcast bench --model gpt --precision bf16 --batch-size 16 --steps 5 --profile\n"
+           "  tensorcast bench --model cnn --precision bf16 --memory-budget 256 --json\n");
   if (!p.parse(argc, argv, 2)) return 0;
   c.scaler = !no_scaler;
   if (threads > 0) tc::set_num_threads(static_cast<int>(threads));
+  if (p.given("--max-batch-size") && !p.given("--memory-budget"))
+    throw UsageError("--max-batch-size only applies with --memory-budget MIB");
+  if (p.given("--memory-budget")) {
+    for (const char* f : {"--batch-size", "--steps", "--warmup", "--profile"})
+      if (p.given(f))
+        throw UsageError(std::string(f) + " does not apply with --memory-budget (each probe runs 1 warm-up and 1 measured step at the batch size it tries)");
+    const double bytes = budget_mib * 1048576.0;
+    if (bytes < 1 || bytes > 9.0e18) throw UsageError("--memory-budget expects MiB between 1 byte and 8 EiB, got " + std::to_string(budget_mib));
+    const MemoryBudgetResult m = run_memory_budget(c, static_cast<int64_t>(std::llround(bytes)), batch_cap);
+    if (json) {
+      std::printf("%s\n", memory_budget_json(m).c_str());
+    } else {
+      std::printf("%s %s%s %s: largest batch size within %.1f MiB of peak tensor memory: %lld (peak %.3f MiB",
+                  m.model.c_str(), m.precision.c_str(), m.scaler ? "+scaler" : "", m.inference ? "inference" : "training",
+                  m.budget_bytes / 1048576.0, static_cast<long long>(m.max_batch_size), m.peak_memory_bytes / 1048576.0);
+      if (m.over_batch_size > 0)
+        std::printf("; batch %lld needs %.3f MiB", static_cast<long long>(m.over_batch_size), m.over_peak_memory_bytes / 1048576.0);
+      else
+        std::printf("; the --max-batch-size cap %lld fits, the maximum may be larger", static_cast<long long>(m.batch_cap));
+      std::printf("), %zu probes in %.1f s, %d threads\n", m.probes.size(), m.seconds, tc::get_num_threads());
+    }
+    return 0;
+  }
   const BenchResult r = run_bench(c);
   if (json) {
     std::printf("%s\n", bench_json(r).c_str());

@@ -32,4 +32,33 @@ struct BenchResult {
 BenchResult run_bench(const BenchConfig& config);
 std::string bench_json(const BenchResult& r);
 
+// `tensorcast bench --memory-budget MIB`: the largest batch size whose step (training, or
+// a forward pass with config.inference) keeps the peak tensor memory within the budget.
+// Each probe is run_bench at that batch with a fresh model and optimizer, 1 warm-up step
+// and 1 measured step, so the peak counts weights, AdamW state, gradients, activations
+// and the batch, exactly as the timed bench's peak does. The allocator's counter is exact,
+// so the search is deterministic: doubling from 1 until a probe exceeds the budget (or
+// reaches batch_cap), then linear interpolation and bisection down to two neighbouring
+// batch sizes; it assumes the peak grows with the batch size.
+struct MemoryProbe {
+  int64_t batch_size = 0, peak_memory_bytes = 0;
+};
+
+struct MemoryBudgetResult {
+  std::string model, precision;
+  bool inference = false, scaler = false;
+  int64_t budget_bytes = 0;
+  int64_t max_batch_size = 0;          // 0: not even batch 1 fits
+  int64_t peak_memory_bytes = 0;       // at max_batch_size (0 when it is 0)
+  int64_t over_batch_size = 0;         // the smallest probed batch over the budget (max_batch_size + 1
+  int64_t over_peak_memory_bytes = 0;  // unless capped) and its peak; 0: none (the cap fits)
+  int64_t batch_cap = 0;
+  bool capped = false;              // the cap itself fits: the true maximum may be larger
+  std::vector<MemoryProbe> probes;  // in the order run
+  double seconds = 0;
+};
+
+MemoryBudgetResult run_memory_budget(const BenchConfig& config, int64_t budget_bytes, int64_t batch_cap);
+std::string memory_budget_json(const MemoryBudgetResult& r);
+
 }  // namespace tcli

@@ -26,6 +26,20 @@ For a clean figure run one (model, precision, batch) per process (bench/compare 
 
 Prints one JSON line per (model, precision, batch): the fields of `tensorcast bench --json`
 plus "impl": "pytorch" and "torch_version".
+
+--epoch-fashion-mnist DIR: instead, one real training epoch of the cnn (the counterpart of
+`tensorcast train --model cnn --epochs 1 --lr-schedule constant --precision P`) on Fashion-MNIST
+read from DIR's IDX files (gzip'd or raw, e.g. Debian's dataset-fashion-mnist in
+/usr/share/datasets/fashion-mnist; parsed with gzip + torch.frombuffer, no numpy or torchvision), pixels
+normalized like tensorcast ((v/255 - 0.2860)/0.3530), float32 in memory before the clock
+starts. Batch --batch-size (default 128), shuffled by a seeded permutation, the last batch
+partial (as tensorcast's loader), AdamW(lr=1e-3, weight_decay=0) constant lr, cross-entropy,
+fp32 or torch.autocast("cpu", dtype=torch.bfloat16). The epoch time "train_seconds" is the
+sum of the per-step times, each from zero_grad to loss.item() (forward, loss, backward,
+optimizer step) -- what tensorcast's train_seconds sums; the batch gather (tensorcast
+prefetches batches on a loader thread outside the timed region) and the evaluation are not
+counted. "epoch_wall_seconds" also counts the batch gathers. Then the test accuracy (eval
+under the same autocast, batches of 1000). One JSON line per precision.
 """
 import argparse
 import gc
@@ -211,6 +225,84 @@ def run_one(model_name, precision, B, steps, warmup, inference, attention):
     }
 
 
+def read_idx(path):
+    """A uint8 IDX file (gzip'd or raw) -> uint8 tensor."""
+    import gzip
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    zero, dtype_code, ndim = data[0] * 256 + data[1], data[2], data[3]
+    if zero != 0 or dtype_code != 0x08:
+        raise SystemExit(f"pytorch_amp.py: {path} is not a uint8 IDX file")
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    body = bytearray(data[4 + 4 * ndim:])
+    if len(body) != math.prod(dims):
+        raise SystemExit(f"pytorch_amp.py: {path}: {len(body)} bytes of data, the header says {dims}")
+    return torch.frombuffer(body, dtype=torch.uint8).reshape(dims)
+
+
+def load_fashion_mnist(directory, train):
+    stem = "train" if train else "t10k"
+
+    def find(kind):
+        gz = os.path.join(directory, f"{stem}-{kind}.gz")
+        raw = os.path.join(directory, f"{stem}-{kind}")
+        if os.path.exists(gz) or not os.path.exists(raw):
+            return gz
+        return raw
+
+    images = read_idx(find("images-idx3-ubyte"))
+    labels = read_idx(find("labels-idx1-ubyte"))
+    lut = ((torch.arange(256, dtype=torch.float64) / 255.0 - 0.2860) / 0.3530).float()
+    x = lut[images.long()].reshape(-1, 1, 28, 28).contiguous()
+    y = labels.long()
+    return x, y
+
+
+def run_epoch(directory, precision, B, seed):
+    torch.manual_seed(seed)
+    x, y = load_fashion_mnist(directory, True)
+    xt, yt = load_fashion_mnist(directory, False)
+    model = build_model("cnn", "math")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    bf16 = precision == "bf16"
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(x.shape[0], generator=g)
+    n = x.shape[0]
+    step_seconds = 0.0
+    step_ms = []
+    losses = []
+    t_wall = time.perf_counter()
+    for i in range(0, n, B):
+        idx = perm[i:i + B]
+        xb, yb = x.index_select(0, idx), y.index_select(0, idx)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(xb)
+            loss = F.cross_entropy(logits, yb)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        dt = time.perf_counter() - t0
+        step_seconds += dt
+        step_ms.append(dt * 1000.0)
+    wall = time.perf_counter() - t_wall
+    model.eval()
+    correct = 0
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        for i in range(0, xt.shape[0], 1000):
+            correct += (model(xt[i:i + 1000]).argmax(1) == yt[i:i + 1000]).sum().item()
+    return {
+        "impl": "pytorch", "model": "cnn", "precision": precision, "batch_size": B, "epochs": 1,
+        "steps": len(losses), "train_seconds": step_seconds, "epoch_wall_seconds": wall,
+        "median_step_ms": statistics.median(step_ms) if step_ms else None,
+        "final_loss": losses[-1] if losses else None, "test_accuracy": correct / xt.shape[0],
+        "train_examples": n, "test_examples": int(xt.shape[0]), "threads": torch.get_num_threads(),
+        "torch_version": torch.__version__, "data": directory,
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="mlp,cnn,mlp-large,gpt", help="comma-separated (default all four)")
@@ -223,8 +315,17 @@ def main():
     ap.add_argument("--inference", action="store_true", help="time forward passes only")
     ap.add_argument("--attention", choices=["math", "sdpa"], default="math",
                     help="gpt attention: 'math' = tensorcast's ops (default), 'sdpa' = F.scaled_dot_product_attention")
+    ap.add_argument("--epoch-fashion-mnist", metavar="DIR", default="",
+                    help="train the cnn for one epoch on Fashion-MNIST's IDX files in DIR (see above) instead")
+    ap.add_argument("--seed", type=int, default=0, help="--epoch-fashion-mnist: init and shuffling seed (default 0)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    if a.epoch_fashion_mnist:
+        for p in a.precisions.split(","):
+            if p not in ("fp32", "bf16"):
+                raise SystemExit(f"pytorch_amp.py: unknown precision '{p}' (use fp32 or bf16)")
+            print(json.dumps(run_epoch(a.epoch_fashion_mnist, p, a.batch_size or 128, a.seed)), flush=True)
+        return
     for m in a.models.split(","):
         for p in a.precisions.split(","):
             if p not in ("fp32", "bf16"):
