@@ -506,6 +506,28 @@ TEST(AutocastGrad, LinearWeightGradientIsTheUnroundedFp32Product) {
   EXPECT_FALSE(tc::testing::all_close(mm(g.t(), x.to(kBFloat16)).to(kFloat32), dw_ref, {1e-5, 1e-5}));
 }
 
+// The same for conv2d: oneDNN writes the weight and bias gradients in fp32.
+TEST(AutocastGrad, ConvWeightGradientIsTheUnroundedFp32Product) {
+  Tensor w = uniform({6, 3, 3, 3}, kFloat32, -1, 1, 51).requires_grad_();
+  Tensor b = uniform({6}, kFloat32, -1, 1, 52).requires_grad_();
+  Tensor x = uniform({4, 3, 10, 10}, kFloat32, -1, 1, 53);
+  Tensor g = uniform({4, 6, 10, 10}, kBFloat16, -1, 1, 54);
+  {
+    AutocastGuard ac(kCPU, kBFloat16);
+    Tensor y = conv2d(x, w, b, {1, 1}, {1, 1});
+    ASSERT_EQ(y.dtype(), kBFloat16);
+    y.backward(g);
+  }
+  ASSERT_EQ(w.grad().dtype(), kFloat32);
+  ASSERT_EQ(b.grad().dtype(), kFloat32);
+  Tensor w64 = w.detach().to(kBFloat16).to(kFloat64).requires_grad_();
+  Tensor b64 = b.detach().to(kBFloat16).to(kFloat64).requires_grad_();
+  conv2d(x.to(kBFloat16).to(kFloat64), w64, b64, {1, 1}, {1, 1}).backward(g.to(kFloat64));
+  EXPECT_TRUE(tc::testing::all_close(w.grad(), w64.grad(), {1e-5, 1e-5}));
+  EXPECT_TRUE(tc::testing::all_close(b.grad(), b64.grad(), {1e-5, 1e-5}));
+  EXPECT_FALSE(tc::testing::all_close(w64.grad().to(kBFloat16), w64.grad(), {1e-5, 1e-5}));  // bf16 would not do
+}
+
 TEST(AutocastGrad, Bf16InputGetsBf16Grad) {
   Tensor x = uniform({4, 3}, kBFloat16);
   x.requires_grad_(true);

@@ -6,7 +6,7 @@
 // graphs hand fp32 gradients to fp32 parameters.
 #include <unordered_map>
 
-#include "autograd/cast.h"
+#include "autograd/nodes.h"
 #include "core/tensor_impl.h"
 #include "profiler/hooks.h"
 #include "tensorcast/autograd.h"
@@ -90,7 +90,31 @@ struct CastNode final : Node {
   }
 };
 
-// See autograd/cast.h: a 16-bit cast of a wider tensor takes its gradient in the wider dtype.
+// A slice's backward: zeros of the input's shape with the slice's part set to the
+// gradient. The engine may instead add the gradient into that part of an existing buffer
+// (add_into below).
+struct SliceNode final : Node {
+  std::function<Tensor(const Tensor&)> part;
+  Shape in_shape;
+  DType in_dtype = kFloat32;
+  std::vector<Tensor> apply(const Tensor& grad) override {
+    profiler::detail::Scope rec(name, " backward");
+    Tensor gi = zeros(in_shape, in_dtype);
+    part(gi).copy_(grad);
+    return {gi};
+  }
+  // Adds `grad` into `buffer`'s part in place when the engine's buffer for the input is
+  // exclusively the engine's. Returns false when it is not usable.
+  bool add_into(Tensor& buffer, const Tensor& grad) {
+    if (!buffer.defined() || !exclusively_held(buffer, 1) || buffer.dtype() != in_dtype || buffer.sizes() != in_shape)
+      return false;
+    profiler::detail::Scope rec(name, " backward (into buffer)");
+    part(buffer).add_(grad);
+    return true;
+  }
+};
+
+// See autograd/nodes.h: a 16-bit cast of a wider tensor takes its gradient in the wider dtype.
 DType gradient_dtype(const TensorImpl* impl) {
   const auto* cast = dynamic_cast<const CastNode*>(impl->grad_fn.get());
   return cast != nullptr && is_floating(cast->source) && element_size(cast->source) > element_size(impl->dtype)
@@ -153,6 +177,18 @@ Tensor record_cast(const Tensor& out, const Tensor& in) {
   return out;
 }
 
+Tensor record_slice(const char* name, const Tensor& out, const Tensor& in, std::function<Tensor(const Tensor&)> part) {
+  if (!g_grad_enabled || !is_floating(out.dtype()) || !in.requires_grad()) return out;
+  auto node = std::make_shared<SliceNode>();
+  node->name = name;
+  node->part = std::move(part);
+  node->in_shape = in.sizes();
+  node->in_dtype = edge_for(in).dtype;
+  node->next.push_back(edge_for(in));
+  out.impl()->grad_fn = std::move(node);
+  return out;
+}
+
 DType grad_dtype(const Tensor& t) {
   if (!t.defined()) return kFloat32;  // no gradient will be asked for
   return t.impl()->grad_fn ? gradient_dtype(t.impl()) : t.dtype();
@@ -191,7 +227,11 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
     Tensor g = std::move(buffers[n]);
     buffers.erase(n);
     std::vector<Tensor> grads;  // stays empty when no gradient reached n
-    if (capture && capture->count(n)) {
+    auto* slice = capture ? nullptr : dynamic_cast<SliceNode*>(n);
+    if (slice && g.defined() && slice->next[0].fn && buffers.count(slice->next[0].fn.get()) &&
+        slice->add_into(buffers[slice->next[0].fn.get()], g)) {
+      // Added into the input's gradient buffer in place: nothing more flows from n.
+    } else if (capture && capture->count(n)) {
       (*capture)[n] = g;  // autograd::grad: report it instead of writing .grad()
       if (dynamic_cast<AccumulateGrad*>(n) == nullptr && g.defined()) grads = n->apply(g);
     } else if (capture && dynamic_cast<AccumulateGrad*>(n) != nullptr) {

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "autograd/cast.h"
+#include "autograd/nodes.h"
 #include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
@@ -18,7 +18,7 @@ Tensor Tensor::to(DType dt) const {
   profiler::detail::Scope rec("to");
   Tensor out = make_tensor(sizes(), dt, device());
   cpu::copy_into(out, *this);
-  // A cast is differentiable: the gradient is cast back (autograd/cast.h: a weight's
+  // A cast is differentiable: the gradient is cast back (autograd/nodes.h: a weight's
   // gradient through a 16-bit copy arrives in its fp32).
   return autograd::detail::record_cast(out, *this);
 }

@@ -2,6 +2,7 @@
 // reshaping of the gradient) so views are differentiable.
 #include <algorithm>
 
+#include "autograd/nodes.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/ops.h"
 
@@ -142,13 +143,8 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Shape sz = sizes(), st = strides();
   sz[d] = (end - start + step - 1) / step;
   st[d] *= step;
-  Shape in_shape = sizes();
-  return record("slice", make_view(*this, sz, st, storage_offset() + start * strides()[d]), {*this},
-                [in_shape, d, start, end, step, dt = dtype()](const Tensor& g, const std::vector<bool>&) {
-                  Tensor gi = zeros(in_shape, dt);
-                  gi.slice(d, start, end, step).copy_(g);
-                  return std::vector<Tensor>{gi};
-                });
+  return autograd::detail::record_slice("slice", make_view(*this, sz, st, storage_offset() + start * strides()[d]),
+                                        *this, [d, start, end, step](const Tensor& g) { return g.slice(d, start, end, step); });
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -171,13 +167,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Shape sz = sizes(), st = strides();
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
-  Shape in_shape = sizes();
-  return record("select", make_view(*this, sz, st, storage_offset() + index * strides()[d]), {*this},
-                [in_shape, d, index, dt = dtype()](const Tensor& g, const std::vector<bool>&) {
-                  Tensor gi = zeros(in_shape, dt);
-                  gi.select(d, index).copy_(g);
-                  return std::vector<Tensor>{gi};
-                });
+  return autograd::detail::record_slice("select", make_view(*this, sz, st, storage_offset() + index * strides()[d]),
+                                        *this, [d, index](const Tensor& g) { return g.select(d, index); });
 }
 
 Tensor Tensor::expand(const Shape& shape) const {

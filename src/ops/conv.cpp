@@ -1,6 +1,7 @@
 // conv2d: argument checks with PyTorch-like messages, dtype dispatch (oneDNN for
 // float32 / bfloat16 / float16, direct loops for float64) and the autograd formula
 // (oneDNN backward-data and backward-weights; the bias gradient comes with the weights').
+#include "autograd/nodes.h"
 #include "backend/cpu/conv_direct.h"
 #include "backend/cpu/dnnl_conv.h"
 #include "core/tensor_impl.h"
@@ -69,8 +70,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Sha
   }
   return autograd::record(
       kOp, out, {input, weight, bias},
-      [x = input.detach(), w = weight.detach(), has_bias = bias.defined(), p, f64](const Tensor& grad,
-                                                                                  const std::vector<bool>& needs) {
+      // Weight and bias gradients in the dtype they are consumed in (autograd/nodes.h): fp32
+      // for an autocast copy of an fp32 weight, straight from oneDNN's accumulators.
+      [x = input.detach(), w = weight.detach(), has_bias = bias.defined(), p, f64,
+       gw_dt = autograd::detail::grad_dtype(weight)](const Tensor& grad, const std::vector<bool>& needs) {
         const Tensor g = ops::dnnl_ready(grad.dtype() == x.dtype() ? grad : grad.to(x.dtype()));
         Tensor gx, gw, gb;
         if (needs[0])
@@ -79,7 +82,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Sha
         if (needs[1] || (has_bias && needs[2])) {
           const bool want_bias = has_bias && needs[2];
           std::tie(gw, gb) = f64 ? cpu::direct_conv2d_backward_weights(x, g, w.sizes(), want_bias, p)
-                                 : cpu::dnnl_conv2d_backward_weights(ops::dnnl_ready(x), g, w.sizes(), want_bias, p);
+                                 : cpu::dnnl_conv2d_backward_weights(ops::dnnl_ready(x), g, w.sizes(), want_bias, p,
+                                                                     gw_dt);
           if (!needs[1]) gw = Tensor();
         }
         return std::vector<Tensor>{gx, gw, gb};

@@ -3,10 +3,10 @@
 // which reads transposed and broadcast operands through strides, so no op here copies its
 // inputs; the bias of linear is fused into the GEMM. bfloat16 gradients are bfloat16 GEMMs
 // with float32 accumulation; linear writes its gradients in the dtype they are consumed in
-// (float32 for an autocast copy of an fp32 weight: autograd/cast.h).
+// (float32 for an autocast copy of an fp32 weight: autograd/nodes.h).
 #include <numeric>
 
-#include "autograd/cast.h"
+#include "autograd/nodes.h"
 #include "backend/cpu/dnnl_matmul.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/autograd.h"
@@ -184,7 +184,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   Tensor out = product(x2, w.t(), has_bias ? bias.detach() : Tensor(), op).view(out_shape);
   std::vector<Tensor> inputs{input, weight};
   if (has_bias) inputs.push_back(bias);
-  // The gradients are written in the dtype they are consumed in (autograd/cast.h): under
+  // The gradients are written in the dtype they are consumed in (autograd/nodes.h): under
   // autocast the fp32 weight and bias get fp32 gradients straight from the GEMM.
   const DType gx_dt = autograd::detail::grad_dtype(input), gw_dt = autograd::detail::grad_dtype(weight),
               gb_dt = autograd::detail::grad_dtype(bias);

@@ -179,9 +179,10 @@ Tensor dnnl_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Shape&
 }
 
 std::pair<Tensor, Tensor> dnnl_conv2d_backward_weights(const Tensor& x, const Tensor& gy, const Shape& ws,
-                                                       bool with_bias, const ConvParams& p) {
-  const DType dt = x.dtype();
+                                                       bool with_bias, const ConvParams& p, DType grad_dtype) {
+  const DType dt = x.dtype(), gdt = grad_dtype;
   std::string key = base_key("bwd_weights", dt, p);
+  key_append(key, static_cast<int64_t>(gdt));
   key_append(key, x.sizes());
   key_append(key, x.strides());
   key_append(key, gy.strides());
@@ -191,12 +192,12 @@ std::pair<Tensor, Tensor> dnnl_conv2d_backward_weights(const Tensor& x, const Te
     return guarded_build(dt, [&] {
       const Geometry g = geometry(x.sizes(), ws, gy.sizes(), p);
       auto fwd = forward_pd(x.sizes(), ws, gy.sizes(), with_bias, dt, p);
-      auto src = any_desc(to_dims(x.sizes()), dt), dwei = any_desc(any_weight_dims(ws, p.groups), dt),
+      auto src = any_desc(to_dims(x.sizes()), dt), dwei = any_desc(any_weight_dims(ws, p.groups), gdt),
            ddst = any_desc(to_dims(gy.sizes()), dt);
       auto alg = dnnl::algorithm::convolution_direct;
       auto make_pd = [&]() -> dnnl::convolution_backward_weights::primitive_desc {
         if (with_bias) {
-          dnnl::convolution_backward_weights::desc d(alg, src, dwei, any_desc({ws[0]}, dt), ddst, g.strides, g.dilates,
+          dnnl::convolution_backward_weights::desc d(alg, src, dwei, any_desc({ws[0]}, gdt), ddst, g.strides, g.dilates,
                                                      g.pad_l, g.pad_r);
           return {d, dnnl_engine(), fwd};
         }
@@ -209,20 +210,20 @@ std::pair<Tensor, Tensor> dnnl_conv2d_backward_weights(const Tensor& x, const Te
       plan->prim = dnnl::convolution_backward_weights(pd);
       plan->args.push_back(plan_arg(DNNL_ARG_SRC, dnnl_desc(x, kOp), pd.src_desc(), false));
       plan->args.push_back(plan_arg(DNNL_ARG_DIFF_DST, dnnl_desc(gy, kOp), pd.diff_dst_desc(), false));
-      plan->args.push_back(plan_arg(DNNL_ARG_DIFF_WEIGHTS, weight_desc(ws, contiguous_strides(ws), dt, p.groups),
+      plan->args.push_back(plan_arg(DNNL_ARG_DIFF_WEIGHTS, weight_desc(ws, contiguous_strides(ws), gdt, p.groups),
                                     pd.diff_weights_desc(), true));
       if (with_bias)
-        plan->args.push_back(plan_arg(DNNL_ARG_DIFF_BIAS, memory::desc({ws[0]}, dnnl_dtype(dt, kOp), tag::x),
+        plan->args.push_back(plan_arg(DNNL_ARG_DIFF_BIAS, memory::desc({ws[0]}, dnnl_dtype(gdt, kOp), tag::x),
                                       pd.diff_bias_desc(), true));
       return plan;
     });
   });
   if (!plan) {
-    auto [gw, gb] = dnnl_conv2d_backward_weights(as_f32(x), as_f32(gy), ws, with_bias, p);
-    return {gw.to(dt), gb.defined() ? gb.to(dt) : gb};
+    auto [gw, gb] = dnnl_conv2d_backward_weights(as_f32(x), as_f32(gy), ws, with_bias, p, kFloat32);
+    return {gw.to(gdt), gb.defined() ? gb.to(gdt) : gb};
   }
-  Tensor gw = make_tensor(ws, dt);
-  Tensor gb = with_bias ? make_tensor({ws[0]}, dt) : Tensor();
+  Tensor gw = make_tensor(ws, gdt);
+  Tensor gb = with_bias ? make_tensor({ws[0]}, gdt) : Tensor();
   if (with_bias)
     run_plan(*plan, {x, gy, gw, gb});
   else
