@@ -180,7 +180,7 @@ def prime(model_name, precision, inference, attention):
     opt.step()
 
 
-def run_one(model_name, precision, B, steps, warmup, inference, attention):
+def run_one(model_name, precision, B, steps, warmup, inference, attention, profile=False):
     torch.manual_seed(0)
     prime(model_name, precision, inference, attention)
     gc.collect()
@@ -215,6 +215,13 @@ def run_one(model_name, precision, B, steps, warmup, inference, attention):
         one()
         ms.append((time.perf_counter() - t0) * 1000.0)
     peak = peak_rss_bytes() - base_rss
+    if profile:  # after the timed steps, as `tensorcast bench --profile`: the median has no profiler overhead
+        from torch.profiler import ProfilerActivity, profile as torch_profile
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(steps):
+                one()
+        print(f"per-op profile (torch.profiler, {steps} steps; times are totals over them):", file=sys.stderr)
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30), file=sys.stderr)
     return {
         "impl": "pytorch", "model": model_name, "precision": precision, "batch_size": B,
         "inference": inference, "ms_per_step": statistics.median(ms), "peak_memory_bytes": peak,
@@ -317,6 +324,8 @@ def main():
                     help="gpt attention: 'math' = tensorcast's ops (default), 'sdpa' = F.scaled_dot_product_attention")
     ap.add_argument("--epoch-fashion-mnist", metavar="DIR", default="",
                     help="train the cnn for one epoch on Fashion-MNIST's IDX files in DIR (see above) instead")
+    ap.add_argument("--profile", action="store_true",
+                    help="after the timed steps, run --steps more under torch.profiler and print its table to stderr")
     ap.add_argument("--seed", type=int, default=0, help="--epoch-fashion-mnist: init and shuffling seed (default 0)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -331,7 +340,7 @@ def main():
             if p not in ("fp32", "bf16"):
                 raise SystemExit(f"pytorch_amp.py: unknown precision '{p}' (use fp32 or bf16)")
             B = a.batch_size or DEFAULT_BATCH.get(m, 128)
-            print(json.dumps(run_one(m, p, B, a.steps, a.warmup, a.inference, a.attention)), flush=True)
+            print(json.dumps(run_one(m, p, B, a.steps, a.warmup, a.inference, a.attention, a.profile)), flush=True)
 
 
 if __name__ == "__main__":
