@@ -14,6 +14,8 @@
 
 #include "backend/cpu/dnnl_conv.h"
 #include "common/testing.h"
+#include "tensorcast/amp/autocast.h"
+#include "tensorcast/optim/sgd.h"
 
 namespace tc {
 namespace {
@@ -329,6 +331,170 @@ TEST(Conv2d, TrainingCnnForwardBackward) {
       std::printf("[ cnn  ] bfloat16 vs float32 %s: relative L2 error %.2e\n", names[i], err);
       EXPECT_LT(err, 0.01) << names[i];
     }
+  }
+}
+
+// ------------------------------------------------------------------ channels-last (NHWC)
+
+// t's values stored channels-last (NHWC memory viewed NCHW), through differentiable ops.
+Tensor channels_last(const Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}); }
+
+bool has_channels_last_strides(const Tensor& t) {
+  const Shape& s = t.sizes();
+  return t.strides() == Shape{s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+}
+
+// A leaf holding t's values with t's strides... or channels-last ones.
+Tensor leaf(const Tensor& t, bool cl) { return (cl ? channels_last(t) : t.clone()).detach().requires_grad_(); }
+
+class ConvChannelsLast : public ::testing::TestWithParam<DType> {};
+
+// Forward, input / weight / bias gradients of a channels-last input equal the NCHW ones
+// (float64: the same direct loops, bit-exact; oneDNN: nhwc vs blocked kernels sum in
+// other orders, so a few ulps), outputs and input gradients keep the input's layout, and
+// a gradient arriving NCHW for a channels-last output works.
+TEST_P(ConvChannelsLast, MatchesNchw) {
+  const DType dt = GetParam();
+  uint64_t seed = 500;
+  for (const ConvCase& c0 : kCases) {
+    ConvCase c = c0;
+    c.permuted = false;
+    SCOPED_TRACE(describe(c));
+    const Tensor x = uniform(c.x, dt, -1.0, 1.0, ++seed), w = uniform(c.w, dt, -1.0, 1.0, ++seed);
+    const Tensor b = c.bias ? uniform({c.w[0]}, dt, -1.0, 1.0, ++seed) : Tensor();
+    Tensor xa = leaf(x, false), wa = leaf(w, false), ba = c.bias ? leaf(b, false) : Tensor();
+    Tensor xb = leaf(x, true), wb = leaf(w, false), bb = c.bias ? leaf(b, false) : Tensor();
+    ASSERT_TRUE(has_channels_last_strides(xb));
+    Tensor ya = conv2d(xa, wa, ba, c.stride, c.padding, c.dilation, c.groups);
+    Tensor yb = conv2d(xb, wb, bb, c.stride, c.padding, c.dilation, c.groups);
+    EXPECT_TRUE(ya.is_contiguous());
+    EXPECT_TRUE(has_channels_last_strides(yb)) << shape_str(yb.strides());
+    const Tol tol = dt == kFloat64 ? Tol{0, 0} : dt == kFloat32 ? tol_for(dt, 32) : tol_for(dt, 2);
+    EXPECT_TRUE(all_close(yb, ya, tol));
+    const Tensor g = uniform(ya.sizes(), dt, -1.0, 1.0, ++seed);
+    // autograd::grad: the gradients as the backward formulas return them (a leaf's .grad
+    // is stored contiguous by the engine).
+    auto inputs = [](const Tensor& x_, const Tensor& w_, const Tensor& b_) {
+      return b_.defined() ? std::vector<Tensor>{x_, w_, b_} : std::vector<Tensor>{x_, w_};
+    };
+    const auto ga = autograd::grad(ya, inputs(xa, wa, ba), g);
+    const auto gb = autograd::grad(yb, inputs(xb, wb, bb), g);  // NCHW gradient, NHWC output
+    EXPECT_TRUE(ga[0].is_contiguous());
+    EXPECT_TRUE(has_channels_last_strides(gb[0])) << shape_str(gb[0].strides());
+    const Tol gtol = dt == kFloat64 ? Tol{0, 0} : dt == kFloat32 ? tol_for(dt, 64) : tol_for(dt, 4);
+    for (size_t i = 0; i < ga.size(); ++i) EXPECT_TRUE(all_close(gb[i], ga[i], gtol)) << "input " << i;
+    // A channels-last output gradient, and .grad of the leaves.
+    Tensor yc = conv2d(xb, wb, bb, c.stride, c.padding, c.dilation, c.groups);
+    yc.backward(channels_last(g));
+    EXPECT_TRUE(all_close(xb.grad(), ga[0], gtol));
+    EXPECT_TRUE(all_close(wb.grad(), ga[1], gtol));
+  }
+}
+
+TEST_P(ConvChannelsLast, Gradcheck) {
+  const DType dt = GetParam();
+  uint64_t seed = 600;
+  for (const ConvCase& c : {ConvCase{{2, 3, 5, 5}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
+                            ConvCase{{2, 4, 6, 5}, {4, 2, 3, 2}, {2, 1}, {1, 0}, {1, 2}, 2, true, false},
+                            ConvCase{{2, 1, 5, 5}, {3, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false}}) {
+    SCOPED_TRACE(describe(c));
+    Tensor x = uniform(c.x, dt, -1.0, 1.0, ++seed).requires_grad_();
+    Tensor w = uniform(c.w, dt, -1.0, 1.0, ++seed).requires_grad_();
+    Tensor b = uniform({c.w[0]}, dt, -1.0, 1.0, ++seed).requires_grad_();
+    auto f = [&](const std::vector<Tensor>& in) {
+      return conv2d(channels_last(in[0]), in[1], in[2], c.stride, c.padding, c.dilation, c.groups);
+    };
+    EXPECT_TRUE(gradcheck(f, {x, w, b}, grad_tol(dt)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ConvChannelsLast, ::testing::Values(kFloat32, kBFloat16, kFloat16, kFloat64),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// A contiguous C=1 input is channels-last memory too: the conv stack runs NHWC from the
+// first layer on (as the training CNN does).
+TEST(ConvChannelsLastLayout, SingleChannelInputGivesChannelsLastOutput) {
+  Tensor x = uniform({2, 1, 6, 6}, kBFloat16, -1.0, 1.0, 1);
+  Tensor w = uniform({8, 1, 3, 3}, kBFloat16, -1.0, 1.0, 2);
+  Tensor y = conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+  EXPECT_TRUE(has_channels_last_strides(y));
+  EXPECT_TRUE(has_channels_last_strides(relu(y)));
+  Tensor z = max_pool2d(relu(y), {2, 2});
+  EXPECT_TRUE(has_channels_last_strides(z));
+  // A contiguous multi-channel input keeps NCHW.
+  Tensor y2 = conv2d(uniform({2, 8, 6, 6}, kBFloat16, -1.0, 1.0, 3), uniform({4, 8, 3, 3}, kBFloat16, -1.0, 1.0, 4),
+                     Tensor(), {1, 1}, {1, 1});
+  EXPECT_TRUE(y2.is_contiguous());
+}
+
+// conv-relu-pool-conv-relu-pool-flatten-linear in bfloat16 under autocast: fp32 master
+// weights, the channels-last path against the all-NCHW one (the same model on the same
+// data with each activation made contiguous), then a few SGD steps that lower the loss.
+struct ChainNet {
+  Tensor w1, b1, w2, b2, w3, b3;
+  std::vector<Tensor> params() const { return {w1, b1, w2, b2, w3, b3}; }
+  Tensor loss(const Tensor& x, const Tensor& y, bool nchw) const {
+    auto lay = [&](const Tensor& t) { return nchw ? t.contiguous() : t; };
+    Tensor h = lay(max_pool2d(lay(relu(lay(conv2d(x, w1, b1, {1, 1}, {1, 1})))), {2, 2}));
+    h = lay(max_pool2d(lay(relu(lay(conv2d(h, w2, b2, {1, 1}, {1, 1})))), {2, 2}));
+    return cross_entropy(linear(h.flatten(1), w3, b3), y);
+  }
+};
+
+ChainNet make_chain(uint64_t seed) {
+  ChainNet m{uniform({8, 3, 3, 3}, kFloat32, -0.3, 0.3, seed), uniform({8}, kFloat32, -0.1, 0.1, seed + 1),
+             uniform({16, 8, 3, 3}, kFloat32, -0.2, 0.2, seed + 2), uniform({16}, kFloat32, -0.1, 0.1, seed + 3),
+             uniform({5, 16 * 3 * 3}, kFloat32, -0.1, 0.1, seed + 4), uniform({5}, kFloat32, -0.1, 0.1, seed + 5)};
+  for (Tensor* t : {&m.w1, &m.b1, &m.w2, &m.b2, &m.w3, &m.b3}) t->requires_grad_();
+  return m;
+}
+
+TEST(ConvChannelsLastLayout, Bf16AutocastChainMatchesNchwAndTrains) {
+  // bfloat16-exact input; given to autocast in the compute dtype already, because a cast
+  // (Tensor::to) returns contiguous tensors and would hide the channels-last layout.
+  const Tensor x16 = uniform({16, 3, 12, 12}, kBFloat16, -1.0, 1.0, 70);
+  std::vector<double> labels;
+  for (int i = 0; i < 16; ++i) labels.push_back(i % 5);
+  const Tensor y = tensor(labels, {16}, kInt64);
+  for (DType dt : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    ChainNet a = make_chain(80), b = make_chain(80);
+    const Tensor x = x16.to(dt);
+    {
+      amp::AutocastGuard autocast(kCPU, kBFloat16, /*enabled=*/dt != kFloat32);
+      Tensor la = a.loss(x, y, /*nchw=*/true);
+      Tensor lb = b.loss(channels_last(x), y, /*nchw=*/false);
+      la.backward();
+      lb.backward();
+      const Tol tol = dt == kFloat32 ? tol_for(kFloat32, 64) : tol_for(kBFloat16, 4);
+      EXPECT_TRUE(all_close(lb, la, tol));
+      const auto pa = a.params(), pb = b.params();
+      for (size_t i = 0; i < pa.size(); ++i) {
+        SCOPED_TRACE("param " + std::to_string(i));
+        // bfloat16: float32 accumulation in other orders may round a few activations to
+        // the neighbouring bfloat16, so compare the whole tensor as well as elementwise.
+        if (dt == kFloat32) EXPECT_TRUE(all_close(pb[i].grad(), pa[i].grad(), tol_for(kFloat32, 256)));
+        EXPECT_LT(relative_l2(pb[i].grad().to_vector(), pa[i].grad().to_vector()), dt == kFloat32 ? 1e-5 : 1e-2);
+      }
+    }
+    // Training on the channels-last path lowers the loss.
+    optim::SGD opt(b.params(), optim::SGDOptions(0.1).momentum(0.9));
+    const Tensor xcl = channels_last(x);
+    double first = 0, last = 0;
+    for (int step = 0; step < 15; ++step) {
+      opt.zero_grad();
+      Tensor l;
+      {
+        amp::AutocastGuard autocast(kCPU, kBFloat16, /*enabled=*/dt != kFloat32);
+        l = b.loss(xcl, y, false);
+      }
+      l.backward();
+      opt.step();
+      (step == 0 ? first : last) = l.item<double>();
+    }
+    std::printf("[ cnn  ] %s channels-last chain: loss %.4f -> %.4f\n", std::string(dtype_name(dt)).c_str(), first,
+                last);
+    EXPECT_LT(last, 0.7 * first);
   }
 }
 

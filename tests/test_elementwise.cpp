@@ -671,5 +671,77 @@ TEST(BadInput, InPlaceAliasingAndOutput) {
   EXPECT_TRUE(all_close(x, {4, 16}, {0, 0}));
 }
 
+// ------------------------------------------------------------------ layouts
+
+// Pointwise ops keep a dense non-contiguous layout (channels-last here, as PyTorch's
+// empty_like preserving the memory format): ReLU between a channels-last convolution and
+// its pooling must not turn the activations back into NCHW.
+Tensor channels_last_of(const Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}); }
+
+bool has_channels_last_strides(const Tensor& t) {
+  const Shape& s = t.sizes();
+  return t.strides() == Shape{s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+}
+
+TEST(ElementwiseLayout, ReluKeepsChannelsLast) {
+  for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    const Tensor x = uniform({2, 5, 4, 3}, dt, -1.0, 1.0, 11);
+    Tensor xc = channels_last_of(x).detach().requires_grad_();
+    Tensor y = relu(xc);
+    EXPECT_TRUE(has_channels_last_strides(y)) << shape_str(y.strides());
+    EXPECT_TRUE(equal(y, relu(x)));
+    // relu's backward (grad, out) pair in one layout gives that layout too.
+    const Tensor g = channels_last_of(uniform({2, 5, 4, 3}, dt, -1.0, 1.0, 12));
+    const Tensor gx = autograd::grad(y, {xc}, g)[0];
+    EXPECT_TRUE(has_channels_last_strides(gx)) << shape_str(gx.strides());
+    Tensor xa = x.clone().detach().requires_grad_();
+    EXPECT_TRUE(equal(gx, autograd::grad(relu(xa), {xa}, g.contiguous())[0]));
+    // A contiguous gradient for a channels-last output: mixed layouts, contiguous result.
+    Tensor y2 = relu(xc);
+    const Tensor gx2 = autograd::grad(y2, {xc}, g.contiguous())[0];
+    EXPECT_TRUE(gx2.is_contiguous());
+    EXPECT_TRUE(equal(gx2, gx));
+  }
+}
+
+TEST(ElementwiseLayout, BinaryAndTernaryOps) {
+  const Tensor a = uniform({2, 6, 3, 4}, kFloat32, 0.5, 2.0, 21), b = uniform({2, 6, 3, 4}, kFloat32, 0.5, 2.0, 22);
+  const Tensor ac = channels_last_of(a), bc = channels_last_of(b);
+  Tensor m = mul(ac, bc);  // one shared layout
+  EXPECT_TRUE(has_channels_last_strides(m));
+  EXPECT_TRUE(equal(m, mul(a, b)));
+  Tensor s = mul(ac, 3.0);  // a scalar operand
+  EXPECT_TRUE(has_channels_last_strides(s));
+  EXPECT_TRUE(equal(s, mul(a, 3.0)));
+  EXPECT_TRUE(mul(ac, b).is_contiguous());  // mixed layouts
+  EXPECT_TRUE(equal(mul(ac, b), mul(a, b)));
+  const Tensor bias = uniform({6, 1, 1}, kFloat32, -1.0, 1.0, 23);
+  Tensor bb = add(ac, bias);  // broadcasting keeps contiguous outputs
+  EXPECT_TRUE(bb.is_contiguous());
+  EXPECT_TRUE(equal(bb, add(a, bias)));
+  // map3: div's gradient with respect to b is computed from (g, out, b).
+  Tensor acl = ac.detach().requires_grad_(), bcl = bc.detach().requires_grad_();
+  const Tensor g = channels_last_of(uniform({2, 6, 3, 4}, kFloat32, -1.0, 1.0, 24));
+  const auto grads = autograd::grad(div(acl, bcl), {acl, bcl}, g);
+  EXPECT_TRUE(has_channels_last_strides(grads[1])) << shape_str(grads[1].strides());
+  Tensor a2 = a.clone().detach().requires_grad_(), b2 = b.clone().detach().requires_grad_();
+  const auto ref = autograd::grad(div(a2, b2), {a2, b2}, g.contiguous());
+  EXPECT_TRUE(equal(grads[0], ref[0]));
+  EXPECT_TRUE(equal(grads[1], ref[1]));
+}
+
+TEST(ElementwiseLayout, OtherDenseAndNonDenseLayouts) {
+  const Tensor m = uniform({5, 7}, kFloat32, -1.0, 1.0, 31);
+  Tensor e = exp(m.t());  // a transposed dense matrix keeps its transposed strides
+  EXPECT_EQ(e.strides(), (Shape{1, 7}));
+  EXPECT_TRUE(equal(e, exp(m.t().contiguous())));
+  Tensor sl = exp(m.slice(1, 0, 7, 2));  // not dense: contiguous output
+  EXPECT_TRUE(sl.is_contiguous());
+  EXPECT_TRUE(equal(sl, exp(m.slice(1, 0, 7, 2).contiguous())));
+  Tensor c = exp(m);
+  EXPECT_TRUE(c.is_contiguous());
+}
+
 }  // namespace
 }  // namespace tc

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -326,6 +327,101 @@ TEST(Pool, ErrorMessages) {
   expect_error([&] { max_pool2d(x, {3, 3}, {1, 1}, {0, 0}, {0, 1}); }, "[max_pool2d] dilation must be positive");
   expect_error([&] { adaptive_avg_pool2d(x, {0, 2}); }, "[adaptive_avg_pool2d] output_size must be positive");
   expect_error([&] { max_pool2d(x.to(kInt64), {2, 2}); }, "[max_pool2d] expected a floating dtype, got int64");
+}
+
+// ------------------------------------------------------------------ channels-last (NHWC)
+
+// t's values stored channels-last (NHWC memory viewed NCHW), through differentiable ops.
+Tensor channels_last(const Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}); }
+
+bool has_channels_last_strides(const Tensor& t) {
+  const Shape& s = t.sizes();
+  return t.strides() == Shape{s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+}
+
+class PoolChannelsLast : public ::testing::TestWithParam<DType> {};
+
+// One pooling op on contiguous and channels-last copies of x: equal outputs and input
+// gradients (max pooling and float64 bit-exact, oneDNN averages within a few ulps), the
+// output and gradient in the input's layout, and output gradients arriving in either
+// layout (contiguous, as from a Flatten's reshape, or channels-last, as from a ReLU).
+// 16-bit max pooling gradients of overlapping windows add in other orders / precisions
+// in the two kernels, hence grad_tol.
+void check_layouts(const Tensor& x, const std::function<Tensor(const Tensor&)>& op, Tol tol, uint64_t seed,
+                   Tol grad_tol) {
+  Tensor xa = x.clone().detach().requires_grad_();
+  Tensor xb = channels_last(x).detach().requires_grad_();
+  ASSERT_TRUE(has_channels_last_strides(xb));
+  Tensor ya = op(xa), yb = op(xb);
+  EXPECT_TRUE(ya.is_contiguous());
+  EXPECT_TRUE(has_channels_last_strides(yb)) << shape_str(yb.strides());
+  EXPECT_TRUE(all_close(yb, ya, tol));
+  const Tensor g = uniform(ya.sizes(), x.dtype(), -1.0, 1.0, seed);
+  const Tensor ga = autograd::grad(ya, {xa}, g)[0];
+  EXPECT_TRUE(ga.is_contiguous());
+  for (const Tensor& gy : {g, channels_last(g)}) {
+    Tensor y = op(xb);
+    const Tensor gb = autograd::grad(y, {xb}, gy)[0];
+    EXPECT_TRUE(has_channels_last_strides(gb)) << shape_str(gb.strides());
+    EXPECT_TRUE(all_close(gb, ga, grad_tol));
+  }
+}
+
+TEST_P(PoolChannelsLast, MaxMatchesNchw) {
+  const DType dt = GetParam();
+  uint64_t seed = 700;
+  for (const PoolCase& c : kMaxCases) {
+    SCOPED_TRACE(describe(c));
+    check_layouts(distinct(c.x, dt, ++seed), [&](const Tensor& x) {
+      return max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+    }, Tol{0, 0}, ++seed, element_size(dt) == 2 ? tol_for(dt, 2) : Tol{0, 0});
+  }
+}
+
+TEST_P(PoolChannelsLast, AvgMatchesNchw) {
+  const DType dt = GetParam();
+  uint64_t seed = 800;
+  const Tol tol = dt == kFloat64 ? Tol{0, 0} : tol_for(dt, 2);
+  for (const PoolCase& c : kAvgCases)
+    for (bool include_pad : {true, false}) {
+      SCOPED_TRACE(describe(c) + (include_pad ? " include_pad" : " exclude_pad"));
+      check_layouts(uniform(c.x, dt, -2.0, 2.0, ++seed), [&](const Tensor& x) {
+        return avg_pool2d(x, c.kernel, c.stride, c.padding, c.ceil_mode, include_pad);
+      }, tol, ++seed, tol);
+    }
+}
+
+TEST_P(PoolChannelsLast, Gradcheck) {
+  const DType dt = GetParam();
+  uint64_t seed = 900;
+  for (const PoolCase& c : {kMaxCases[4]}) {  // dilation + ceil_mode
+    SCOPED_TRACE(describe(c));
+    Tensor x = distinct(c.x, dt, ++seed).requires_grad_();
+    auto f = [&](const std::vector<Tensor>& in) {
+      return max_pool2d(channels_last(in[0]), c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+    };
+    EXPECT_TRUE(gradcheck(f, {x}, grad_tol(dt)));
+  }
+  for (const PoolCase& c : {kAvgCases[1]}) {
+    SCOPED_TRACE(describe(c));
+    Tensor x = uniform(c.x, dt, -2.0, 2.0, ++seed).requires_grad_();
+    auto f = [&](const std::vector<Tensor>& in) {
+      return avg_pool2d(channels_last(in[0]), c.kernel, c.stride, c.padding, c.ceil_mode, true);
+    };
+    EXPECT_TRUE(gradcheck(f, {x}, grad_tol(dt)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, PoolChannelsLast, ::testing::ValuesIn(kAllFloating), name_of);
+
+// The training CNN's pooling shapes (oneDNN's JIT nhwc kernels) against the NCHW ones.
+TEST(PoolChannelsLastLayout, JitShapesMatchNchw) {
+  for (DType dt : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    const Tensor x = uniform({16, 32, 28, 28}, dt, -2.0, 2.0, 60);
+    check_layouts(x, [](const Tensor& t) { return max_pool2d(t, {2, 2}); }, Tol{0, 0}, 61, Tol{0, 0});
+    check_layouts(x, [](const Tensor& t) { return avg_pool2d(t, {2, 2}); }, tol_for(dt, 2), 62, tol_for(dt, 2));
+  }
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 // conv2d: argument checks with PyTorch-like messages, dtype dispatch (oneDNN for
 // float32 / bfloat16 / float16, direct loops for float64) and the autograd formula
 // (oneDNN backward-data and backward-weights; the bias gradient comes with the weights').
+// A channels-last input (NHWC memory) gives a channels-last output and input gradient, as
+// PyTorch's channels_last; the float64 direct loops compute NCHW and copy into that layout.
 #include "autograd/nodes.h"
 #include "backend/cpu/conv_direct.h"
 #include "backend/cpu/dnnl_conv.h"
+#include "backend/cpu/dnnl_plan.h"
 #include "core/tensor_impl.h"
 #include "ops/conv_common.h"
 #include "tensorcast/ops.h"
@@ -62,23 +65,24 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Sha
   p.groups = groups;
   check_conv_args(input, weight, bias, p);
   const bool f64 = input.dtype() == kFloat64;
+  const bool cl = cpu::is_channels_last(input);
   Tensor out;
   {
     NoGradGuard no_grad;  // float16 -> float32 conversions inside are not part of the graph
-    out = f64 ? cpu::direct_conv2d_forward(input, weight, bias, p)
+    out = f64 ? cpu::to_activation_layout(cpu::direct_conv2d_forward(input, weight, bias, p), cl)
               : cpu::dnnl_conv2d_forward(ops::dnnl_ready(input), ops::dnnl_ready(weight), ops::dnnl_ready(bias), p);
   }
   return autograd::record(
       kOp, out, {input, weight, bias},
       // Weight and bias gradients in the dtype they are consumed in (autograd/nodes.h): fp32
       // for an autocast copy of an fp32 weight, straight from oneDNN's accumulators.
-      [x = input.detach(), w = weight.detach(), has_bias = bias.defined(), p, f64,
+      [x = input.detach(), w = weight.detach(), has_bias = bias.defined(), p, f64, cl,
        gw_dt = autograd::detail::grad_dtype(weight)](const Tensor& grad, const std::vector<bool>& needs) {
         const Tensor g = ops::dnnl_ready(grad.dtype() == x.dtype() ? grad : grad.to(x.dtype()));
         Tensor gx, gw, gb;
         if (needs[0])
-          gx = f64 ? cpu::direct_conv2d_backward_data(g, w, x.sizes(), p)
-                   : cpu::dnnl_conv2d_backward_data(g, ops::dnnl_ready(w), x.sizes(), p);
+          gx = f64 ? cpu::to_activation_layout(cpu::direct_conv2d_backward_data(g, w, x.sizes(), p), cl)
+                   : cpu::dnnl_conv2d_backward_data(g, ops::dnnl_ready(w), x.sizes(), p, cl);
         if (needs[1] || (has_bias && needs[2])) {
           const bool want_bias = has_bias && needs[2];
           std::tie(gw, gb) = f64 ? cpu::direct_conv2d_backward_weights(x, g, w.sizes(), want_bias, p)

@@ -1,7 +1,10 @@
 // max_pool2d, avg_pool2d and adaptive_avg_pool2d: checks, output sizes with PyTorch's
 // ceil_mode rule, dispatch (oneDNN pooling for float32 / bfloat16 / float16, direct loops
 // for float64 and for windows oneDNN cannot express) and the autograd formulas.
+// Channels-last inputs (NHWC memory) give channels-last outputs and input gradients, as
+// PyTorch's channels_last (the direct loops compute NCHW and copy into that layout).
 #include "backend/cpu/conv_direct.h"
+#include "backend/cpu/dnnl_plan.h"
 #include "backend/cpu/dnnl_pool.h"
 #include "core/tensor_impl.h"
 #include "ops/conv_common.h"
@@ -71,19 +74,27 @@ Tensor max_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
   const PoolParams p = pool_params(kOp, input, kernel_size, stride, padding, dilation, ceil_mode);
   const DType dt = input.dtype();
   const Shape xs = input.sizes();
+  const bool cl = cpu::is_channels_last(input);
   if (dt == kFloat64) {
-    auto [out, idx] = cpu::direct_max_pool2d(input, p);
-    return autograd::record(kOp, out, {input}, [idx = idx, xs](const Tensor& g, const std::vector<bool>&) {
-      return std::vector<Tensor>{cpu::direct_max_pool2d_backward(grad_as(g, kFloat64), idx, xs)};
+    Tensor out, idx;
+    {
+      NoGradGuard no_grad;
+      std::tie(out, idx) = cpu::direct_max_pool2d(input, p);
+      out = cpu::to_activation_layout(out, cl);
+    }
+    return autograd::record(kOp, out, {input}, [idx = idx, xs, cl](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{
+          cpu::to_activation_layout(cpu::direct_max_pool2d_backward(grad_as(g, kFloat64), idx, xs), cl)};
     });
   }
   cpu::PoolResult r;
   {
     NoGradGuard no_grad;
-    r = cpu::dnnl_pool2d_forward(input.contiguous(), p, PoolKind::Max);
+    r = cpu::dnnl_pool2d_forward(input, p, PoolKind::Max);
   }
-  return autograd::record(kOp, r.out, {input}, [ws = r.workspace, xs, dt, p](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{cpu::dnnl_pool2d_backward(grad_as(g, dt), ws, xs, dt, p, PoolKind::Max)};
+  return autograd::record(kOp, r.out, {input}, [ws = r.workspace, xs, dt, p, cl](const Tensor& g,
+                                                                                  const std::vector<bool>&) {
+    return std::vector<Tensor>{cpu::dnnl_pool2d_backward(grad_as(g, dt), ws, xs, dt, p, PoolKind::Max, cl)};
   });
 }
 
@@ -101,19 +112,22 @@ Tensor avg_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
     overhang |= (p.out[d] - 1) * p.stride[d] - p.padding[d] + p.kernel[d] > xs[2 + d] + p.padding[d];
   const bool direct = dt == kFloat64 || (count_include_pad && overhang);
   const PoolKind kind = count_include_pad ? PoolKind::AvgIncludePad : PoolKind::AvgExcludePad;
+  const bool cl = cpu::is_channels_last(input);
   Tensor out;
   {
     NoGradGuard no_grad;
-    out = direct ? via_direct(input, [&](const Tensor& x) { return cpu::direct_avg_pool2d(x, p, count_include_pad); })
-                 : cpu::dnnl_pool2d_forward(input.contiguous(), p, kind).out;
+    out = direct ? cpu::to_activation_layout(via_direct(input, [&](const Tensor& x) {
+                     return cpu::direct_avg_pool2d(x, p, count_include_pad);
+                   }), cl)
+                 : cpu::dnnl_pool2d_forward(input, p, kind).out;
   }
-  return autograd::record(kOp, out, {input}, [xs, dt, p, direct, kind, count_include_pad](const Tensor& grad,
-                                                                                         const std::vector<bool>&) {
+  return autograd::record(kOp, out, {input}, [xs, dt, p, direct, kind, count_include_pad, cl](
+                                                 const Tensor& grad, const std::vector<bool>&) {
     const Tensor g = grad_as(grad, dt);
-    Tensor gx = direct ? via_direct(g, [&](const Tensor& gg) {
+    Tensor gx = direct ? cpu::to_activation_layout(via_direct(g, [&](const Tensor& gg) {
       return cpu::direct_avg_pool2d_backward(gg, xs, p, count_include_pad);
-    })
-                       : cpu::dnnl_pool2d_backward(g, Tensor(), xs, dt, p, kind);
+    }), cl)
+                       : cpu::dnnl_pool2d_backward(g, Tensor(), xs, dt, p, kind, cl);
     return std::vector<Tensor>{gx};
   });
 }

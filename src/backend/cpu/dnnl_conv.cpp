@@ -1,6 +1,8 @@
 // oneDNN 2.x convolution primitives (op descriptors -> primitive_desc), cached per
-// configuration with the reorders from the caller's strided NCHW tensors to the blocked
-// layouts oneDNN picks (format_tag::any).
+// configuration. Channels-last activations (NHWC memory, see dnnl_plan.h) run on the nhwc
+// kernels directly, with no reorders around the primitive; other layouts keep the blocked
+// layouts oneDNN picks (format_tag::any) with reorders from / to the caller's strided
+// tensors (outputs contiguous NCHW). Weights are reordered from OIHW in both cases.
 #include "backend/cpu/dnnl_conv.h"
 
 #include <algorithm>
@@ -28,6 +30,11 @@ memory::desc weight_desc(const Shape& sizes, const Shape& strides, DType dt, int
 
 memory::desc any_desc(const memory::dims& dims, DType dt) {
   return memory::desc(dims, dnnl_dtype(dt, kOp), tag::any);
+}
+
+// The activation desc of a primitive: nhwc for the channels-last path, else any.
+memory::desc act_desc(const Shape& sizes, DType dt, bool cl) {
+  return cl ? activation_desc(sizes, dt, true, kOp) : any_desc(to_dims(sizes), dt);
 }
 
 memory::dims any_weight_dims(const Shape& sizes, int64_t groups) {
@@ -64,9 +71,9 @@ std::string base_key(const char* what, DType dt, const ConvParams& p) {
 }
 
 dnnl::convolution_forward::primitive_desc forward_pd(const Shape& x, const Shape& w, const Shape& y,
-                                                     bool bias, DType dt, const ConvParams& p) {
+                                                     bool bias, DType dt, const ConvParams& p, bool cl) {
   const Geometry g = geometry(x, w, y, p);
-  auto src = any_desc(to_dims(x), dt), wei = any_desc(any_weight_dims(w, p.groups), dt), dst = any_desc(to_dims(y), dt);
+  auto src = act_desc(x, dt, cl), wei = any_desc(any_weight_dims(w, p.groups), dt), dst = act_desc(y, dt, cl);
   auto alg = dnnl::algorithm::convolution_direct;
   auto prop = dnnl::prop_kind::forward_training;
   if (bias) {
@@ -101,7 +108,9 @@ Shape out_sizes(const Shape& x, const Shape& w, const ConvParams& p) {
 
 std::shared_ptr<const Plan> forward_plan(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p) {
   const DType dt = x.dtype();
+  const bool cl = is_channels_last(x);
   std::string key = base_key("fwd", dt, p);
+  key_append(key, cl ? 1 : 0);
   key_append(key, x.sizes());
   key_append(key, x.strides());
   key_append(key, w.sizes());
@@ -110,29 +119,29 @@ std::shared_ptr<const Plan> forward_plan(const Tensor& x, const Tensor& w, const
   return cached_plan(key, [&] {
     return guarded_build(dt, [&] {
       const Shape y = out_sizes(x.sizes(), w.sizes(), p);
-      auto pd = forward_pd(x.sizes(), w.sizes(), y, bias.defined(), dt, p);
+      auto pd = forward_pd(x.sizes(), w.sizes(), y, bias.defined(), dt, p, cl);
       auto plan = std::make_shared<Plan>();
       plan->impl = pd.impl_info_str();
       plan->prim = dnnl::convolution_forward(pd);
-      plan->args.push_back(plan_arg(DNNL_ARG_SRC, dnnl_desc(x, kOp), pd.src_desc(), false));
+      plan->args.push_back(plan_arg(DNNL_ARG_SRC, layout_desc(x, kOp), pd.src_desc(), false));
       plan->args.push_back(
           plan_arg(DNNL_ARG_WEIGHTS, weight_desc(w.sizes(), w.strides(), dt, p.groups), pd.weights_desc(), false));
       if (bias.defined()) plan->args.push_back(plan_arg(DNNL_ARG_BIAS, dnnl_desc(bias, kOp), pd.bias_desc(), false));
-      plan->args.push_back(
-          plan_arg(DNNL_ARG_DST, memory::desc(to_dims(y), dnnl_dtype(dt, kOp), tag::nchw), pd.dst_desc(), true));
+      plan->args.push_back(plan_arg(DNNL_ARG_DST, activation_desc(y, dt, cl, kOp), pd.dst_desc(), true));
       return plan;
     });
   });
 }
 
-Tensor as_f32(const Tensor& t) { return t.defined() ? t.to(kFloat32) : t; }
+// float32 copy keeping the layout (so a float16 fallback picks the same kernels' layout).
+Tensor as_f32(const Tensor& t) { return cast_keep_layout(t, kFloat32); }
 
 }  // namespace
 
 Tensor dnnl_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p) {
   auto plan = forward_plan(x, w, bias, p);
-  if (!plan) return dnnl_conv2d_forward(as_f32(x), as_f32(w), as_f32(bias), p).to(x.dtype());
-  Tensor y = make_tensor(out_sizes(x.sizes(), w.sizes(), p), x.dtype());
+  if (!plan) return cast_keep_layout(dnnl_conv2d_forward(as_f32(x), as_f32(w), as_f32(bias), p), x.dtype());
+  Tensor y = make_activation(out_sizes(x.sizes(), w.sizes(), p), x.dtype(), is_channels_last(x));
   if (bias.defined())
     run_plan(*plan, {x, w, bias, y});
   else
@@ -145,9 +154,11 @@ std::string dnnl_conv2d_impl(const Tensor& x, const Tensor& w, const ConvParams&
   return plan ? plan->impl : std::string();
 }
 
-Tensor dnnl_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Shape& xs, const ConvParams& p) {
+Tensor dnnl_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Shape& xs, const ConvParams& p,
+                                 bool cl) {
   const DType dt = w.dtype();
   std::string key = base_key("bwd_data", dt, p);
+  key_append(key, cl ? 1 : 0);
   key_append(key, xs);
   key_append(key, gy.strides());
   key_append(key, w.sizes());
@@ -155,25 +166,24 @@ Tensor dnnl_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Shape&
   auto plan = cached_plan(key, [&] {
     return guarded_build(dt, [&] {
       const Geometry g = geometry(xs, w.sizes(), gy.sizes(), p);
-      auto fwd = forward_pd(xs, w.sizes(), gy.sizes(), false, dt, p);
-      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any_desc(to_dims(xs), dt),
+      auto fwd = forward_pd(xs, w.sizes(), gy.sizes(), false, dt, p, cl);
+      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, act_desc(xs, dt, cl),
                                               any_desc(any_weight_dims(w.sizes(), p.groups), dt),
-                                              any_desc(to_dims(gy.sizes()), dt), g.strides, g.dilates, g.pad_l,
+                                              act_desc(gy.sizes(), dt, cl), g.strides, g.dilates, g.pad_l,
                                               g.pad_r);
       dnnl::convolution_backward_data::primitive_desc pd(d, dnnl_engine(), fwd);
       auto plan = std::make_shared<Plan>();
       plan->impl = pd.impl_info_str();
       plan->prim = dnnl::convolution_backward_data(pd);
-      plan->args.push_back(plan_arg(DNNL_ARG_DIFF_DST, dnnl_desc(gy, kOp), pd.diff_dst_desc(), false));
+      plan->args.push_back(plan_arg(DNNL_ARG_DIFF_DST, layout_desc(gy, kOp), pd.diff_dst_desc(), false));
       plan->args.push_back(
           plan_arg(DNNL_ARG_WEIGHTS, weight_desc(w.sizes(), w.strides(), dt, p.groups), pd.weights_desc(), false));
-      plan->args.push_back(
-          plan_arg(DNNL_ARG_DIFF_SRC, memory::desc(to_dims(xs), dnnl_dtype(dt, kOp), tag::nchw), pd.diff_src_desc(), true));
+      plan->args.push_back(plan_arg(DNNL_ARG_DIFF_SRC, activation_desc(xs, dt, cl, kOp), pd.diff_src_desc(), true));
       return plan;
     });
   });
-  if (!plan) return dnnl_conv2d_backward_data(as_f32(gy), as_f32(w), xs, p).to(dt);
-  Tensor gx = make_tensor(xs, dt);
+  if (!plan) return cast_keep_layout(dnnl_conv2d_backward_data(as_f32(gy), as_f32(w), xs, p, cl), dt);
+  Tensor gx = make_activation(xs, dt, cl);
   run_plan(*plan, {gy, w, gx});
   return gx;
 }
@@ -181,7 +191,9 @@ Tensor dnnl_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Shape&
 std::pair<Tensor, Tensor> dnnl_conv2d_backward_weights(const Tensor& x, const Tensor& gy, const Shape& ws,
                                                        bool with_bias, const ConvParams& p, DType grad_dtype) {
   const DType dt = x.dtype(), gdt = grad_dtype;
+  const bool cl = is_channels_last(x);
   std::string key = base_key("bwd_weights", dt, p);
+  key_append(key, cl ? 1 : 0);
   key_append(key, static_cast<int64_t>(gdt));
   key_append(key, x.sizes());
   key_append(key, x.strides());
@@ -191,9 +203,9 @@ std::pair<Tensor, Tensor> dnnl_conv2d_backward_weights(const Tensor& x, const Te
   auto plan = cached_plan(key, [&] {
     return guarded_build(dt, [&] {
       const Geometry g = geometry(x.sizes(), ws, gy.sizes(), p);
-      auto fwd = forward_pd(x.sizes(), ws, gy.sizes(), with_bias, dt, p);
-      auto src = any_desc(to_dims(x.sizes()), dt), dwei = any_desc(any_weight_dims(ws, p.groups), gdt),
-           ddst = any_desc(to_dims(gy.sizes()), dt);
+      auto fwd = forward_pd(x.sizes(), ws, gy.sizes(), with_bias, dt, p, cl);
+      auto src = act_desc(x.sizes(), dt, cl), dwei = any_desc(any_weight_dims(ws, p.groups), gdt),
+           ddst = act_desc(gy.sizes(), dt, cl);
       auto alg = dnnl::algorithm::convolution_direct;
       auto make_pd = [&]() -> dnnl::convolution_backward_weights::primitive_desc {
         if (with_bias) {
@@ -208,8 +220,8 @@ std::pair<Tensor, Tensor> dnnl_conv2d_backward_weights(const Tensor& x, const Te
       auto plan = std::make_shared<Plan>();
       plan->impl = pd.impl_info_str();
       plan->prim = dnnl::convolution_backward_weights(pd);
-      plan->args.push_back(plan_arg(DNNL_ARG_SRC, dnnl_desc(x, kOp), pd.src_desc(), false));
-      plan->args.push_back(plan_arg(DNNL_ARG_DIFF_DST, dnnl_desc(gy, kOp), pd.diff_dst_desc(), false));
+      plan->args.push_back(plan_arg(DNNL_ARG_SRC, layout_desc(x, kOp), pd.src_desc(), false));
+      plan->args.push_back(plan_arg(DNNL_ARG_DIFF_DST, layout_desc(gy, kOp), pd.diff_dst_desc(), false));
       plan->args.push_back(plan_arg(DNNL_ARG_DIFF_WEIGHTS, weight_desc(ws, contiguous_strides(ws), gdt, p.groups),
                                     pd.diff_weights_desc(), true));
       if (with_bias)

@@ -1,7 +1,9 @@
 // Internal: 2-d convolution on oneDNN (forward, backward data, backward weights + bias).
 //
-// Inputs may have any strides (a permuted view is reordered by oneDNN directly); outputs
-// are new contiguous NCHW / OIHW tensors. float32 and bfloat16 run natively (float32
+// Inputs may have any strides (a permuted view is reordered by oneDNN directly). A
+// channels-last input (NHWC memory, dnnl_plan.h's is_channels_last) runs on oneDNN's nhwc
+// kernels without reorders and gives a channels-last output; otherwise outputs are new
+// contiguous NCHW tensors. Weight gradients are contiguous OIHW. float32 and bfloat16 run natively (float32
 // accumulation); float16 runs natively only where oneDNN has an optimized fp16 kernel and
 // otherwise goes through float32, rounding the result once.
 #pragma once
@@ -24,8 +26,9 @@ inline int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_
 }
 
 Tensor dnnl_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p);
+// grad_input is channels-last when input_channels_last (the forward input's layout).
 Tensor dnnl_conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Shape& input_sizes,
-                                 const ConvParams& p);
+                                 const ConvParams& p, bool input_channels_last = false);
 // Returns (grad_weight, grad_bias) in grad_dtype (x's, or float32 for 16-bit x: the float32
 // accumulators unrounded); grad_bias is undefined unless with_bias.
 std::pair<Tensor, Tensor> dnnl_conv2d_backward_weights(const Tensor& x, const Tensor& grad_out,

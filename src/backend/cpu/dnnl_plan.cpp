@@ -4,7 +4,9 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
+#include "ops/pointwise.h"
 
 namespace tc::cpu {
 
@@ -82,6 +84,59 @@ void key_append(std::string& key, const Shape& v) {
 void key_append(std::string& key, int64_t v) {
   key += std::to_string(v);
   key += ';';
+}
+
+bool is_channels_last(const Tensor& t) {
+  if (t.dim() != 4) return false;
+  const Shape& sz = t.sizes();
+  const Shape nhwc = {sz[2] * sz[3] * sz[1], 1, sz[3] * sz[1], sz[1]};
+  for (int d = 0; d < 4; ++d)
+    if (sz[d] != 1 && t.stride(d) != nhwc[d]) return false;
+  return !t.is_contiguous() || sz[1] == 1;
+}
+
+Tensor make_activation(const Shape& sizes, DType dt, bool channels_last) {
+  if (!channels_last) return make_tensor(sizes, dt);
+  const int64_t N = sizes[0], C = sizes[1], H = sizes[2], W = sizes[3];
+  Tensor base = make_tensor({N, H, W, C}, dt);
+  return make_view(base, sizes, {H * W * C, 1, W * C, C}, 0);
+}
+
+dnnl::memory::desc activation_desc(const Shape& sizes, DType dt, bool channels_last, const char* op) {
+  return dnnl::memory::desc(dnnl::memory::dims(sizes.begin(), sizes.end()), dnnl_dtype(dt, op),
+                            channels_last ? dnnl::memory::format_tag::nhwc : dnnl::memory::format_tag::nchw);
+}
+
+dnnl::memory::desc layout_desc(const Tensor& t, const char* op) {
+  if (t.dim() == 4) {
+    if (is_channels_last(t)) return activation_desc(t.sizes(), t.dtype(), true, op);
+    if (t.is_contiguous()) return activation_desc(t.sizes(), t.dtype(), false, op);
+  }
+  return dnnl_desc(t, op);
+}
+
+Tensor cast_keep_layout(const Tensor& t, DType dt) {
+  if (!t.defined() || t.dtype() == dt) return t;
+  const Shape order = ops::dense_stride_order(t.sizes(), t.strides());
+  if (t.is_contiguous() || order.empty()) {
+    Tensor out = make_tensor(t.sizes(), dt);
+    copy_into(out, t);
+    return out;
+  }
+  Tensor out = ops::empty_like_layout(t, dt);
+  copy_into(ops::memory_order_view(out, order), ops::memory_order_view(t, order));
+  return out;
+}
+
+Tensor to_activation_layout(const Tensor& t, bool channels_last) {
+  if (channels_last ? is_channels_last(t) : t.is_contiguous()) return t;
+  Tensor out = make_activation(t.sizes(), t.dtype(), channels_last);
+  if (channels_last) {
+    copy_into(ops::memory_order_view(out, {0, 2, 3, 1}), ops::memory_order_view(t, {0, 2, 3, 1}));
+  } else {
+    copy_into(out, t);
+  }
+  return out;
 }
 
 bool is_reference_impl(const std::string& impl) { return impl.rfind("ref", 0) == 0; }

@@ -46,6 +46,24 @@ void run_plan(const Plan& plan, const std::vector<Tensor>& tensors);
 void key_append(std::string& key, const Shape& v);
 void key_append(std::string& key, int64_t v);
 
+// ---- Activation layouts (NCHW tensors stored channels-last, as PyTorch's channels_last) ----
+
+// True when 4-d t is stored channels-last (NHWC memory: strides (H*W*C, 1, W*C, C) on its
+// non-size-1 dims) and is not plainly contiguous, except that a contiguous C=1 tensor
+// counts as channels-last too (both layouts are the same memory; an image input).
+bool is_channels_last(const Tensor& t);
+// A new uninitialized (N, C, H, W) tensor, NHWC in memory when channels_last.
+Tensor make_activation(const Shape& sizes, DType dt, bool channels_last);
+// oneDNN's plain desc of an (N, C, H, W) activation: nhwc or nchw tag.
+dnnl::memory::desc activation_desc(const Shape& sizes, DType dt, bool channels_last, const char* op);
+// The desc of t as it lies in memory, canonicalized to the nhwc / nchw tag when t is
+// channels-last / contiguous (so that equal layouts compare equal and need no reorder).
+dnnl::memory::desc layout_desc(const Tensor& t, const char* op);
+// t converted to dtype, keeping t's dense layout (Tensor::to gives contiguous results).
+Tensor cast_keep_layout(const Tensor& t, DType dt);
+// t in the requested activation layout (t itself when it already is).
+Tensor to_activation_layout(const Tensor& t, bool channels_last);
+
 // True for oneDNN implementations that are plain reference loops (too slow to prefer over
 // converting float16 to float32 and running an optimized float32 kernel).
 bool is_reference_impl(const std::string& impl);

@@ -1,10 +1,14 @@
-// oneDNN 2.x pooling_v2 primitives, cached per configuration (see dnnl_plan.h).
+// oneDNN 2.x pooling_v2 primitives, cached per configuration (see dnnl_plan.h). The
+// primitives run on plain nchw or, for channels-last inputs, nhwc memory (no reorders);
+// the backward runs in the forward's layout (its workspace is laid out like the forward's
+// dst), reordering a gradient that arrives in another layout.
 #include "backend/cpu/dnnl_pool.h"
 
 #include <algorithm>
 
 #include "backend/cpu/dnnl_plan.h"
 #include "core/tensor_impl.h"
+#include "ops/pointwise.h"
 
 namespace tc::cpu {
 
@@ -42,25 +46,25 @@ Geometry geometry(const Shape& xs, const PoolParams& p) {
   return g;
 }
 
-memory::desc plain(const Shape& s, DType dt, const char* op) {
-  return memory::desc(memory::dims(s.begin(), s.end()), dnnl_dtype(dt, op), tag::nchw);
-}
+memory::desc plain(const Shape& s, DType dt, const char* op, bool cl) { return activation_desc(s, dt, cl, op); }
 
-std::string key_of(const char* what, const Shape& xs, DType dt, const PoolParams& p, PoolKind kind) {
+std::string key_of(const char* what, const Shape& xs, DType dt, const PoolParams& p, PoolKind kind, bool cl) {
   std::string key = what;
   key += dtype_name(dt);
   key_append(key, static_cast<int64_t>(kind));
+  key_append(key, cl ? 1 : 0);
   key_append(key, xs);
   key_append(key, Shape{p.kernel[0], p.kernel[1], p.stride[0], p.stride[1], p.padding[0], p.padding[1],
                         p.dilation[0], p.dilation[1], p.out[0], p.out[1]});
   return key;
 }
 
-dnnl::pooling_v2_forward::primitive_desc forward_pd(const Shape& xs, DType dt, const PoolParams& p, PoolKind kind) {
+dnnl::pooling_v2_forward::primitive_desc forward_pd(const Shape& xs, DType dt, const PoolParams& p, PoolKind kind,
+                                                    bool cl) {
   const Geometry g = geometry(xs, p);
   const char* op = op_name(kind);
-  dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_training, algorithm_of(kind), plain(xs, dt, op),
-                                   plain({xs[0], xs[1], p.out[0], p.out[1]}, dt, op), g.strides, g.kernel, g.dilation,
+  dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_training, algorithm_of(kind), plain(xs, dt, op, cl),
+                                   plain({xs[0], xs[1], p.out[0], p.out[1]}, dt, op, cl), g.strides, g.kernel, g.dilation,
                                    g.pad_l, g.pad_r);
   return {d, dnnl_engine()};
 }
@@ -77,10 +81,10 @@ std::shared_ptr<Plan> guarded_build(DType dt, PoolKind kind, bool allow_referenc
   }
 }
 
-std::shared_ptr<const Plan> forward_plan(const Shape& xs, DType dt, const PoolParams& p, PoolKind kind) {
-  return cached_plan(key_of("pool_fwd", xs, dt, p, kind), [&] {
+std::shared_ptr<const Plan> forward_plan(const Shape& xs, DType dt, const PoolParams& p, PoolKind kind, bool cl) {
+  return cached_plan(key_of("pool_fwd", xs, dt, p, kind, cl), [&] {
     return guarded_build(dt, kind, false, [&] {
-      auto pd = forward_pd(xs, dt, p, kind);
+      auto pd = forward_pd(xs, dt, p, kind, cl);
       auto plan = std::make_shared<Plan>();
       plan->impl = pd.impl_info_str();
       plan->prim = dnnl::pooling_v2_forward(pd);
@@ -95,17 +99,19 @@ std::shared_ptr<const Plan> forward_plan(const Shape& xs, DType dt, const PoolPa
 
 }  // namespace
 
-PoolResult dnnl_pool2d_forward(const Tensor& x, const PoolParams& p, PoolKind kind) {
-  const DType dt = x.dtype();
+PoolResult dnnl_pool2d_forward(const Tensor& xin, const PoolParams& p, PoolKind kind) {
+  const DType dt = xin.dtype();
+  const bool cl = is_channels_last(xin);
+  const Tensor x = to_activation_layout(xin, cl);  // other strided inputs: contiguous
   const Shape& xs = x.sizes();
-  auto plan = forward_plan(xs, dt, p, kind);
+  auto plan = forward_plan(xs, dt, p, kind, cl);
   if (!plan) {
-    PoolResult r = dnnl_pool2d_forward(x.to(kFloat32), p, kind);
-    r.out = r.out.to(dt);
+    PoolResult r = dnnl_pool2d_forward(cast_keep_layout(x, kFloat32), p, kind);
+    r.out = cast_keep_layout(r.out, dt);
     return r;
   }
   PoolResult r;
-  r.out = make_tensor({xs[0], xs[1], p.out[0], p.out[1]}, dt);
+  r.out = make_activation({xs[0], xs[1], p.out[0], p.out[1]}, dt, cl);
   if (kind == PoolKind::Max) {
     r.workspace = make_tensor({static_cast<int64_t>(plan->args[2].user.get_size())}, kUInt8);
     run_plan(*plan, {x, r.out, r.workspace});
@@ -115,25 +121,31 @@ PoolResult dnnl_pool2d_forward(const Tensor& x, const PoolParams& p, PoolKind ki
   return r;
 }
 
-Tensor dnnl_pool2d_backward(const Tensor& gy, const Tensor& workspace, const Shape& xs, DType dt, const PoolParams& p,
-                            PoolKind kind) {
+Tensor dnnl_pool2d_backward(const Tensor& gyin, const Tensor& workspace, const Shape& xs, DType dt,
+                            const PoolParams& p, PoolKind kind, bool cl) {
   // The backward follows the forward's choice: the workspace of a float32 fallback
   // forward only fits a float32 backward, and vice versa.
-  if (!forward_plan(xs, dt, p, kind))
-    return dnnl_pool2d_backward(gy.to(kFloat32), workspace, xs, kFloat32, p, kind).to(dt);
-  auto plan = cached_plan(key_of("pool_bwd", xs, dt, p, kind), [&] {
+  if (!forward_plan(xs, dt, p, kind, cl))
+    return cast_keep_layout(
+        dnnl_pool2d_backward(cast_keep_layout(gyin, kFloat32), workspace, xs, kFloat32, p, kind, cl), dt);
+  // The primitive runs in the forward's layout; a gradient in another dense layout is
+  // reordered into it by the plan, anything else (expanded, overlapping) is copied first.
+  const Tensor gy = ops::dense_stride_order(gyin.sizes(), gyin.strides()).empty() ? gyin.contiguous() : gyin;
+  std::string key = key_of("pool_bwd", xs, dt, p, kind, cl);
+  key_append(key, gy.strides());
+  auto plan = cached_plan(key, [&] {
     return guarded_build(dt, kind, true, [&] {
       const Geometry g = geometry(xs, p);
-      auto fwd = forward_pd(xs, dt, p, kind);
+      auto fwd = forward_pd(xs, dt, p, kind, cl);
       const char* op = op_name(kind);
-      dnnl::pooling_v2_backward::desc d(algorithm_of(kind), plain(xs, dt, op),
-                                        plain({xs[0], xs[1], p.out[0], p.out[1]}, dt, op), g.strides, g.kernel,
+      dnnl::pooling_v2_backward::desc d(algorithm_of(kind), plain(xs, dt, op, cl),
+                                        plain({xs[0], xs[1], p.out[0], p.out[1]}, dt, op, cl), g.strides, g.kernel,
                                         g.dilation, g.pad_l, g.pad_r);
       dnnl::pooling_v2_backward::primitive_desc pd(d, dnnl_engine(), fwd);
       auto plan = std::make_shared<Plan>();
       plan->impl = pd.impl_info_str();
       plan->prim = dnnl::pooling_v2_backward(pd);
-      plan->args.push_back(plan_arg(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), pd.diff_dst_desc(), false));
+      plan->args.push_back(plan_arg(DNNL_ARG_DIFF_DST, layout_desc(gy, op), pd.diff_dst_desc(), false));
       if (kind == PoolKind::Max)
         plan->args.push_back(plan_arg(DNNL_ARG_WORKSPACE, pd.workspace_desc(), pd.workspace_desc(), false));
       plan->args.push_back(plan_arg(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), pd.diff_src_desc(), true));
@@ -141,12 +153,11 @@ Tensor dnnl_pool2d_backward(const Tensor& gy, const Tensor& workspace, const Sha
     });
   });
   TC_CHECK(plan, op_name(kind), "oneDNN has a ", dtype_name(dt), " forward but no backward pooling");
-  const Tensor g = gy.contiguous();
-  Tensor gx = make_tensor(xs, dt);
+  Tensor gx = make_activation(xs, dt, cl);
   if (kind == PoolKind::Max)
-    run_plan(*plan, {g, workspace, gx});
+    run_plan(*plan, {gy, workspace, gx});
   else
-    run_plan(*plan, {g, gx});
+    run_plan(*plan, {gy, gx});
   return gx;
 }
 

@@ -1,6 +1,7 @@
 // Internal: 2-d max and average pooling on oneDNN (pooling_v2, which has dilation).
 //
-// Inputs are contiguous NCHW; outputs are new contiguous tensors. Max pooling in training
+// Channels-last inputs (NHWC memory, dnnl_plan.h's is_channels_last) run natively and give
+// channels-last outputs; other inputs run as contiguous NCHW with contiguous outputs. Max pooling in training
 // mode returns oneDNN's workspace (where each maximum came from), which the backward needs.
 // float16 goes through float32 where oneDNN has no optimized fp16 pooling.
 #pragma once
@@ -17,7 +18,9 @@ struct PoolResult {
 };
 
 PoolResult dnnl_pool2d_forward(const Tensor& x, const PoolParams& p, PoolKind kind);
+// input_channels_last: the forward input's layout (is_channels_last); grad_out may have any
+// strides; grad_input comes in the forward input's layout.
 Tensor dnnl_pool2d_backward(const Tensor& grad_out, const Tensor& workspace, const Shape& input_sizes,
-                            DType dtype, const PoolParams& p, PoolKind kind);
+                            DType dtype, const PoolParams& p, PoolKind kind, bool input_channels_last = false);
 
 }  // namespace tc::cpu
