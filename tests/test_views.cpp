@@ -195,6 +195,31 @@ TEST(Views, WritesThroughViewsReachTheBase) {
   EXPECT_EQ(ex.select(0, 4).select(0, 2).item<float>(), 4.0f);
 }
 
+// libtorch's contiguous(MemoryFormat::ChannelsLast): same values and sizes, NHWC strides,
+// a no-op when already channels-last, gradients flow; convolutions keep the layout.
+TEST(Views, ChannelsLastMemoryFormat) {
+  Tensor x = iota({2, 3, 4, 5});
+  EXPECT_TRUE(x.is_contiguous(MemoryFormat::Contiguous));
+  EXPECT_FALSE(x.is_contiguous(MemoryFormat::ChannelsLast));
+  Tensor cl = x.contiguous(MemoryFormat::ChannelsLast);
+  EXPECT_EQ(cl.sizes(), x.sizes());
+  EXPECT_EQ(cl.strides(), (Shape{60, 1, 15, 3}));
+  EXPECT_TRUE(cl.is_contiguous(MemoryFormat::ChannelsLast));
+  EXPECT_FALSE(cl.is_contiguous());
+  EXPECT_EQ(cl.to_vector(), x.to_vector());
+  EXPECT_TRUE(cl.contiguous(MemoryFormat::ChannelsLast).is_same(cl));
+  EXPECT_TRUE(cl.contiguous().is_contiguous());
+  EXPECT_TRUE(iota({2, 1, 4, 5}).is_contiguous(MemoryFormat::ChannelsLast));  // C = 1: the same memory
+  EXPECT_FALSE(iota({2, 3}).is_contiguous(MemoryFormat::ChannelsLast));
+  TC_EXPECT_ERROR((void)iota({2, 3}).contiguous(MemoryFormat::ChannelsLast), "4-d");
+  Tensor y = conv2d(cl, iota({4, 3, 3, 3}), Tensor(), {1, 1}, {1, 1});
+  EXPECT_TRUE(y.is_contiguous(MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(all_close(y, conv2d(x, iota({4, 3, 3, 3}), Tensor(), {1, 1}, {1, 1}), {1e-4, 1e-5}));
+  EXPECT_TRUE(tc::testing::gradcheck(
+      [](const std::vector<Tensor>& in) { return mul(in[0].contiguous(MemoryFormat::ChannelsLast), 2.0); },
+      {tc::testing::uniform({2, 3, 2, 2}, kFloat64).requires_grad_()}, {1e-7, 1e-7}));
+}
+
 TEST(ViewGrads, ViewReshapeFlattenSqueeze) {
   const Tensor x = iota({2, 3});
   EXPECT_EQ(grad_through(x, [](const Tensor& t) { return t.view({3, 2}); }), (std::vector<double>{1, 2, 3, 4, 5, 6}));

@@ -20,6 +20,10 @@ namespace tc {
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);  // "(64, 784)"
 
+// A memory layout (libtorch's at::MemoryFormat): Contiguous is row-major; ChannelsLast is
+// NHWC order for a 4-d (N, C, H, W) tensor (PyTorch's torch.channels_last).
+enum class MemoryFormat { Contiguous, ChannelsLast };
+
 struct TensorImpl;  // src/core/tensor_impl.h
 namespace autograd { struct Node; }
 
@@ -64,6 +68,7 @@ class Tensor {
   int64_t storage_offset() const;
   size_t nbytes() const;              // numel * element size
   bool is_contiguous() const;
+  bool is_contiguous(MemoryFormat format) const;  // ChannelsLast: 4-d with NHWC strides
   bool is_floating_point() const { return is_floating(dtype()); }
 
   // --- data access (CPU). data_ptr<T> checks T against the dtype.
@@ -84,6 +89,10 @@ class Tensor {
   Tensor to(Device device) const;
   Tensor clone() const;
   Tensor contiguous() const;          // *this when already contiguous
+  // The same values in `format`'s memory layout, sizes unchanged (libtorch's
+  // contiguous(MemoryFormat)): ChannelsLast gives a 4-d (N, C, H, W) tensor with NHWC
+  // strides, which convolutions and pooling run on without layout reorders.
+  Tensor contiguous(MemoryFormat format) const;
   Tensor detach() const;              // shares storage, no autograd history
 
   // --- views: share storage with *this

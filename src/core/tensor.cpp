@@ -97,6 +97,15 @@ int64_t Tensor::numel() const { TC_DEFINED("numel"); return impl_->numel(); }
 int64_t Tensor::storage_offset() const { TC_DEFINED("storage_offset"); return impl_->offset; }
 size_t Tensor::nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype()); }
 bool Tensor::is_contiguous() const { TC_DEFINED("is_contiguous"); return is_contiguous_layout(impl_->sizes, impl_->strides); }
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  TC_DEFINED("is_contiguous");
+  if (format == MemoryFormat::Contiguous) return is_contiguous();
+  if (dim() != 4) return false;
+  const Shape& sz = impl_->sizes;
+  const Shape& st = impl_->strides;
+  // NHWC: the (N, H, W, C) permutation is row-major.
+  return is_contiguous_layout({sz[0], sz[2], sz[3], sz[1]}, {st[0], st[2], st[3], st[1]});
+}
 void* Tensor::raw_data() const { TC_DEFINED("data_ptr"); return impl_->data(); }
 
 int64_t Tensor::size(int64_t d) const {

@@ -37,6 +37,16 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::Contiguous) return contiguous();
+  TC_CHECK(dim() == 4, "contiguous", "MemoryFormat::ChannelsLast needs a 4-d (N, C, H, W) tensor, got shape ",
+           shape_str(sizes()));
+  if (is_contiguous(format)) return *this;
+  // A row-major copy of the (N, H, W, C) view, seen as (N, C, H, W) again; differentiable
+  // (permute and clone are).
+  return permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
+}
+
 Tensor Tensor::detach() const {
   TC_CHECK(defined(), "detach", "called on an undefined tensor");
   return make_view(*this, sizes(), strides(), storage_offset());
