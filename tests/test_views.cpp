@@ -215,6 +215,21 @@ TEST(Views, ChannelsLastMemoryFormat) {
   Tensor y = conv2d(cl, iota({4, 3, 3, 3}), Tensor(), {1, 1}, {1, 1});
   EXPECT_TRUE(y.is_contiguous(MemoryFormat::ChannelsLast));
   EXPECT_TRUE(all_close(y, conv2d(x, iota({4, 3, 3, 3}), Tensor(), {1, 1}, {1, 1}), {1e-4, 1e-5}));
+  // Casts keep a dense layout (PyTorch's preserve_format), so autocast's bf16 copy of a
+  // channels-last fp32 input is channels-last and the convolution stays on the NHWC path.
+  Tensor cl_b = cl.to(kBFloat16);
+  EXPECT_TRUE(cl_b.is_contiguous(MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(tc::testing::equal(cl_b, x.to(kBFloat16)));
+  EXPECT_TRUE(x.to(kBFloat16).is_contiguous());
+  Tensor t = iota({3, 5}).t();  // any dense permutation, not only NHWC
+  EXPECT_EQ(t.to(kFloat64).strides(), t.strides());
+  EXPECT_TRUE(iota({4, 6}).slice(1, 0, 6, 2).to(kFloat64).is_contiguous());  // not dense: row-major
+  {
+    amp::AutocastGuard ac(kCPU, kBFloat16);
+    Tensor z = conv2d(cl, iota({4, 3, 3, 3}), Tensor(), {1, 1}, {1, 1});
+    EXPECT_EQ(z.dtype(), kBFloat16);
+    EXPECT_TRUE(z.is_contiguous(MemoryFormat::ChannelsLast));
+  }
   EXPECT_TRUE(tc::testing::gradcheck(
       [](const std::vector<Tensor>& in) { return mul(in[0].contiguous(MemoryFormat::ChannelsLast), 2.0); },
       {tc::testing::uniform({2, 3, 2, 2}, kFloat64).requires_grad_()}, {1e-7, 1e-7}));

@@ -52,6 +52,25 @@ Tensor make_tensor(const Shape& sizes, DType dtype, Device device = Device{});
 // A view of `base`'s storage with new geometry (no autograd recording).
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
 
+// ---- Dense layouts (PyTorch's memory-format preservation) ----
+// A tensor is dense when its elements fill numel() consecutive slots of its storage in
+// some order of its dims (e.g. channels-last NCHW: strides (H*W*C, 1, W*C, C)).
+
+// The dims of (sizes, strides) from outermost to innermost in memory when the layout is
+// dense and non-overlapping (size-1 dims first, in logical order); empty when it is not
+// dense or has no elements.
+Shape dense_stride_order(const Shape& sizes, const Shape& strides);
+// The strides of a new dense tensor of `sizes` whose dims lie in memory in `order`.
+Shape strides_for_order(const Shape& sizes, const Shape& order);
+// A new uninitialized tensor of t's sizes in `dtype`, with t's layout when t is dense but
+// not contiguous (empty_like preserving the memory format); contiguous otherwise.
+Tensor empty_like_layout(const Tensor& t, DType dtype);
+// The view of dense t with its dims permuted to memory order `order` (so it is contiguous).
+Tensor memory_order_view(const Tensor& t, const Shape& order);
+// t's values in `dtype`, in t's dense layout (contiguous when t is not dense); no autograd.
+// t itself when it already has `dtype` (or is undefined).
+Tensor cast_dense(const Tensor& t, DType dtype);
+
 // NumPy broadcasting of two shapes; throws "[op] shapes (..) and (..) cannot be broadcast".
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 

@@ -16,8 +16,7 @@ using autograd::record;
 Tensor Tensor::to(DType dt) const {
   if (dtype() == dt) return *this;
   profiler::detail::Scope rec("to");
-  Tensor out = make_tensor(sizes(), dt, device());
-  cpu::copy_into(out, *this);
+  Tensor out = cast_dense(*this, dt);  // keeps a dense layout (channels-last stays channels-last), as PyTorch
   // A cast is differentiable: the gradient is cast back (autograd/nodes.h: a weight's
   // gradient through a 16-bit copy arrives in its fp32).
   return autograd::detail::record_cast(out, *this);

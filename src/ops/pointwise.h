@@ -16,70 +16,8 @@ Tensor scalar_operand(const Tensor& a, double value);
 // The floating dtype a unary float op produces for x (integers give float32).
 inline DType float_result_dtype(DType t) { return is_floating(t) ? t : kFloat32; }
 
-// ---- Dense layouts (PyTorch's "memory format" preservation) ------------------------------
-//
-// A tensor is dense when its elements fill numel() consecutive slots of its storage in
-// some order of its dims: the non-size-1 dims, sorted by decreasing stride, form a
-// contiguous layout (e.g. channels-last NCHW: strides (H*W*C, 1, W*C, C)).
-
-// The dims of (sizes, strides) from outermost to innermost in memory when the layout is
-// dense and non-overlapping (size-1 dims first, in logical order, since their strides do
-// not matter); empty when it is not dense or has no elements.
-inline Shape dense_stride_order(const Shape& sizes, const Shape& strides) {
-  Shape order, big;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 0) return {};
-    (sizes[d] == 1 ? order : big).push_back(static_cast<int64_t>(d));
-  }
-  std::stable_sort(big.begin(), big.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-  int64_t expected = 1;
-  for (size_t i = big.size(); i-- > 0;) {
-    if (strides[big[i]] != expected) return {};
-    expected *= sizes[big[i]];
-  }
-  order.insert(order.end(), big.begin(), big.end());
-  return order;
-}
-
-// True when t is dense and non-overlapping but not contiguous (a permuted dense layout).
-inline bool is_permuted_dense(const Tensor& t) {
-  return !t.is_contiguous() && !dense_stride_order(t.sizes(), t.strides()).empty();
-}
-
-// The strides of a new dense tensor of `sizes` whose dims lie in memory in `order`
-// (outermost first); size-1 dims get the stride a contiguous tensor would give them.
-inline Shape strides_for_order(const Shape& sizes, const Shape& order) {
-  Shape st(sizes.size(), 0);
-  int64_t next = 1;
-  for (size_t i = order.size(); i-- > 0;) {
-    st[order[i]] = next;
-    next *= sizes[order[i]];
-  }
-  Shape cont = contiguous_strides(sizes);
-  for (size_t d = 0; d < sizes.size(); ++d)
-    if (sizes[d] == 1) st[d] = cont[d];
-  return st;
-}
-
-// A new uninitialized tensor of t's sizes in `dtype` with t's memory layout when t is a
-// permuted dense tensor (empty_like preserving the memory format); contiguous otherwise.
-inline Tensor empty_like_layout(const Tensor& t, DType dtype) {
-  if (t.is_contiguous()) return make_tensor(t.sizes(), dtype, t.device());
-  const Shape order = dense_stride_order(t.sizes(), t.strides());
-  if (order.empty()) return make_tensor(t.sizes(), dtype, t.device());
-  Tensor base = make_tensor({shape_numel(t.sizes())}, dtype, t.device());
-  return make_view(base, t.sizes(), strides_for_order(t.sizes(), order), 0);
-}
-
-// The view of dense t that is contiguous, its dims permuted to memory order `order`.
-inline Tensor memory_order_view(const Tensor& t, const Shape& order) {
-  Shape sz, st;
-  for (int64_t d : order) {
-    sz.push_back(t.size(d));
-    st.push_back(t.stride(d));
-  }
-  return make_view(t, sz, st, t.storage_offset());
-}
+// Dense-layout helpers (dense_stride_order, empty_like_layout, memory_order_view) live in
+// src/core/tensor_impl.h: Tensor::to preserves layouts too.
 
 namespace detail {
 // The memory order shared by `ins` when the first is a permuted dense tensor and every

@@ -134,13 +134,13 @@ std::shared_ptr<const Plan> forward_plan(const Tensor& x, const Tensor& w, const
 }
 
 // float32 copy keeping the layout (so a float16 fallback picks the same kernels' layout).
-Tensor as_f32(const Tensor& t) { return cast_keep_layout(t, kFloat32); }
+Tensor as_f32(const Tensor& t) { return cast_dense(t, kFloat32); }
 
 }  // namespace
 
 Tensor dnnl_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p) {
   auto plan = forward_plan(x, w, bias, p);
-  if (!plan) return cast_keep_layout(dnnl_conv2d_forward(as_f32(x), as_f32(w), as_f32(bias), p), x.dtype());
+  if (!plan) return cast_dense(dnnl_conv2d_forward(as_f32(x), as_f32(w), as_f32(bias), p), x.dtype());
   Tensor y = make_activation(out_sizes(x.sizes(), w.sizes(), p), x.dtype(), is_channels_last(x));
   if (bias.defined())
     run_plan(*plan, {x, w, bias, y});
@@ -182,7 +182,7 @@ Tensor dnnl_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Shape&
       return plan;
     });
   });
-  if (!plan) return cast_keep_layout(dnnl_conv2d_backward_data(as_f32(gy), as_f32(w), xs, p, cl), dt);
+  if (!plan) return cast_dense(dnnl_conv2d_backward_data(as_f32(gy), as_f32(w), xs, p, cl), dt);
   Tensor gx = make_activation(xs, dt, cl);
   run_plan(*plan, {gy, w, gx});
   return gx;

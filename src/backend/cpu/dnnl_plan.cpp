@@ -6,7 +6,6 @@
 
 #include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
-#include "ops/pointwise.h"
 
 namespace tc::cpu {
 
@@ -115,24 +114,11 @@ dnnl::memory::desc layout_desc(const Tensor& t, const char* op) {
   return dnnl_desc(t, op);
 }
 
-Tensor cast_keep_layout(const Tensor& t, DType dt) {
-  if (!t.defined() || t.dtype() == dt) return t;
-  const Shape order = ops::dense_stride_order(t.sizes(), t.strides());
-  if (t.is_contiguous() || order.empty()) {
-    Tensor out = make_tensor(t.sizes(), dt);
-    copy_into(out, t);
-    return out;
-  }
-  Tensor out = ops::empty_like_layout(t, dt);
-  copy_into(ops::memory_order_view(out, order), ops::memory_order_view(t, order));
-  return out;
-}
-
 Tensor to_activation_layout(const Tensor& t, bool channels_last) {
   if (channels_last ? is_channels_last(t) : t.is_contiguous()) return t;
   Tensor out = make_activation(t.sizes(), t.dtype(), channels_last);
   if (channels_last) {
-    copy_into(ops::memory_order_view(out, {0, 2, 3, 1}), ops::memory_order_view(t, {0, 2, 3, 1}));
+    copy_into(memory_order_view(out, {0, 2, 3, 1}), memory_order_view(t, {0, 2, 3, 1}));
   } else {
     copy_into(out, t);
   }

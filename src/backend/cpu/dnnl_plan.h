@@ -59,8 +59,6 @@ dnnl::memory::desc activation_desc(const Shape& sizes, DType dt, bool channels_l
 // The desc of t as it lies in memory, canonicalized to the nhwc / nchw tag when t is
 // channels-last / contiguous (so that equal layouts compare equal and need no reorder).
 dnnl::memory::desc layout_desc(const Tensor& t, const char* op);
-// t converted to dtype, keeping t's dense layout (Tensor::to gives contiguous results).
-Tensor cast_keep_layout(const Tensor& t, DType dt);
 // t in the requested activation layout (t itself when it already is).
 Tensor to_activation_layout(const Tensor& t, bool channels_last);
 

@@ -8,7 +8,6 @@
 
 #include "backend/cpu/dnnl_plan.h"
 #include "core/tensor_impl.h"
-#include "ops/pointwise.h"
 
 namespace tc::cpu {
 
@@ -106,8 +105,8 @@ PoolResult dnnl_pool2d_forward(const Tensor& xin, const PoolParams& p, PoolKind 
   const Shape& xs = x.sizes();
   auto plan = forward_plan(xs, dt, p, kind, cl);
   if (!plan) {
-    PoolResult r = dnnl_pool2d_forward(cast_keep_layout(x, kFloat32), p, kind);
-    r.out = cast_keep_layout(r.out, dt);
+    PoolResult r = dnnl_pool2d_forward(cast_dense(x, kFloat32), p, kind);
+    r.out = cast_dense(r.out, dt);
     return r;
   }
   PoolResult r;
@@ -126,11 +125,11 @@ Tensor dnnl_pool2d_backward(const Tensor& gyin, const Tensor& workspace, const S
   // The backward follows the forward's choice: the workspace of a float32 fallback
   // forward only fits a float32 backward, and vice versa.
   if (!forward_plan(xs, dt, p, kind, cl))
-    return cast_keep_layout(
-        dnnl_pool2d_backward(cast_keep_layout(gyin, kFloat32), workspace, xs, kFloat32, p, kind, cl), dt);
+    return cast_dense(
+        dnnl_pool2d_backward(cast_dense(gyin, kFloat32), workspace, xs, kFloat32, p, kind, cl), dt);
   // The primitive runs in the forward's layout; a gradient in another dense layout is
   // reordered into it by the plan, anything else (expanded, overlapping) is copied first.
-  const Tensor gy = ops::dense_stride_order(gyin.sizes(), gyin.strides()).empty() ? gyin.contiguous() : gyin;
+  const Tensor gy = dense_stride_order(gyin.sizes(), gyin.strides()).empty() ? gyin.contiguous() : gyin;
   std::string key = key_of("pool_bwd", xs, dt, p, kind, cl);
   key_append(key, gy.strides());
   auto plan = cached_plan(key, [&] {
