@@ -2,6 +2,7 @@
 // Forward and backward live together; backward formulas are fused pointwise kernels
 // (one pass, float32 math for 16-bit data) rather than chains of ops.
 #include <cmath>
+#include <type_traits>
 
 #include "ops/fast_math.h"
 #include "ops/pointwise.h"
@@ -87,25 +88,23 @@ TC_SIMD_CLONES void gelu_tanh_forward_f32(const float* x, float* y, int64_t n) {
 TC_SIMD_CLONES void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = gelu_tanh_grad(g[i], x[i]);
 }
-inline void gelu_erf_forward(const float* x, float* y, int64_t n) { gelu_erf_forward_f32(x, y, n); }
-inline void gelu_erf_backward(const float* g, const float* x, float* dx, int64_t n) {
-  gelu_erf_backward_f32(g, x, dx, n);
+// y = gelu(x) over n elements: the ISA clones for float, the exact std::erf/tanh forms
+// for double.
+template <class C>
+void gelu_forward(bool tanh_form, const C* x, C* y, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    tanh_form ? gelu_tanh_forward_f32(x, y, n) : gelu_erf_forward_f32(x, y, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = tanh_form ? gelu_tanh_value(x[i]) : gelu_erf_value(x[i]);
+  }
 }
-inline void gelu_tanh_forward(const float* x, float* y, int64_t n) { gelu_tanh_forward_f32(x, y, n); }
-inline void gelu_tanh_backward(const float* g, const float* x, float* dx, int64_t n) {
-  gelu_tanh_backward_f32(g, x, dx, n);
-}
-inline void gelu_erf_forward(const double* x, double* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = gelu_erf_value(x[i]);
-}
-inline void gelu_erf_backward(const double* g, const double* x, double* dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = gelu_erf_grad(g[i], x[i]);
-}
-inline void gelu_tanh_forward(const double* x, double* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh_value(x[i]);
-}
-inline void gelu_tanh_backward(const double* g, const double* x, double* dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = gelu_tanh_grad(g[i], x[i]);
+template <class C>
+void gelu_backward(bool tanh_form, const C* g, const C* x, C* dx, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    tanh_form ? gelu_tanh_backward_f32(g, x, dx, n) : gelu_erf_backward_f32(g, x, dx, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dx[i] = tanh_form ? gelu_tanh_grad(g[i], x[i]) : gelu_erf_grad(g[i], x[i]);
+  }
 }
 // Calls f(C{}) with C = double (float64 or 64-bit integer operands) or float.
 template <class F>
@@ -337,14 +336,14 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
   Tensor out = make_tensor(x.sizes(), odt, x.device());
   with_gelu_compute_type(cpu::computes_in_double(odt) || cpu::computes_in_double(x.dtype()), [&]<class C>(C) {
     cpu::map_blocks<C, 1>(out, {x}, "gelu", [&](int64_t n, const C* const* in, C* o) {
-      tanh_form ? gelu_tanh_forward(in[0], o, n) : gelu_erf_forward(in[0], o, n);
+      gelu_forward(tanh_form, in[0], o, n);
     });
   });
   return record("gelu", out, {x}, [x = x.detach(), tanh_form](const Tensor& g, const std::vector<bool>&) {
     Tensor dx = make_tensor(broadcast_shapes(g.sizes(), x.sizes(), "gelu"), g.dtype(), g.device());
     with_gelu_compute_type(cpu::computes_in_double(g.dtype()) || cpu::computes_in_double(x.dtype()), [&]<class C>(C) {
       cpu::map_blocks<C, 2>(dx, {g, x}, "gelu", [&](int64_t n, const C* const* in, C* o) {
-        tanh_form ? gelu_tanh_backward(in[0], in[1], o, n) : gelu_erf_backward(in[0], in[1], o, n);
+        gelu_backward(tanh_form, in[0], in[1], o, n);
       });
     });
     return std::vector<Tensor>{dx};
