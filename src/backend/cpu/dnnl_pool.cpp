@@ -45,8 +45,6 @@ Geometry geometry(const Shape& xs, const PoolParams& p) {
   return g;
 }
 
-memory::desc plain(const Shape& s, DType dt, const char* op, bool cl) { return activation_desc(s, dt, cl, op); }
-
 std::string key_of(const char* what, const Shape& xs, DType dt, const PoolParams& p, PoolKind kind, bool cl) {
   std::string key = what;
   key += dtype_name(dt);
@@ -62,9 +60,10 @@ dnnl::pooling_v2_forward::primitive_desc forward_pd(const Shape& xs, DType dt, c
                                                     bool cl) {
   const Geometry g = geometry(xs, p);
   const char* op = op_name(kind);
-  dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_training, algorithm_of(kind), plain(xs, dt, op, cl),
-                                   plain({xs[0], xs[1], p.out[0], p.out[1]}, dt, op, cl), g.strides, g.kernel, g.dilation,
-                                   g.pad_l, g.pad_r);
+  dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_training, algorithm_of(kind),
+                                   activation_desc(xs, dt, cl, op),
+                                   activation_desc({xs[0], xs[1], p.out[0], p.out[1]}, dt, cl, op), g.strides,
+                                   g.kernel, g.dilation, g.pad_l, g.pad_r);
   return {d, dnnl_engine()};
 }
 
@@ -137,9 +136,9 @@ Tensor dnnl_pool2d_backward(const Tensor& gyin, const Tensor& workspace, const S
       const Geometry g = geometry(xs, p);
       auto fwd = forward_pd(xs, dt, p, kind, cl);
       const char* op = op_name(kind);
-      dnnl::pooling_v2_backward::desc d(algorithm_of(kind), plain(xs, dt, op, cl),
-                                        plain({xs[0], xs[1], p.out[0], p.out[1]}, dt, op, cl), g.strides, g.kernel,
-                                        g.dilation, g.pad_l, g.pad_r);
+      dnnl::pooling_v2_backward::desc d(algorithm_of(kind), activation_desc(xs, dt, cl, op),
+                                        activation_desc({xs[0], xs[1], p.out[0], p.out[1]}, dt, cl, op), g.strides,
+                                        g.kernel, g.dilation, g.pad_l, g.pad_r);
       dnnl::pooling_v2_backward::primitive_desc pd(d, dnnl_engine(), fwd);
       auto plan = std::make_shared<Plan>();
       plan->impl = pd.impl_info_str();
