@@ -145,8 +145,9 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool k
 Tensor sum_to_size(const Tensor& x, const Shape& size);
 
 // ---------------------------------------------------------------- linear algebra (oneDNN)
-// float32, bfloat16 (float32 accumulation) and float16 (computed through float32 on CPUs
-// without native fp16 math; the result rounds once to float16).
+// float32, bfloat16 and float16 with float32 accumulation (a 16-bit dtype without native
+// math on this CPU, such as bfloat16 without AVX-512, is computed through float32 and the
+// result rounds once).
 Tensor matmul(const Tensor& a, const Tensor& b);  // numpy semantics, batch broadcasting
 Tensor mm(const Tensor& a, const Tensor& b);      // (n, k) x (k, m)
 Tensor bmm(const Tensor& a, const Tensor& b);     // (b, n, k) x (b, k, m)

@@ -85,9 +85,10 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Shape& x, const Shape
   return {d, dnnl_engine()};
 }
 
-// float16 without an optimized kernel is refused so the caller computes through float32.
+// A 16-bit dtype without an optimized kernel (float16 without AVX512-FP16, bfloat16 on an
+// AVX2-only CPU) is refused so the caller computes through float32.
 std::shared_ptr<Plan> accept(std::shared_ptr<Plan> plan, DType dt) {
-  if (dt == kFloat16 && is_reference_impl(plan->impl)) return nullptr;
+  if (is_reduced_float(dt) && is_reference_impl(plan->impl)) return nullptr;
   return plan;
 }
 
@@ -96,7 +97,7 @@ std::shared_ptr<Plan> guarded_build(DType dt, Build build) {
   try {
     return accept(build(), dt);
   } catch (const dnnl::error& e) {
-    if (dt == kFloat16) return nullptr;
+    if (is_reduced_float(dt)) return nullptr;
     TC_FAIL(kOp, "oneDNN could not create a ", dtype_name(dt), " convolution: ", e.what());
   }
 }
@@ -133,7 +134,7 @@ std::shared_ptr<const Plan> forward_plan(const Tensor& x, const Tensor& w, const
   });
 }
 
-// float32 copy keeping the layout (so a float16 fallback picks the same kernels' layout).
+// float32 copy keeping the layout (so a 16-bit fallback picks the same kernels' layout).
 Tensor as_f32(const Tensor& t) { return cast_dense(t, kFloat32); }
 
 }  // namespace

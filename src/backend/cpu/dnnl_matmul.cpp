@@ -1,5 +1,5 @@
 // The CPU batched matrix product: oneDNN matmul primitives behind a thread-safe LRU cache,
-// the float32 detour for float16 on CPUs without fp16 math, and the float64 loop.
+// the float32 detour for 16-bit dtypes on CPUs without that math, and the float64 loop.
 #include "backend/cpu/dnnl_matmul.h"
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/dnnl_plan.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/ops.h"
@@ -145,6 +146,8 @@ Entry lookup(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor&
     // A caller-owned scratchpad lets several threads run one cached primitive at once.
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::matmul::primitive_desc pd(d, attr, dnnl_engine());
+    // A reference (scalar) 16-bit kernel is far slower than the float32 detour.
+    if (is_reduced_float(c.dtype()) && is_reference_impl(pd.impl_info_str())) return cache().insert(k, std::move(e));
     e.scratchpad_bytes = pd.scratchpad_desc().get_size();
     e.prim = dnnl::matmul(pd);
   } catch (const dnnl::error&) {
@@ -270,12 +273,13 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
   TC_CHECK(dt == kFloat32 || dt == kBFloat16 || dt == kFloat16, op, "expected a floating dtype, got ", dtype_name(dt));
   if (run_dnnl(a, b, bias, c, op)) return;
   if (a.dtype() != dt || b.dtype() != dt) {
-    // 16-bit inputs into a wider c that oneDNN refuses (float16 without CPU support): widen.
+    // 16-bit inputs into a wider c that oneDNN refuses (no 16-bit GEMM on this CPU): widen.
     return matmul_into(a.to(dt), b.to(dt), bias.defined() ? bias.to(dt) : Tensor(), c, op);
   }
-  if (dt == kFloat16) {
-    // No fp16 GEMM on this CPU (oneDNN 2.6 has none without AVX512-FP16): widen the inputs
-    // to float32 scratch, multiply with float32 accumulation and round the result once.
+  if (is_reduced_float(dt)) {
+    // No GEMM for this 16-bit dtype on this CPU (oneDNN 2.6 has no fp16 one without
+    // AVX512-FP16 and no bf16 one without AVX-512): widen the inputs to float32 scratch,
+    // multiply with float32 accumulation and round the result once.
     Tensor c32 = make_tensor(c.sizes(), kFloat32);
     matmul_into(a.to(kFloat32), b.to(kFloat32), bias.defined() ? bias.to(kFloat32) : Tensor(), c32, op);
     c.copy_(c32);

@@ -71,10 +71,11 @@ template <class Build>
 std::shared_ptr<Plan> guarded_build(DType dt, PoolKind kind, bool allow_reference, Build build) {
   try {
     auto plan = build();
-    if (dt == kFloat16 && !allow_reference && is_reference_impl(plan->impl)) return nullptr;
+    // 16-bit without an optimized kernel computes through float32 (see dnnl_conv.cpp).
+    if (is_reduced_float(dt) && !allow_reference && is_reference_impl(plan->impl)) return nullptr;
     return plan;
   } catch (const dnnl::error& e) {
-    if (dt == kFloat16) return nullptr;
+    if (is_reduced_float(dt)) return nullptr;
     TC_FAIL(op_name(kind), "oneDNN could not create a ", dtype_name(dt), " pooling: ", e.what());
   }
 }
