@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libdnnl-dev           # oneDNN: CPU GEMM, convolution, pooling
+  ocl-icd-opencl-dev    # only recommended by libdnnl-dev, but its dnnl-config.cmake requires OpenCL
   libgtest-dev          # unit tests
   libbenchmark-dev      # kernel benchmarks
   zlib1g-dev            # gzip-compressed IDX datasets
