@@ -1,8 +1,11 @@
 // Training checkpoints and the generator state: a round trip restores every field, the
 // RNG resumes the same draws, and a damaged checkpoint is refused without side effects.
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -201,6 +204,43 @@ TEST(Checkpoint, RefusesForeignAndInconsistentFiles) {
   s.metadata = {{"step", "3"}};
   EXPECT_TRUE(throws_with([&] { tc::io::save_checkpoint(dir.path / "d", s); }, {"[io]", "'step' is reserved"}));
   EXPECT_FALSE(fs::exists(dir.path / "d"));
+}
+
+TEST(Checkpoint, NextSaveRemovesWhatKilledSavesLeftBehind) {
+  TempDir d;
+  // A pid that no longer runs: a child that has exited and been reaped.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string me = std::to_string(::getpid()), gone = std::to_string(dead);
+  auto touch = [&](const std::string& name) { std::FILE* f = std::fopen((d.path / name).c_str(), "w"); std::fclose(f); };
+  const std::vector<std::string> stale = {".checkpoint.safetensors.tmp-" + gone + "-0-123",
+                                          ".model.safetensors.tmp-" + gone + "-41-7"};
+  const std::vector<std::string> kept = {
+      ".checkpoint.safetensors.tmp-" + me + "-0-1",  // this process: another thread may be saving
+      ".checkpoint.safetensors.tmp-1-0-1",           // pid 1 is alive
+      "checkpoint.safetensors.tmp-" + gone + "-0-1",  // not hidden: not a name AtomicFile makes
+      ".x.tmp-" + gone + "-0",                        // two fields only
+      ".x.tmp-" + gone + "-0-1z",                     // not digits
+      "notes.txt"};
+  for (const auto& n : stale) touch(n);
+  for (const auto& n : kept) touch(n);
+  tc::io::save_checkpoint(d.path, sample_state());
+  for (const auto& n : stale) EXPECT_FALSE(fs::exists(d.path / n)) << n;
+  for (const auto& n : kept) EXPECT_TRUE(fs::exists(d.path / n)) << n;
+  EXPECT_TRUE(same_dict(tc::io::load_checkpoint(d.path).model, sample_state().model));
+  EXPECT_EQ(tc::io::remove_stale_temp_files(d.path), 0u);
+}
+
+TEST(Checkpoint, AFifoIsRefusedWithoutBlocking) {
+  // Opening a FIFO for reading would wait for a writer forever.
+  TempDir d;
+  const fs::path fifo = d.path / "checkpoint.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_TRUE(throws_with([&] { tc::io::load_checkpoint(d.path); }, {"[io] cannot read", "it is a FIFO"}));
+  EXPECT_TRUE(throws_with([&] { tc::io::load_safetensors(fifo); }, {"it is a FIFO"}));
+  EXPECT_TRUE(throws_with([&] { tc::io::load_safetensors(d.path); }, {"it is a directory"}));
 }
 
 TEST(Describe, ListsTensorsAndTrainingState) {

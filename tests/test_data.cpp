@@ -471,6 +471,47 @@ TEST(DataLoader, ResumeIsBitIdentical) {
   EXPECT_TRUE(throws_with([&] { other.load_state({}); }, {"[data] state dict has no entry"}));
 }
 
+TEST(DataLoader, HostileStateIsRefusedAndChangesNothing) {
+  // A state dict read from a file may hold any shape, dtype or value in any entry.
+  const auto opts = data::DataLoaderOptions().batch_size(7).shuffle(true).seed(42);
+  const Tensor x = randn({100, 3});
+  const Tensor y = arange(0.0, 100.0, 1.0, kInt64);
+  data::DataLoader l(data::TensorDataset(x, y), opts);
+  const StateDict good = l.state();
+  auto with = [&](const std::string& key, const Tensor& v) {
+    StateDict sd = good;
+    sd[key] = v;
+    return sd;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Case {
+    std::string key;
+    Tensor value;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"seed", zeros({0}, kInt64), "'seed' should hold one value, got shape (0,)"},
+      {"seed", zeros({2}, kInt64), "'seed' should hold one value, got shape (2,)"},
+      {"epoch", scalar_tensor(nan, kFloat64), "'epoch' is nan, expected an integer"},
+      {"batch", scalar_tensor(1e300, kFloat64), "'batch' is 1e+300, expected an integer"},
+      {"batch", scalar_tensor(2.5, kFloat32), "'batch' is 2.5, expected an integer"},
+      {"epoch", state_int(-1), "position epoch -1 batch 0 is invalid"},
+      {"batch", state_int(16), "position epoch 0 batch 16 is invalid for 15 batches"},
+      {"batch_size", scalar_tensor(-nan, kFloat64), "'batch_size' is"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.key + ": " + c.message);
+    EXPECT_TRUE(throws_with([&] { l.load_state(with(c.key, c.value)); }, {"[data]", c.message}));
+    EXPECT_EQ(l.options().seed(), 42u);  // unchanged
+    EXPECT_EQ(l.epoch(), 0);
+  }
+  // Integral values in other dtypes are read exactly (a uint8 flag, a float64 counter).
+  StateDict ok = with("shuffle", full({}, 1.0, kUInt8));
+  ok["batch"] = scalar_tensor(3.0, kFloat64);
+  l.load_state(ok);
+  EXPECT_EQ(l.batch_index(), 3);
+}
+
 TEST(DataLoader, WorkerExceptionReachesTheConsumer) {
   for (int64_t prefetch : {0, 1, 3}) {
     data::DataLoader l(Faulty(37), data::DataLoaderOptions().batch_size(10).prefetch(prefetch));

@@ -302,6 +302,62 @@ TEST(GradScalerStateDict, HasPyTorchKeysAndLoadsAPyTorchDict) {
                         {"[GradScaler]", "no entry 'growth_factor'"});
 }
 
+TEST(GradScalerState, HostileValuesAreRefusedBeforeAnyCast) {
+  // A dict from a file: NaN or huge counters were cast to integers (undefined behaviour).
+  const StateDict good = {{"scale", state_scalar(512.0)}, {"growth_factor", state_scalar(2.0)},
+                          {"backoff_factor", state_scalar(0.5)}, {"growth_interval", state_int(10)},
+                          {"_growth_tracker", state_int(3)}};
+  struct Case {
+    std::string key;
+    Tensor value;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"growth_interval", state_scalar(kNaN), "'growth_interval' is nan, expected an integer"},
+      {"growth_interval", state_scalar(1e19), "'growth_interval' is 1e+19, expected an integer"},
+      {"growth_interval", state_int(int64_t{1} << 40), "expected an integer in [1, 2147483647]"},
+      {"_growth_tracker", state_scalar(-1.0), "'_growth_tracker' is -1, expected an integer in [0,"},
+      {"scale", state_scalar(kInf), "'scale' is inf, expected a finite value"},
+      {"scale", state_scalar(0.0), "'scale' is 0, expected a finite value"},
+      {"growth_factor", state_scalar(kNaN), "'growth_factor' is nan"},
+      {"backoff_factor", state_scalar(1.0), "invalid settings"},
+      {"hysteresis", state_scalar(0.5), "'hysteresis' is 0.5, expected an integer"},
+      {"steps_taken", state_scalar(-kInf), "'steps_taken' is -inf"},
+      {"min_scale", state_scalar(1e6), "min_scale 1e+06 above max_scale 1000"},
+      {"scale", zeros({0}), "'scale' should hold one value, got shape (0,)"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.key + ": " + c.message);
+    GradScaler s(GradScalerOptions().init_scale(64.0).max_scale(1000.0));
+    StateDict sd = good;
+    sd[c.key] = c.value;
+    testing::expect_error([&] { s.load_state_dict(sd); }, {"[GradScaler]", c.message});
+    EXPECT_EQ(s.get_scale(), 64.0);  // nothing changed
+  }
+}
+
+TEST(NonFinite, FoundAndFirstAcrossTensorsOfEveryFloatDtype) {
+  for (DType dt : testing::kAllFloat) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::vector<Tensor> ts = {ones({3, 5}, dt), Tensor(), ones({1000}, dt).slice(0, 0, 1000, 3), ones({}, dt)};
+    EXPECT_FALSE(amp::found_nonfinite(ts));
+    EXPECT_EQ(amp::first_nonfinite(ts), -1);
+    for (double bad : {kInf, -kInf, kNaN}) {
+      std::vector<Tensor> c = {ts[0].clone(), Tensor(), ts[2].clone(), ts[3].clone()};
+      c[2].narrow(0, 300, 1).fill_(bad);  // deep inside a strided tensor
+      EXPECT_TRUE(amp::found_nonfinite(c));
+      EXPECT_EQ(amp::first_nonfinite(c), 2);
+      c[3].fill_(bad);
+      EXPECT_EQ(amp::first_nonfinite(c), 2);
+    }
+    // The largest finite value is finite.
+    std::vector<Tensor> big = {full({4}, dt == kFloat64 ? 1.7e308 : dt == kFloat16 ? 65504.0 : 3.0e38, dt)};
+    EXPECT_FALSE(amp::found_nonfinite(big));
+  }
+  EXPECT_FALSE(amp::found_nonfinite({}));
+  testing::expect_error([&] { amp::found_nonfinite({zeros({2}, kInt64)}); }, {"[found_nonfinite]", "floating"});
+}
+
 // ------------------------------------------------------------------ skipped steps
 
 // Every tensor of the optimizer's state and the parameters, bit for bit.

@@ -1,5 +1,6 @@
 // Learning-rate schedules against their closed forms, per group, through state_dict.
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "common/testing.h"
@@ -83,4 +84,16 @@ TEST(LRSchedule, StateDictResume) {
   bad = sd;
   bad.erase("last_epoch");
   expect_error([&] { sb.load_state_dict(bad); }, {"last_epoch"});
+  // Values and keys from a file: no exception but tc::Error, nothing changed.
+  const double lr_before = lr0(b);
+  bad = sd;
+  bad["base_lrs.99999999999999999999999"] = state_scalar(0.1);  // std::stoull threw out_of_range here
+  expect_error([&] { sb.load_state_dict(bad); }, {"[lr_scheduler]", "unexpected key 'base_lrs.9999"});
+  bad = sd;
+  bad["last_epoch"] = state_scalar(std::nan(""));
+  expect_error([&] { sb.load_state_dict(bad); }, {"[lr_scheduler]", "'last_epoch' is nan, expected an integer"});
+  bad = sd;
+  bad["base_lrs.0"] = state_scalar(std::numeric_limits<double>::infinity());
+  expect_error([&] { sb.load_state_dict(bad); }, {"[lr_scheduler]", "'base_lrs.0' is inf, expected a finite value"});
+  EXPECT_EQ(lr0(b), lr_before);
 }

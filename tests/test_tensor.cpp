@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/testing.h"
+#include "core/tensor_impl.h"
 
 namespace tc {
 namespace {
@@ -107,6 +108,20 @@ TEST(Factories, EmptyZerosOnesFull) {
   EXPECT_TRUE(r.requires_grad());
   EXPECT_TRUE(r.is_leaf());
   TC_EXPECT_ERROR(ones({2}, TensorOptions(kInt64).requires_grad(true)), "[requires_grad_]");
+}
+
+TEST(Factories, ShapesWhoseSizeOverflowsAreRefused) {
+  // Shapes come from files too: an element count or stride past int64 is an error, never
+  // undefined behaviour or a wrapped-around allocation size.
+  const int64_t big = int64_t{1} << 62;
+  EXPECT_EQ(shape_numel({0, big, 4}), 0);  // empty: the zero comes first, nothing overflows
+  EXPECT_EQ(shape_numel({big, 4, 0}), 0);
+  EXPECT_EQ(shape_numel({big, 1}), big);
+  TC_EXPECT_ERROR(shape_numel({big, 4}), "shape (4611686018427387904, 4) is too large");
+  TC_EXPECT_ERROR(contiguous_strides({0, big, 4}), "is too large");  // the stride of dim 0 is 2^64
+  EXPECT_EQ(contiguous_strides({big, 2}), (Shape{2, 1}));           // the outermost extent is no stride
+  TC_EXPECT_ERROR(empty({0, big, 4}), "is too large");
+  TC_EXPECT_ERROR(empty({int64_t{1} << 40, int64_t{1} << 40}), "is too large");
 }
 
 TEST(Factories, Arange) {
@@ -517,8 +532,10 @@ TEST(Threads, SetAndGet) {
   EXPECT_EQ(get_num_threads(), 1);
   set_num_threads(2);
   EXPECT_EQ(get_num_threads(), 2);
-  TC_EXPECT_ERROR(set_num_threads(0), "[set_num_threads] expected a positive thread count, got 0");
+  TC_EXPECT_ERROR(set_num_threads(0), "[set_num_threads] expected a thread count in [1, 1024], got 0");
   TC_EXPECT_ERROR(set_num_threads(-3), "[set_num_threads]");
+  // The OpenMP runtime crashes on tens of thousands of threads: refused before it is asked.
+  TC_EXPECT_ERROR(set_num_threads(65536), "[set_num_threads] expected a thread count in [1, 1024], got 65536");
   EXPECT_EQ(get_num_threads(), 2);
   set_num_threads(orig);
 }

@@ -23,13 +23,16 @@ int64_t parse_nonnegative_int(const std::string& flag, const std::string& value)
   return v;
 }
 
-int64_t parse_positive_int(const std::string& flag, const std::string& value) {
+int64_t parse_positive_int(const std::string& flag, const std::string& value, int64_t max) {
   int64_t v = -1;
   try {
     v = parse_nonnegative_int(flag, value);
   } catch (const UsageError&) {
   }
-  if (v <= 0) throw UsageError(flag + " expects a positive integer, got " + quoted(value));
+  if (v <= 0 || v > max)
+    throw UsageError(flag + " expects a positive integer" +
+                     (max < std::numeric_limits<int64_t>::max() ? " up to " + std::to_string(max) : "") + ", got " +
+                     quoted(value));
   return v;
 }
 
@@ -72,8 +75,9 @@ void ArgParser::choice(const std::string& name, std::string* out, std::vector<st
 }
 
 void ArgParser::positive_int(const std::string& name, int64_t* out, const std::string& metavar,
-                             const std::string& help) {
-  specs_.push_back({name, metavar, help, true, [name, out](const std::string& v) { *out = parse_positive_int(name, v); }});
+                             const std::string& help, int64_t max) {
+  specs_.push_back(
+      {name, metavar, help, true, [name, out, max](const std::string& v) { *out = parse_positive_int(name, v, max); }});
 }
 
 void ArgParser::nonnegative_int(const std::string& name, int64_t* out, const std::string& metavar,

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -30,7 +31,8 @@ class ArgParser {
   void flag(const std::string& name, bool* out, const std::string& help);
   void string(const std::string& name, std::string* out, const std::string& metavar, const std::string& help);
   void choice(const std::string& name, std::string* out, std::vector<std::string> choices, const std::string& help);
-  void positive_int(const std::string& name, int64_t* out, const std::string& metavar, const std::string& help);
+  void positive_int(const std::string& name, int64_t* out, const std::string& metavar, const std::string& help,
+                    int64_t max = std::numeric_limits<int64_t>::max());
   void nonnegative_int(const std::string& name, int64_t* out, const std::string& metavar, const std::string& help);
   void positive_double(const std::string& name, double* out, const std::string& metavar, const std::string& help);
   // One positional argument (inspect FILE).
@@ -61,7 +63,8 @@ class ArgParser {
 };
 
 // The value checks, shared with code that validates flags itself.
-int64_t parse_positive_int(const std::string& flag, const std::string& value);
+int64_t parse_positive_int(const std::string& flag, const std::string& value,
+                           int64_t max = std::numeric_limits<int64_t>::max());
 int64_t parse_nonnegative_int(const std::string& flag, const std::string& value);
 double parse_positive_double(const std::string& flag, const std::string& value);
 

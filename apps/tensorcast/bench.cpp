@@ -216,7 +216,7 @@ int cmd_bench(int argc, char** argv) {
   p.nonnegative_int("--warmup", &c.warmup, "N", "untimed warm-up steps first (default 3)");
   p.flag("--inference", &c.inference, "time forward passes only (no gradients)");
   p.flag("--no-scaler", &no_scaler, "fp16 without a GradScaler");
-  p.positive_int("--threads", &threads, "T", "CPU threads (default: the cores this process may use)");
+  p.positive_int("--threads", &threads, "T", "CPU threads (default: the cores this process may use)", tc::kMaxThreads);
   p.flag("--json", &json, "print one JSON object instead of text");
   p.flag("--profile", &c.profile,
          "then run --steps more steps under the per-op profiler and print where a step's time goes\n"
@@ -239,6 +239,7 @@ int cmd_bench(int argc, char** argv) {
         throw UsageError(std::string(f) + " does not apply with --memory-budget (each probe runs 1 warm-up and 1 measured step at the batch size it tries)");
     const double bytes = budget_mib * 1048576.0;
     if (bytes < 1 || bytes > 9.0e18) throw UsageError("--memory-budget expects MiB between 1 byte and 8 EiB, got " + std::to_string(budget_mib));
+    if (parse_only) return 0;
     const MemoryBudgetResult m = run_memory_budget(c, static_cast<int64_t>(std::llround(bytes)), batch_cap);
     if (json) {
       std::printf("%s\n", memory_budget_json(m).c_str());
@@ -254,6 +255,7 @@ int cmd_bench(int argc, char** argv) {
     }
     return 0;
   }
+  if (parse_only) return 0;
   const BenchResult r = run_bench(c);
   if (json) {
     std::printf("%s\n", bench_json(r).c_str());

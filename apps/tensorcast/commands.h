@@ -4,6 +4,10 @@
 
 namespace tcli {
 
+// Set only by the argument-parser fuzzer (fuzz/fuzz_cli.cpp): each command returns 0 right
+// after parsing and validating its flags, before it trains, benchmarks or reads a file.
+inline bool parse_only = false;
+
 int cmd_train(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_report(int argc, char** argv);

@@ -21,6 +21,7 @@ int cmd_inspect(int argc, char** argv) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     throw tc::Error("[cli] " + path + " does not exist; pass a .safetensors file or a --checkpoint directory");
+  if (parse_only) return 0;
   const std::string text = tc::io::describe(path);
   std::fputs(text.c_str(), stdout);
   if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);

@@ -129,7 +129,7 @@ int cmd_report(int argc, char** argv) {
   p.positive_int("--max-steps", &max_steps, "N", "stop each run after N steps");
   p.positive_int("--batch-size", &batch, "B", "batch size (default 128)");
   p.nonnegative_int("--seed", &seed, "S", "seed shared by all runs (default 0)");
-  p.positive_int("--threads", &threads, "T", "CPU threads");
+  p.positive_int("--threads", &threads, "T", "CPU threads", tc::kMaxThreads);
   p.positive_int("--bench-steps", &bench_steps, "N", "timed forward passes per precision (default 10)");
   p.string("--out", &out, "DIR", "output directory (default ./report; created)");
   p.epilog("example:\n  tensorcast report --model cnn --epochs 1 --out docs/report\n");
@@ -139,6 +139,7 @@ int cmd_report(int argc, char** argv) {
   if (fs::exists(out, ec) && !fs::is_directory(out, ec)) throw tc::Error("[cli] --out " + out + " is a file; pass a directory");
   if (!fs::is_directory(fs::absolute(out).parent_path(), ec))
     throw tc::Error("[cli] --out " + out + ": directory " + fs::absolute(out).parent_path().string() + " does not exist; create it first");
+  if (parse_only) return 0;
 
   std::vector<Run> runs = {{"fp32", "fp32", true, {}, {}},
                            {"bf16", "bf16", true, {}, {}},
@@ -151,6 +152,7 @@ int cmd_report(int argc, char** argv) {
     c.data = data;
     c.precision = r.precision;
     c.scaler = r.scaler;
+    c.on_nonfinite = "continue";  // the report shows what each precision does, overflows included
     c.epochs = epochs;
     c.max_steps = max_steps;
     c.batch_size = batch;

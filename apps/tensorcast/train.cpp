@@ -14,6 +14,7 @@ namespace tcli {
 int cmd_train(int argc, char** argv) {
   TrainConfig c;
   std::string model = "cnn", precision = "auto", lr_schedule = "cosine", data, checkpoint, resume, metrics, summary;
+  std::string on_nonfinite = "stop";
   int64_t epochs = 2, batch = 128, seed = 0, threads = 0, max_steps = 0, ck_every = 0, log_every = 10;
   double lr = 1e-3;
   bool no_scaler = false, overwrite = false, no_progress = false;
@@ -27,13 +28,15 @@ int cmd_train(int argc, char** argv) {
   p.choice("--precision", &precision, {"auto", "fp32", "bf16", "fp16"},
            "compute precision (default auto: bf16 on CPUs with native bf16, else fp32)");
   p.flag("--no-scaler", &no_scaler, "fp16 without a GradScaler (shows gradient underflow)");
+  p.choice("--on-nonfinite", &on_nonfinite, {"stop", "skip", "continue"},
+           "inf/NaN loss or gradients without a GradScaler: stop (default), skip the step, continue");
   p.positive_int("--epochs", &epochs, "N", "passes over the training set (default 2)");
   p.positive_int("--batch-size", &batch, "B", "examples per step (default 128)");
   p.positive_double("--lr", &lr, "LR", "AdamW learning rate (default 1e-3, weight decay 0)");
   p.choice("--lr-schedule", &lr_schedule, {"cosine", "constant"},
            "cosine: decay to 0 over the --epochs (default); constant: --lr throughout");
   p.nonnegative_int("--seed", &seed, "S", "seed of initialization, shuffling and synthetic data (default 0)");
-  p.positive_int("--threads", &threads, "T", "CPU threads (default: the cores this process may use)");
+  p.positive_int("--threads", &threads, "T", "CPU threads (default: the cores this process may use)", tc::kMaxThreads);
   p.positive_int("--max-steps", &max_steps, "N", "stop after N optimizer steps in total (resumed steps count)");
   p.string("--checkpoint", &checkpoint, "DIR",
            "save a training checkpoint to DIR at every epoch end and at the end (and see --checkpoint-every)");
@@ -75,9 +78,11 @@ int cmd_train(int argc, char** argv) {
   c.metrics_path = metrics;
   c.log_every = log_every;
   c.progress = !no_progress;
+  c.on_nonfinite = on_nonfinite;
   if (threads > 0) tc::set_num_threads(static_cast<int>(threads));
 
   check_output_path(summary, "--summary-json");  // fail now, not after an hour of training
+  if (parse_only) return 0;
   const TrainResult r = run_training(c);
   char buf[512];
   std::snprintf(buf, sizeof buf, "done: %lld steps (%lld skipped), final loss scale %g, peak tensor memory %.1f MiB, %.1f s training",

@@ -13,10 +13,18 @@
 #include <tensorcast/optim/adamw.h>
 #include <tensorcast/optim/schedulers.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <filesystem>
 #include <numbers>
 
@@ -67,6 +75,34 @@ void adopt(const TrainConfig& c, const tc::io::Metadata& meta, const std::string
   set(it->second);
 }
 
+// Checkpoint metadata is text from a file: parsed strictly, with errors naming the key.
+int64_t meta_int(const std::string& v, const std::string& key, const std::string& dir, int64_t lo, int64_t hi) {
+  int64_t x = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || x < lo || x > hi)
+    throw tc::Error("[cli] --resume " + dir + ": checkpoint metadata '" + key + "' is \"" + v +
+                    "\", expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                    "]; the checkpoint is damaged");
+  return x;
+}
+
+double meta_double(const std::string& v, const std::string& key, const std::string& dir) {
+  char* end = nullptr;
+  errno = 0;
+  const double x = v.empty() ? 0.0 : std::strtod(v.c_str(), &end);
+  if (v.empty() || errno != 0 || end != v.c_str() + v.size() || !std::isfinite(x) || x < 0)
+    throw tc::Error("[cli] --resume " + dir + ": checkpoint metadata '" + key + "' is \"" + v +
+                    "\", expected a finite non-negative number; the checkpoint is damaged");
+  return x;
+}
+
+// a * b for step counts, or an error naming what overflowed.
+int64_t checked_steps(int64_t a, int64_t b, const std::string& what) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) throw tc::Error("[cli] " + what + " overflows a 64-bit step count");
+  return r;
+}
+
 // Resolves a user path for comparisons ("ck" and "./ck/" are the same directory).
 fs::path normalized(const std::string& p) {
   std::error_code ec;
@@ -84,6 +120,15 @@ void check_output_path(const std::string& path, const std::string& flag) {
   const fs::path parent = fs::absolute(path).parent_path();
   if (!fs::is_directory(parent, ec))
     throw tc::Error("[cli] " + flag + " " + path + ": directory " + parent.string() + " does not exist; create it first");
+  // Can a file be created there? Asked now, by creating one, rather than after training
+  // (permissions, a read-only mount or a pseudo-filesystem all answer here).
+  const fs::path probe = parent / (".tensorcast-write-probe-" + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw tc::Error("[cli] " + flag + " " + path + ": cannot create files in " + parent.string() + ": " +
+                    std::strerror(errno) + "; pass a writable place");
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 namespace {
@@ -136,7 +181,55 @@ double zero_fraction(const std::vector<tc::Tensor>& params) {
   return total > 0 ? zeros / total : 0;
 }
 
+// Whether this step's loss or gradients hold inf/NaN (no GradScaler watches them). With
+// --on-nonfinite stop, throws before anything is applied or saved, naming the step and the
+// first non-finite gradient; with skip, returns true so the caller drops the step.
+bool nonfinite_step(double loss, const std::vector<tc::Tensor>& params, const tc::nn::NamedTensors& named,
+                    int64_t step, const TrainConfig& cfg) {
+  std::vector<tc::Tensor> grads;
+  grads.reserve(params.size());
+  for (const auto& p : params) grads.push_back(p.grad());
+  const bool bad_loss = !std::isfinite(loss);
+  if (!bad_loss && !tc::amp::found_nonfinite(grads)) return false;
+  if (cfg.on_nonfinite == "skip") return true;
+  std::string what = bad_loss ? "the loss is " + std::string(std::isnan(loss) ? "nan" : "inf") : "the loss is finite";
+  const int64_t first = tc::amp::first_nonfinite(grads);
+  if (first >= 0) {
+    std::string name = "parameter " + std::to_string(first);
+    if (first < static_cast<int64_t>(named.size())) name = named[static_cast<size_t>(first)].first;
+    what += (bad_loss ? " and" : " but") + std::string(" the gradient of ") + name + " holds inf/NaN";
+  }
+  throw tc::Error("[train] step " + std::to_string(step) + ": " + what +
+                  "; the run diverged and was stopped before applying that step" +
+                  (cfg.checkpoint_dir.empty() ? "" : " (the last checkpoint in " + cfg.checkpoint_dir + " is untouched)") +
+                  ". Lower --lr, use fp16 with its GradScaler, or pass --on-nonfinite skip|continue");
+}
+
 }  // namespace
+
+int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Module& module, tc::optim::Optimizer& optimizer,
+                               tc::amp::GradScaler& scaler, bool use_scaler, tc::data::DataLoader& loader,
+                               tc::optim::LRScheduler* scheduler) {
+  module.load_state_dict(state.model);
+  optimizer.load_state_dict(state.optimizer);
+  if (use_scaler && !state.scaler.empty()) scaler.load_state_dict(state.scaler);
+  loader.load_state(state.data_loader);
+  // Every step consumes one batch, so the step count and the loader's position agree in
+  // any checkpoint this trainer wrote; a disagreement means a damaged or foreign file.
+  int64_t expected = 0;
+  if (__builtin_mul_overflow(loader.epoch(), loader.size(), &expected) ||
+      __builtin_add_overflow(expected, loader.batch_index(), &expected) || expected != state.step)
+    throw tc::Error("[cli] checkpoint step " + std::to_string(state.step) + " does not match its data loader position (epoch " +
+                    std::to_string(loader.epoch()) + ", batch " + std::to_string(loader.batch_index()) + " of " +
+                    std::to_string(loader.size()) + "); the checkpoint is damaged");
+  if (state.rng.defined()) tc::set_rng_state(state.rng);
+  if (scheduler) {  // the lr is a closed-form function of the step: jump to it
+    tc::StateDict sd = scheduler->state_dict();
+    sd["last_epoch"] = tc::state_int(state.step);
+    scheduler->load_state_dict(sd);
+  }
+  return state.step;
+}
 
 TrainResult run_training(const TrainConfig& config) {
   TrainConfig cfg = config;
@@ -164,14 +257,20 @@ TrainResult run_training(const TrainConfig& config) {
     adopt(cfg, meta, "precision", "--precision", resolve_precision(cfg.precision).name,
           [&](const std::string& v) { cfg.precision = v; }, dir);
     adopt(cfg, meta, "batch_size", "--batch-size", std::to_string(cfg.batch_size),
-          [&](const std::string& v) { cfg.batch_size = std::stoll(v); }, dir);
-    adopt(cfg, meta, "seed", "--seed", std::to_string(cfg.seed), [&](const std::string& v) { cfg.seed = std::stoull(v); }, dir);
-    adopt(cfg, meta, "lr", "--lr", fmt_double(cfg.lr), [&](const std::string& v) { cfg.lr = std::stod(v); }, dir);
+          [&](const std::string& v) { cfg.batch_size = meta_int(v, "batch_size", dir, 1, INT32_MAX); }, dir);
+    adopt(cfg, meta, "seed", "--seed", std::to_string(cfg.seed), [&](const std::string& v) {
+      cfg.seed = static_cast<uint64_t>(meta_int(v, "seed", dir, 0, std::numeric_limits<int64_t>::max()));
+    }, dir);
+    adopt(cfg, meta, "lr", "--lr", fmt_double(cfg.lr), [&](const std::string& v) {
+      cfg.lr = meta_double(v, "lr", dir);
+      if (cfg.lr <= 0) throw tc::Error("[cli] --resume " + dir + ": checkpoint metadata 'lr' is " + v + ", expected > 0");
+    }, dir);
     adopt(cfg, meta, "lr_schedule", "--lr-schedule", cfg.lr_schedule, [&](const std::string& v) { cfg.lr_schedule = v; }, dir);
     adopt(cfg, meta, "scaler", "--no-scaler", cfg.scaler ? "1" : "0", [&](const std::string& v) { cfg.scaler = v == "1"; }, dir);
     if (!is_explicit(cfg, "--data"))
       if (const auto it = meta.find("data"); it != meta.end()) cfg.data = it->second;
-    if (const auto it = meta.find("train_seconds"); it != meta.end()) previous_seconds = std::stod(it->second);
+    if (const auto it = meta.find("train_seconds"); it != meta.end())
+      previous_seconds = meta_double(it->second, "train_seconds", dir);
     result.resumed = true;
     result.resumed_from_step = resume->step;
   }
@@ -201,23 +300,21 @@ TrainResult run_training(const TrainConfig& config) {
   std::vector<tc::Tensor> params = model.module->parameters();
   tc::optim::AdamW optimizer(params, tc::optim::AdamWOptions(cfg.lr).weight_decay(0.0));
   tc::amp::GradScaler scaler(tc::amp::GradScalerOptions().enabled(use_scaler));
+  const std::string data_name = cfg.data.empty() ? "the default data" : cfg.data;
+  if (data.train->size() == 0 || data.test->size() == 0)
+    throw tc::Error("[cli] " + data_name + ": the " + (data.train->size() == 0 ? "training" : "test") +
+                    " set has 0 examples; pass --data with a non-empty data set");
   tc::data::DataLoader loader(data.train, tc::data::DataLoaderOptions(cfg.batch_size).shuffle(true).seed(cfg.seed).prefetch(2));
+  const int64_t planned_steps =
+      checked_steps(cfg.epochs, loader.size(), "--epochs " + std::to_string(cfg.epochs) + " x " +
+                                                   std::to_string(loader.size()) + " steps per epoch");
   // Cosine decay over the planned epochs (not --max-steps, which only stops a run early, so
   // a run cut short and resumed follows the same schedule as one that was not).
   std::unique_ptr<tc::optim::LRScheduler> scheduler;
   if (cfg.lr_schedule == "cosine")
-    scheduler = std::make_unique<tc::optim::CosineAnnealingLR>(optimizer, std::max<int64_t>(1, cfg.epochs * loader.size()));
+    scheduler = std::make_unique<tc::optim::CosineAnnealingLR>(optimizer, std::max<int64_t>(1, planned_steps));
   int64_t step = 0;
-  if (resume) {
-    model.module->load_state_dict(resume->model);
-    optimizer.load_state_dict(resume->optimizer);
-    if (use_scaler && !resume->scaler.empty()) scaler.load_state_dict(resume->scaler);
-    loader.load_state(resume->data_loader);
-    if (resume->rng.defined()) tc::set_rng_state(resume->rng);
-    step = resume->step;
-    if (scheduler)  // the lr is a closed-form function of the step: replay it
-      for (int64_t i = 0; i < step; ++i) scheduler->step();
-  }
+  if (resume) step = restore_training_state(*resume, *model.module, optimizer, scaler, use_scaler, loader, scheduler.get());
 
   result.model = cfg.model;
   result.precision = prec.name;
@@ -277,8 +374,9 @@ TrainResult run_training(const TrainConfig& config) {
   };
 
   const int64_t per_epoch = loader.size();
-  const int64_t total_steps =
-      cfg.max_steps > 0 ? std::min(cfg.max_steps, cfg.epochs * per_epoch) : cfg.epochs * per_epoch;
+  const int64_t total_steps = cfg.max_steps > 0 ? std::min(cfg.max_steps, planned_steps) : planned_steps;
+  const bool check_nonfinite = !use_scaler && cfg.on_nonfinite != "continue";
+  const auto named = model.module->named_parameters();
   tc::reset_peak_memory_stats();
   const auto t_start = Clock::now();
   double step_seconds = 0;  // time spent in training steps in this process
@@ -304,17 +402,23 @@ TrainResult run_training(const TrainConfig& config) {
       if (cfg.track_zero_grads) rec.zero_grad_fraction = zero_fraction(params);
       rec.loss_scale = scaler.get_scale();  // the scale this step's gradients carry
       rec.lr = optimizer.param_groups()[0].options->get_lr();  // the lr of this step
-      const bool stepped = scaler.step(optimizer);
-      scaler.update();
-      if (scheduler) scheduler->step();
       rec.loss = loss.item<double>();
+      bool stepped = false;
+      if (check_nonfinite && nonfinite_step(rec.loss, params, named, step + 1, cfg)) {
+        ++result.nonfinite_steps;  // --on-nonfinite skip: drop the step, as a scaler would
+        optimizer.zero_grad(/*set_to_none=*/true);
+      } else {
+        stepped = scaler.step(optimizer);
+        scaler.update();
+      }
+      if (scheduler) scheduler->step();
       const auto t1 = Clock::now();
       ++step;
       ++steps_here;
       rec.step = step;
       rec.epoch = epoch + 1;
       rec.skipped = !stepped;
-      rec.skipped_total = scaler.steps_skipped();
+      rec.skipped_total = scaler.steps_skipped() + result.nonfinite_steps;
       rec.step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
       step_seconds += std::chrono::duration<double>(t1 - t0).count();
       result.train_seconds = step_seconds;
@@ -392,7 +496,7 @@ TrainResult run_training(const TrainConfig& config) {
 
   result.epochs = std::min<int64_t>(loader.epoch(), cfg.epochs);
   result.steps = step;
-  result.skipped_steps = scaler.steps_skipped();
+  result.skipped_steps = scaler.steps_skipped() + result.nonfinite_steps;
   result.final_loss_scale = scaler.get_scale();
   result.final_loss = result.steps_log.empty() ? 0 : result.steps_log.back().loss;
   result.train_seconds = previous_seconds + step_seconds;

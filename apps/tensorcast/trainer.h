@@ -10,6 +10,14 @@
 
 #include <tensorcast/dtype.h>
 
+namespace tc {
+namespace io { struct TrainingState; }
+namespace nn { class Module; }
+namespace optim { class Optimizer; class LRScheduler; }
+namespace amp { class GradScaler; }
+namespace data { class DataLoader; }
+}  // namespace tc
+
 namespace tcli {
 
 // The precision a run uses and why (for --precision auto).
@@ -42,6 +50,10 @@ struct TrainConfig {
   bool progress = true;           // console output
   bool quiet = false;             // only errors (report runs)
   bool track_zero_grads = false;  // fraction of exactly-zero gradient values per step (report)
+  // A non-finite loss or gradient that no GradScaler handles: "stop" (an error naming the
+  // step and the first non-finite gradient, nothing applied or saved), "skip" (drop the
+  // step, as a scaler would) or "continue" (apply it anyway).
+  std::string on_nonfinite = "stop";
   // Which flags the user set explicitly (resume checks them against the checkpoint).
   std::vector<std::string> explicit_flags;
 };
@@ -66,6 +78,7 @@ struct TrainResult {
   std::string model, precision, precision_reason, data_description;
   bool scaler = false;
   int64_t epochs = 0, steps = 0, skipped_steps = 0, batch_size = 0;
+  int64_t nonfinite_steps = 0;  // steps whose loss or gradients were inf/NaN without a scaler
   double final_loss_scale = 1, final_loss = 0;
   double test_accuracy = -1, test_loss = 0, test_bits_per_byte = -1;
   double train_seconds = 0;
@@ -81,6 +94,13 @@ struct TrainResult {
 // Runs a training. Throws tc::Error (one line) on bad data, paths or checkpoints; all
 // checks that can fail come before anything is written.
 TrainResult run_training(const TrainConfig& config);
+
+// --resume after the checks: puts a checkpoint into a freshly built run (weights, optimizer
+// state, the scaler's when it is used, the loader's position, the generator), replays the
+// LR schedule (may be null) to the checkpoint's step and returns that step. fuzz/ drives it.
+int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Module& module, tc::optim::Optimizer& optimizer,
+                               tc::amp::GradScaler& scaler, bool use_scaler, tc::data::DataLoader& loader,
+                               tc::optim::LRScheduler* scheduler);
 
 // Throws a one-line tc::Error when `path` (an output file of `flag`) cannot be written:
 // it names a directory, or its directory does not exist. Empty path: nothing to check.

@@ -197,7 +197,10 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                                         Reduction reduction = kMean);
 
 // ---------------------------------------------------------------- threads
-void set_num_threads(int n);  // intra-op threads for CPU kernels (and oneDNN)
+// Far above any core count; the OpenMP runtime itself fails (or crashes) on tens of
+// thousands of threads, so larger requests are refused with an error.
+inline constexpr int kMaxThreads = 1024;
+void set_num_threads(int n);  // intra-op threads for CPU kernels (and oneDNN), 1..kMaxThreads
 int get_num_threads();
 
 }  // namespace tc

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "backend/cpu/amp_kernels.h"
@@ -22,6 +23,26 @@ Tensor scalar_f32(double v) { return full({}, v, kFloat32); }
 Tensor scalar_i32(int64_t v) { return full({}, static_cast<double>(v), kInt32); }
 
 }  // namespace
+
+bool found_nonfinite(const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> defined;
+  for (const Tensor& t : tensors)
+    if (t.defined()) {
+      TC_CHECK(is_floating(t.dtype()), "found_nonfinite", "expected floating tensors, got ", dtype_name(t.dtype()));
+      defined.push_back(t);
+    }
+  if (defined.empty()) return false;
+  const Tensor found = scalar_f32(0.0);
+  cpu::amp_non_finite_check(defined, found);
+  return found.item_double() != 0.0;
+}
+
+int64_t first_nonfinite(const std::vector<Tensor>& tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].defined() && is_floating(tensors[i].dtype()) && cpu::has_non_finite(tensors[i]))
+      return static_cast<int64_t>(i);
+  return -1;
+}
 
 GradScaler::GradScaler(GradScalerOptions options)
     : options_(std::move(options)), init_hysteresis_tracker_(options_.hysteresis()) {
@@ -231,28 +252,40 @@ void GradScaler::load_state_dict(const StateDict& sd) {
   if (!is_enabled()) return;
   TC_CHECK(!sd.empty(), kOp,
            "The source state dict is empty, possibly because it was saved from a disabled instance of GradScaler.");
-  auto num = [&](const char* key) { return state_at(sd, key, kOp).item_double(); };
-  auto opt_num = [&](const char* key, double fallback) {
+  // Every value is checked (finite, in range, integral where a counter) before it is
+  // converted or used: a dict read from a file may hold anything.
+  constexpr double kMax = std::numeric_limits<double>::max();
+  constexpr int64_t kMaxCount = std::numeric_limits<int64_t>::max();
+  auto has = [&](const char* key) {
     auto it = sd.find(key);
-    return it != sd.end() && it->second.defined() ? it->second.item_double() : fallback;
+    return it != sd.end() && it->second.defined();
+  };
+  auto opt_num = [&](const char* key, double fallback, double lo, double hi) {
+    return has(key) ? read_state_double(sd, key, kOp, lo, hi) : fallback;
+  };
+  auto opt_int = [&](const char* key, int64_t fallback, int64_t lo, int64_t hi) {
+    return has(key) ? read_state_int(sd, key, kOp, lo, hi) : fallback;
   };
   // Read everything before changing anything, so a bad dict leaves the scaler intact.
-  const double scale = num("scale");
-  const double growth = num("growth_factor");
-  const double backoff = num("backoff_factor");
-  const auto interval = static_cast<int64_t>(num("growth_interval"));
-  const auto tracker = static_cast<int64_t>(num("_growth_tracker"));
+  const double scale = read_state_double(sd, "scale", kOp, std::numeric_limits<double>::min(), kMax);
+  const double growth = read_state_double(sd, "growth_factor", kOp, 1.0, kMax);
+  const double backoff = read_state_double(sd, "backoff_factor", kOp, 0.0, 1.0);
+  // The trackers live in int32 tensors.
+  const int64_t interval = read_state_int(sd, "growth_interval", kOp, 1, INT32_MAX);
+  const int64_t tracker = read_state_int(sd, "_growth_tracker", kOp, 0, INT32_MAX);
   // A PyTorch dict has no hysteresis: it means 1, PyTorch's rule.
-  const auto hyst = static_cast<int64_t>(opt_num("hysteresis", 1.0));
-  const auto hyst_tracker = static_cast<int64_t>(opt_num("_hysteresis_tracker", static_cast<double>(hyst)));
-  const double min_scale = opt_num("min_scale", options_.min_scale());
-  const double max_scale = opt_num("max_scale", options_.max_scale());
-  const bool clamp = opt_num("clamp_min_scale", options_.clamp_min_scale() ? 1.0 : 0.0) != 0.0;
-  const auto taken = static_cast<int64_t>(opt_num("steps_taken", static_cast<double>(steps_taken_)));
-  const auto skipped = static_cast<int64_t>(opt_num("steps_skipped", static_cast<double>(steps_skipped_)));
-  TC_CHECK(interval >= 1 && hyst >= 1 && growth > 1.0 && backoff > 0.0 && backoff < 1.0, kOp,
+  const int64_t hyst = opt_int("hysteresis", 1, 1, INT32_MAX);
+  const int64_t hyst_tracker = opt_int("_hysteresis_tracker", hyst, 0, INT32_MAX);
+  const double min_scale = opt_num("min_scale", options_.min_scale(), 0.0, kMax);
+  const double max_scale = opt_num("max_scale", options_.max_scale(), 0.0, kMax);
+  const bool clamp = opt_num("clamp_min_scale", options_.clamp_min_scale() ? 1.0 : 0.0, -kMax, kMax) != 0.0;
+  const int64_t taken = opt_int("steps_taken", steps_taken_, 0, kMaxCount);
+  const int64_t skipped = opt_int("steps_skipped", steps_skipped_, 0, kMaxCount);
+  TC_CHECK(growth > 1.0 && backoff > 0.0 && backoff < 1.0, kOp,
            "state dict holds invalid settings (growth_factor ", growth, ", backoff_factor ", backoff,
            ", growth_interval ", interval, ", hysteresis ", hyst, ")");
+  TC_CHECK(max_scale == 0.0 || min_scale <= max_scale, kOp, "state dict holds min_scale ", min_scale,
+           " above max_scale ", max_scale);
 
   options_.init_scale(scale).growth_factor(growth).backoff_factor(backoff).growth_interval(interval);
   options_.hysteresis(hyst).min_scale(min_scale).max_scale(max_scale).clamp_min_scale(clamp);

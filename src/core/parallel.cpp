@@ -10,10 +10,29 @@
 #include "tensorcast/error.h"
 #include "tensorcast/ops.h"
 
+// libgomp is not built with ThreadSanitizer, so TSan cannot see the fork and join of a
+// parallel region: the calling thread's hand-off to the team (the block of captured
+// variables each thread reads on entry) and the team's results read after the join would
+// be reported as races. Under TSan parallel_for itself (and so the region GCC outlines
+// from it) is not instrumented, and the region announces its fork and join; `fn` is
+// instrumented, so races between the chunks of a region, or with other threads, are
+// still reported.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#define TC_TSAN_ACQUIRE(addr) __tsan_acquire(addr)
+#define TC_TSAN_RELEASE(addr) __tsan_release(addr)
+#define TC_NO_SANITIZE_THREAD __attribute__((no_sanitize_thread))
+#else
+#define TC_TSAN_ACQUIRE(addr) ((void)(addr))
+#define TC_TSAN_RELEASE(addr) ((void)(addr))
+#define TC_NO_SANITIZE_THREAD
+#endif
+
 namespace tc {
 
 void set_num_threads(int n) {
-  TC_CHECK(n > 0, "set_num_threads", "expected a positive thread count, got ", n);
+  TC_CHECK(n > 0 && n <= kMaxThreads, "set_num_threads", "expected a thread count in [1, ", kMaxThreads, "], got ", n);
   omp_set_num_threads(n);
 }
 
@@ -21,8 +40,8 @@ int get_num_threads() { return omp_get_max_threads(); }
 
 bool in_parallel_region() { return omp_in_parallel() != 0; }
 
-void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& fn) {
+TC_NO_SANITIZE_THREAD void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                                        const std::function<void(int64_t, int64_t)>& fn) {
   const int64_t n = end - begin;
   if (n <= 0) return;
   const int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
@@ -33,8 +52,11 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   }
   // Exceptions must not escape an OpenMP region: keep the first and rethrow after.
   std::exception_ptr error;
+  [[maybe_unused]] char region_start = 0, region_end = 0;  // TSan sync objects (their addresses)
+  TC_TSAN_RELEASE(&region_start);
 #pragma omp parallel num_threads(threads)
   {
+    TC_TSAN_ACQUIRE(&region_start);
     const int t = omp_get_thread_num();
     const int nt = omp_get_num_threads();
     const int64_t chunk = (n + nt - 1) / nt;
@@ -48,7 +70,9 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
         if (!error) error = std::current_exception();
       }
     }
+    TC_TSAN_RELEASE(&region_end);
   }
+  TC_TSAN_ACQUIRE(&region_end);
   if (error) std::rethrow_exception(error);
 }
 

@@ -18,9 +18,24 @@ std::string shape_str(const Shape& s) {
   return os.str();
 }
 
+namespace {
+
+// a * b, or a tc::Error when it does not fit in int64: shapes come from files too, and an
+// overflowing product would be undefined behaviour and a wrong allocation size.
+int64_t checked_mul(int64_t a, int64_t b, const Shape& sizes) {
+  int64_t r = 0;
+  TC_CHECK(!__builtin_mul_overflow(a, b, &r), "tensor", "shape ", shape_str(sizes),
+           " is too large: its element count or strides overflow int64");
+  return r;
+}
+
+}  // namespace
+
 int64_t shape_numel(const Shape& sizes) {
+  for (int64_t s : sizes)
+    if (s == 0) return 0;  // before multiplying: [0, 2^62, 4] is empty, not an overflow
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  for (int64_t s : sizes) n = checked_mul(n, s, sizes);
   return n;
 }
 
@@ -29,7 +44,7 @@ Shape contiguous_strides(const Shape& sizes) {
   int64_t acc = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= std::max<int64_t>(sizes[i], 1);
+    if (i > 0) acc = checked_mul(acc, std::max<int64_t>(sizes[i], 1), sizes);  // the outermost extent is not a stride
   }
   return st;
 }

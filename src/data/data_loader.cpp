@@ -218,7 +218,8 @@ StateDict DataLoader::state() const {
 }
 
 void DataLoader::load_state(const StateDict& sd) {
-  auto get = [&](const char* key) { return state_at(sd, key, kOp).item<int64_t>(); };
+  // Every entry is checked (a checkpoint file may hold anything) before anything changes.
+  auto get = [&](const char* key) { return read_state_int(sd, key, kOp); };
   auto same = [&](const char* key, int64_t mine, const char* what) {
     const int64_t saved = get(key);
     TC_CHECK(saved == mine, kOp, "cannot resume the data loader: its state was saved with ", key, " ", saved,
@@ -232,7 +233,7 @@ void DataLoader::load_state(const StateDict& sd) {
   TC_CHECK(epoch >= 0 && batch >= 0 && batch <= size(), kOp, "cannot resume the data loader: position epoch ", epoch,
            " batch ", batch, " is invalid for ", size(), " batches per epoch; the checkpoint is corrupt");
   // The seed is an int64 scalar holding the uint64 bits (exact, unlike a float64).
-  const auto seed = std::bit_cast<uint64_t>(state_at(sd, "seed", kOp).to(kInt64).contiguous().data_ptr<int64_t>()[0]);
+  const auto seed = std::bit_cast<uint64_t>(get("seed"));
   stop_pass();
   options_.seed(seed);
   *cursor_ = {epoch, batch};

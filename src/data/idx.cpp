@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "io/read_file.h"
 #include "tensorcast/ops.h"
 
 namespace tc::data {
@@ -49,14 +50,7 @@ std::string human_bytes(uint64_t n) {
 class GzReader {
  public:
   explicit GzReader(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      TC_FAIL(kOp, "cannot open ", path, ": ", std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-      ::close(fd);
-      TC_FAIL(kOp, "cannot read ", path, ": it is a directory; pass the path of an IDX file");
-    }
+    const int fd = io::open_regular_file(path, kOp, "pass the path of an IDX file");
     file_ = gzdopen(fd, "rb");
     if (!file_) {
       ::close(fd);

@@ -1,12 +1,15 @@
 // TextDataset: byte-level windows of a file for language modelling.
 #include "tensorcast/data/text.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
 
+#include "io/read_file.h"
 #include "tensorcast/ops.h"
 
 namespace tc::data {
@@ -26,8 +29,12 @@ void widen(const uint8_t* src, int64_t* dst, int64_t t) {
 }  // namespace
 
 Tensor read_bytes(const std::string& path) {
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-  if (!f) TC_FAIL(kOp, "cannot open ", path, ": ", std::strerror(errno), "; check the path of the text file");
+  const int fd = io::open_regular_file(path, kOp, "check the path of the text file");
+  std::unique_ptr<std::FILE, FileCloser> f(::fdopen(fd, "rb"));
+  if (!f) {
+    ::close(fd);
+    TC_FAIL(kOp, "cannot open ", path, ": ", std::strerror(errno));
+  }
   std::string bytes;
   char buf[1 << 16];
   size_t n;

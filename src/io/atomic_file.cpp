@@ -2,11 +2,13 @@
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <random>
 
@@ -45,6 +47,29 @@ std::filesystem::path temp_name_for(const std::filesystem::path& target) {
   return target.parent_path() / name;
 }
 
+// The writer's pid in a name made by temp_name_for, or -1 when the name is not one of ours.
+long temp_file_pid(const std::string& name) {
+  if (name.size() < 2 || name[0] != '.') return -1;
+  const size_t tag = name.rfind(".tmp-");
+  if (tag == std::string::npos || tag < 2) return -1;
+  long fields[3] = {-1, -1, -1};
+  size_t pos = tag + 5;
+  for (int i = 0; i < 3; ++i) {
+    const size_t end = i < 2 ? name.find('-', pos) : name.size();
+    if (end == std::string::npos || end == pos || end - pos > 19) return -1;
+    long v = 0;
+    for (size_t k = pos; k < end; ++k) {
+      if (name[k] < '0' || name[k] > '9') return -1;
+      v = v * 10 + (name[k] - '0');
+    }
+    fields[i] = v;
+    pos = end + 1;
+  }
+  return fields[0] > 0 && fields[0] <= std::numeric_limits<pid_t>::max() ? fields[0] : -1;
+}
+
+bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
 void fsync_directory(const std::filesystem::path& dir) {
   const std::string d = dir.empty() ? std::string(".") : dir.string();
   const int fd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -57,6 +82,18 @@ void fsync_directory(const std::filesystem::path& dir) {
 }
 
 }  // namespace
+
+size_t remove_stale_temp_files(const std::filesystem::path& dir) {
+  std::error_code ec;
+  size_t removed = 0;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const long pid = temp_file_pid(it->path().filename().string());
+    if (pid <= 0 || pid == ::getpid() || process_exists(static_cast<pid_t>(pid))) continue;
+    std::error_code rm;
+    if (it->is_regular_file(rm) && std::filesystem::remove(it->path(), rm)) ++removed;
+  }
+  return removed;
+}
 
 void set_atomic_write_hook(std::function<void(size_t)> h) {
   std::lock_guard<std::mutex> lock(hook_mutex());

@@ -30,6 +30,12 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// Removes the temporary files AtomicFile writes in `dir` (".NAME.tmp-PID-N-S") whose writer
+// process no longer exists: what a killed save left behind. Files of live processes (this
+// one included: another thread may be saving) are kept, and nothing else is touched.
+// Returns how many were removed; errors are ignored (a leftover is only wasted space).
+size_t remove_stale_temp_files(const std::filesystem::path& dir);
+
 // Test hook: called after every chunk written by any AtomicFile with the bytes written so
 // far; a hook that throws simulates a crash mid-write. Pass {} to remove it.
 void set_atomic_write_hook(std::function<void(size_t bytes_written)> hook);

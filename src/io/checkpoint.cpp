@@ -106,6 +106,7 @@ void save_checkpoint(const std::filesystem::path& dir, const TrainingState& stat
   std::filesystem::create_directories(dir, ec);
   TC_CHECK(!ec, "io", "cannot create checkpoint directory ", dir.string(), ": ", ec.message());
   const auto current = dir / kCheckpointFileName;
+  remove_stale_temp_files(dir);  // what saves killed mid-write left behind
   // Keep the checkpoint being replaced: link it to a temporary name, then rename that over
   // the .prev file, so at every instant both names hold a complete file (or none yet).
   if (std::filesystem::is_regular_file(current, ec)) {

@@ -19,6 +19,7 @@
 #include "core/tensor_impl.h"
 #include "io/atomic_file.h"
 #include "io/json.h"
+#include "io/read_file.h"
 #include "tensorcast/ops.h"
 
 // Tensor bytes are copied as they sit in memory; the format is little-endian.
@@ -177,12 +178,12 @@ Metadata read_metadata(const json::Value& v, std::string_view source) {
 class MappedFile {
  public:
   explicit MappedFile(const std::filesystem::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) TC_FAIL("io", "cannot open ", path.string(), ": ", std::strerror(errno));
+    const int fd = open_regular_file(path.string(), "io", "pass a .safetensors file");
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
       ::close(fd);
-      TC_FAIL("io", "cannot read ", path.string(), ": not a regular file");
+      TC_FAIL("io", "cannot read ", path.string(), ": ", std::strerror(err));
     }
     size_ = static_cast<size_t>(st.st_size);
     if (size_ > 0) {

@@ -17,12 +17,7 @@
 namespace tc::optim {
 namespace detail {
 
-double get_double(const StateDict& sd, const std::string& key) {
-  const Tensor& t = state_at(sd, key, "optim");
-  TC_CHECK(t.numel() == 1, "optim", "state dict entry '", key, "' should hold one value, got shape ",
-           shape_str(t.sizes()));
-  return t.item_double();
-}
+double get_double(const StateDict& sd, const std::string& key) { return read_state_double(sd, key, "optim"); }
 
 bool get_bool(const StateDict& sd, const std::string& key) { return get_double(sd, key) != 0.0; }
 
@@ -150,10 +145,7 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     const std::string pre = state_prefix(i);
     const DType sdt = p.dtype() == kFloat64 ? kFloat64 : kFloat32;
     ParamState s;
-    const Tensor& step = state_at(sd, pre + "step", "optim");
-    TC_CHECK(step.dtype() == kInt64 && step.numel() == 1 && step.item_double() >= 0, "optim", "state dict entry '",
-             pre, "step' must be a non-negative int64 scalar");
-    s.step = static_cast<int64_t>(step.item_double());
+    s.step = read_state_int(sd, pre + "step", "optim", 0);
     const bool half = is_reduced_float(p.dtype());
     auto m = sd.find(pre + "master");
     TC_CHECK(half == (m != sd.end()), "optim", "parameter ", i, " has dtype ", dtype_name(p.dtype()),

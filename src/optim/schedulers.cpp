@@ -1,6 +1,7 @@
 // StepLR, CosineAnnealingLR, LinearWarmup: closed forms, so lrs never drift with steps.
 #include "tensorcast/optim/schedulers.h"
 
+#include <charconv>
 #include <cmath>
 #include <numbers>
 #include <string>
@@ -48,16 +49,18 @@ StateDict LRScheduler::state_dict() const {
 }
 
 void LRScheduler::load_state_dict(const StateDict& sd) {
-  const int64_t epoch = state_at(sd, "last_epoch", "lr_scheduler").item<int64_t>();
-  TC_CHECK(epoch >= 0, "lr_scheduler", "last_epoch must be >= 0, got ", epoch);
+  const int64_t epoch = read_state_int(sd, "last_epoch", "lr_scheduler", 0);
   std::vector<double> base(base_lrs_.size());
   for (size_t i = 0; i < base.size(); ++i)
-    base[i] = state_at(sd, "base_lrs." + std::to_string(i), "lr_scheduler").item_double();
-  for (auto& [k, v] : sd) {
+    base[i] = read_state_double(sd, "base_lrs." + std::to_string(i), "lr_scheduler", 0.0);
+  for (const auto& entry : sd) {
+    const std::string& k = entry.first;  // not a structured binding: clang 14 cannot capture one in a lambda
     const bool known = k == "last_epoch" || (k.rfind("base_lrs.", 0) == 0 && [&] {
-                         const std::string idx = k.substr(9);
-                         return !idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos &&
-                                std::stoull(idx) < base.size();
+                         size_t idx = 0;
+                         const char* b = k.data() + 9;
+                         const char* e = k.data() + k.size();
+                         const auto [end, ec] = std::from_chars(b, e, idx);
+                         return b != e && ec == std::errc() && end == e && idx < base.size();
                        }());
     TC_CHECK(known, "lr_scheduler", "unexpected key '", k, "' in the state dict");
   }

@@ -1,6 +1,7 @@
 # Helpers for the CLI tests (sourced). Each test gets the built `tensorcast` as $1.
 set -euo pipefail
 TC="$(realpath "$1")"
+EDIT="$(realpath "${2:-/nonexistent}")"  # tc_safetensors_edit: crafts damaged checkpoints
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/tensorcast-cli.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"

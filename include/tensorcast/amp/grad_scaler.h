@@ -50,6 +50,13 @@ struct StepReport {
   int64_t param = -1;
 };
 
+// Training without a GradScaler (fp32, bf16) has nothing that notices a diverging run.
+// found_nonfinite: whether any of `tensors` (floating, on the CPU; undefined ones are
+// skipped) holds an inf or NaN, in one multi-tensor read-only pass. first_nonfinite: the
+// index of the first such tensor, or -1 (a per-tensor search, for naming it in an error).
+bool found_nonfinite(const std::vector<Tensor>& tensors);
+int64_t first_nonfinite(const std::vector<Tensor>& tensors);
+
 class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
