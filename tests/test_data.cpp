@@ -231,7 +231,9 @@ TEST(FashionMNIST, RealFiles) {
   }
   std::sort(us.begin(), us.end());
   std::printf("[ measure  ] Fashion-MNIST get_batch(128): median %.1f us, p90 %.1f us\n", us[100], us[180]);
+#if !defined(__SANITIZE_THREAD__)  // TSan checks every byte memcpy moves: ~15x slower, not a speed regression
   EXPECT_LT(us[100], 1000.0);
+#endif
   const data::Example b = train.get_batch(idx);
   EXPECT_EQ(std::memcmp(b.data.data_ptr<float>() + 5 * 784, train.images().data_ptr<float>() + idx[5] * 784, 784 * 4), 0);
   EXPECT_EQ(b.target.data_ptr<int64_t>()[5], train.targets().data_ptr<int64_t>()[idx[5]]);

@@ -9,7 +9,11 @@
 
 // Marks a float loop to be compiled for AVX2 and AVX-512 as well as baseline x86-64, the
 // best picked at load time (GCC target_clones), so the library still runs on any x86-64.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+// Not under ASan or TSan: the clones' ifunc resolvers run during relocation, before the
+// sanitizer runtime is initialized, and crash the process at load; there the cloned loops
+// are compiled once, as the default (baseline x86-64) version.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define TC_SIMD_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
 #else
 #define TC_SIMD_CLONES
