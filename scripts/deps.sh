@@ -12,6 +12,14 @@ PACKAGES=(
   zlib1g-dev            # gzip-compressed IDX datasets
   dataset-fashion-mnist # the default training data (/usr/share/datasets/fashion-mnist)
 )
+# `deps.sh fuzz`: also what scripts/fuzz.sh needs (libFuzzer comes with clang's runtime).
+if [ "${1:-}" = fuzz ]; then
+  PACKAGES+=(
+    clang-14            # libFuzzer is clang's
+    libclang-rt-14-dev  # libFuzzer, ASan and UBSan runtimes
+    libomp-14-dev       # OpenMP for clang (GCC's libgomp is not clang's runtime)
+  )
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -232,6 +232,23 @@ TEST(Safetensors, EmptyStateDictAndZeroSizeTensors) {
   tc::io::save_safetensors(dir / "z.safetensors", {{"a", tc::zeros({0})}, {"b", tc::zeros({2, 0}, tc::kInt64)}});
   const auto z = tc::io::load_safetensors(dir / "z.safetensors").tensors;
   EXPECT_EQ(z.at("b").sizes(), (tc::Shape{2, 0}));
+  EXPECT_TRUE(z.at("b").is_contiguous());  // no elements: contiguous, as in PyTorch
+}
+
+TEST(Safetensors, EmptyTensorWithAHugeDimensionIsUsable) {
+  // Found by the fuzzer: (4, 0, 2^63-1) holds no bytes, so the file is valid; copying it
+  // multiplied out byte strides (signed overflow) because empty tensors counted as
+  // non-contiguous and the elementwise walker computed strides before seeing numel 0.
+  const std::string header = "{\"t\":{\"dtype\":\"F32\",\"shape\":[4,0,9223372036854775807],\"data_offsets\":[0,0]}}";
+  const auto f = tc::io::parse_safetensors(make_file(header, ""));
+  const tc::Tensor& t = f.tensors.at("t");
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.clone().sizes(), t.sizes());
+  EXPECT_EQ(t.to(tc::kBFloat16).numel(), 0);
+  EXPECT_EQ(tc::io::parse_safetensors(tc::io::serialize_safetensors(f.tensors)).tensors.at("t").sizes(), t.sizes());
+  // A non-contiguous view of an ordinary empty tensor copies cleanly too.
+  EXPECT_EQ(tc::zeros({3, 0, 5}).transpose(0, 2).contiguous().sizes(), (tc::Shape{5, 0, 3}));
 }
 
 TEST(Safetensors, RefusesToSaveWhatTheFormatCannotHold) {

@@ -4,6 +4,9 @@
 
 #include <cstring>
 #include <type_traits>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 namespace tc {
 
@@ -13,7 +16,10 @@ const CpuFeatures& cpu_features() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     r.avx2 = __builtin_cpu_supports("avx2");
-    r.f16c = __builtin_cpu_supports("f16c");
+    // The CPUID bit where the OS saves AVX state, which is how GCC's builtin decides it;
+    // clang 14's __builtin_cpu_supports does not know "f16c".
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    r.f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) && __builtin_cpu_supports("avx");
     r.fma = __builtin_cpu_supports("fma");
     r.avx512f = __builtin_cpu_supports("avx512f");
     r.avx512bw = __builtin_cpu_supports("avx512bw");

@@ -1,4 +1,5 @@
 // Tensor metadata, element access and printing. Views are in core/views.cpp.
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <ostream>
@@ -50,6 +51,9 @@ Shape contiguous_strides(const Shape& sizes) {
 }
 
 bool is_contiguous_layout(const Shape& sizes, const Shape& strides) {
+  // A tensor without elements is contiguous whatever its strides (PyTorch's rule), so
+  // contiguous() never copies one and no stride of it is ever multiplied out.
+  if (std::find(sizes.begin(), sizes.end(), int64_t{0}) != sizes.end()) return true;
   int64_t expected = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     if (sizes[i] == 1) continue;

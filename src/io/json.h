@@ -16,6 +16,15 @@ namespace tc::io::json {
 inline constexpr int kMaxDepth = 64;
 
 struct Value {
+  // Defined below, once Value is complete: clang with libstdc++ would otherwise define the
+  // implicit ones while std::pair<std::string, Value> is still incomplete, and fail.
+  Value();
+  Value(const Value&);
+  Value(Value&&) noexcept;
+  Value& operator=(const Value&);
+  Value& operator=(Value&&) noexcept;
+  ~Value();
+
   enum class Kind { Null, Bool, Int, String, Array, Object };
   Kind kind = Kind::Null;
   bool boolean = false;
@@ -29,6 +38,13 @@ struct Value {
 
   const Value* find(std::string_view key) const;
 };
+
+inline Value::Value() = default;
+inline Value::Value(const Value&) = default;
+inline Value::Value(Value&&) noexcept = default;
+inline Value& Value::operator=(const Value&) = default;
+inline Value& Value::operator=(Value&&) noexcept = default;
+inline Value::~Value() = default;
 
 // With its article, for messages: "an array", "a string", "null".
 std::string_view kind_name(Value::Kind kind);

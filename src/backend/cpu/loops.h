@@ -45,6 +45,14 @@ RunGeometry<N> make_geometry(const std::array<Operand, N>& ops, const Shape& sha
   TC_CHECK(shape.size() <= static_cast<size_t>(kMaxDims), "elementwise", "at most ", kMaxDims,
            " dimensions are supported, got ", shape.size());
   for (int k = 0; k < N; ++k) g.base[k] = ops[k].data;
+  // No elements: nothing to walk, and the byte strides of a (0, 2^62) shape would overflow.
+  if (std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end()) {
+    g.ndim = 1;
+    g.sizes[0] = 0;
+    for (int k = 0; k < N; ++k) g.strides[k][0] = 0;
+    g.numel = 0;
+    return g;
+  }
   // Drop size-1 dims, then merge neighbours whose strides chain for every operand.
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
