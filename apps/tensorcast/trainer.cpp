@@ -314,7 +314,13 @@ TrainResult run_training(const TrainConfig& config) {
   if (cfg.lr_schedule == "cosine")
     scheduler = std::make_unique<tc::optim::CosineAnnealingLR>(optimizer, std::max<int64_t>(1, planned_steps));
   int64_t step = 0;
-  if (resume) step = restore_training_state(*resume, *model.module, optimizer, scaler, use_scaler, loader, scheduler.get());
+  if (resume) {
+    try {
+      step = restore_training_state(*resume, *model.module, optimizer, scaler, use_scaler, loader, scheduler.get());
+    } catch (const tc::Error& e) {  // name the file: the parts' own errors name only the key
+      throw tc::Error("[cli] --resume " + cfg.resume_dir + " (" + tc::io::kCheckpointFileName + "): " + e.what());
+    }
+  }
 
   result.model = cfg.model;
   result.precision = prec.name;

@@ -22,11 +22,11 @@ damaged() {  # damaged DIR EDIT-FLAGS...: a copy of ck with the edits applied
   "$EDIT" ck/checkpoint.safetensors "$dir/checkpoint.safetensors" "$@" || fail "could not craft $dir"
 }
 damaged seed0 --tensor loader.seed=I64:0:
-expect_fail 1 "^tensorcast: error: \[data\] state dict entry 'seed' should hold one value, got shape \(0,\)" -- \
+expect_fail 1 "^tensorcast: error: \[cli\] --resume seed0 \(checkpoint.safetensors\): \[data\] state dict entry 'seed' should hold one value, got shape \(0,\)" -- \
   "$TC" train --resume seed0
 "$TC" inspect seed0 | grep -q "step 2" || fail "inspect could not describe the damaged checkpoint"
 damaged epochnan --tensor loader.epoch=F64::nan
-expect_fail 1 "^tensorcast: error: \[data\] state dict entry 'epoch' is nan, expected an integer" -- \
+expect_fail 1 "^tensorcast: error: \[cli\] --resume epochnan \(checkpoint.safetensors\): \[data\] state dict entry 'epoch' is nan, expected an integer" -- \
   "$TC" train --resume epochnan
 damaged hugestep --meta step=9223372036854775807
 expect_fail 1 "checkpoint step 9223372036854775807 does not match its data loader position \(epoch 0, batch 2 of 4\)" -- \
@@ -40,16 +40,16 @@ damaged nansecs --meta train_seconds=nan
 expect_fail 1 "checkpoint metadata 'train_seconds' is \"nan\", expected a finite non-negative number" -- \
   "$TC" train --resume nansecs
 damaged optstep --tensor optim.state.0.step=F64::1e300
-expect_fail 1 "^tensorcast: error: \[optim\] state dict entry 'state.0.step' is 1e\+300, expected an integer" -- \
+expect_fail 1 "^tensorcast: error: \[cli\] --resume optstep \(checkpoint.safetensors\): \[optim\] state dict entry 'state.0.step' is 1e\+300, expected an integer" -- \
   "$TC" train --resume optstep
 
 # A GradScaler state with NaN / huge counters (an fp16 run's checkpoint).
 "$TC" train --data data --model mlp --batch-size 16 --max-steps 2 --precision fp16 --checkpoint ck16 > /dev/null
 mkdir scalernan && "$EDIT" ck16/checkpoint.safetensors scalernan/checkpoint.safetensors --tensor scaler.growth_interval=F64::nan
-expect_fail 1 "^tensorcast: error: \[GradScaler\] state dict entry 'growth_interval' is nan, expected an integer" -- \
+expect_fail 1 "^tensorcast: error: \[cli\] --resume scalernan \(checkpoint.safetensors\): \[GradScaler\] state dict entry 'growth_interval' is nan, expected an integer" -- \
   "$TC" train --resume scalernan
 mkdir scalerhuge && "$EDIT" ck16/checkpoint.safetensors scalerhuge/checkpoint.safetensors --tensor scaler._growth_tracker=F64::1e19
-expect_fail 1 "^tensorcast: error: \[GradScaler\] state dict entry '_growth_tracker' is 1e\+19, expected an integer" -- \
+expect_fail 1 "^tensorcast: error: \[cli\] --resume scalerhuge \(checkpoint.safetensors\): \[GradScaler\] state dict entry '_growth_tracker' is 1e\+19, expected an integer" -- \
   "$TC" train --resume scalerhuge
 
 # ---- a diverging run without a scaler stops loudly; the last good checkpoint stays
