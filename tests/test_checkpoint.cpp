@@ -223,6 +223,7 @@ TEST(Checkpoint, NextSaveRemovesWhatKilledSavesLeftBehind) {
       "checkpoint.safetensors.tmp-" + gone + "-0-1",  // not hidden: not a name AtomicFile makes
       ".x.tmp-" + gone + "-0",                        // two fields only
       ".x.tmp-" + gone + "-0-1z",                     // not digits
+      ".x.tmp-99999999999999999999999-0-1",           // a pid past any integer type
       "notes.txt"};
   for (const auto& n : stale) touch(n);
   for (const auto& n : kept) touch(n);

@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <random>
+#include <string_view>
 
 #include "tensorcast/error.h"
 
@@ -47,25 +49,25 @@ std::filesystem::path temp_name_for(const std::filesystem::path& target) {
   return target.parent_path() / name;
 }
 
-// The writer's pid in a name made by temp_name_for, or -1 when the name is not one of ours.
+// The writer's pid in a name made by temp_name_for (".NAME.tmp-PID-COUNTER-SALT", all three
+// fields decimal), or -1 when the name is not one of ours.
 long temp_file_pid(const std::string& name) {
   if (name.size() < 2 || name[0] != '.') return -1;
   const size_t tag = name.rfind(".tmp-");
   if (tag == std::string::npos || tag < 2) return -1;
-  long fields[3] = {-1, -1, -1};
-  size_t pos = tag + 5;
-  for (int i = 0; i < 3; ++i) {
-    const size_t end = i < 2 ? name.find('-', pos) : name.size();
-    if (end == std::string::npos || end == pos || end - pos > 19) return -1;
-    long v = 0;
-    for (size_t k = pos; k < end; ++k) {
-      if (name[k] < '0' || name[k] > '9') return -1;
-      v = v * 10 + (name[k] - '0');
-    }
-    fields[i] = v;
-    pos = end + 1;
+  const std::string_view fields = std::string_view(name).substr(tag + 5);
+  size_t dashes = 0;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const bool dash = fields[i] == '-';
+    if (dash && (i == 0 || fields[i - 1] == '-' || i + 1 == fields.size())) return -1;  // an empty field
+    if (!dash && (fields[i] < '0' || fields[i] > '9')) return -1;
+    dashes += dash;
   }
-  return fields[0] > 0 && fields[0] <= std::numeric_limits<pid_t>::max() ? fields[0] : -1;
+  if (dashes != 2) return -1;
+  long pid = -1;
+  const char* end = fields.data() + fields.find('-');
+  const auto [ptr, ec] = std::from_chars(fields.data(), end, pid);  // refuses what overflows
+  return ec == std::errc() && ptr == end && pid > 0 && pid <= std::numeric_limits<pid_t>::max() ? pid : -1;
 }
 
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
