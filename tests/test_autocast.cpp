@@ -284,6 +284,31 @@ TEST(AutocastDispatch, NestedOpsAreNotRecast) {
   EXPECT_EQ(softmax(x, -1).dtype(), kFloat32);
 }
 
+// This build has CPU kernels only: a tensor on another device (here host memory labelled
+// cuda:0 through from_blob, never read) is refused by the dispatcher, naming op and device.
+TEST(AutocastDispatch, TensorOnADeviceWithoutKernelsIsRefused) {
+  std::vector<float> host(6, 1.0f);
+  const Tensor on_cuda = from_blob(host.data(), {2, 3}, TensorOptions(Device(kCUDA, 0)));
+  const Tensor on_cpu = uniform({3, 2}, kFloat32);
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message([&] { relu(on_cuda); }),
+            "[relu] no kernel for a tensor on cuda:0: this build has CPU kernels only (copy the tensor to the CPU "
+            "first)");
+  EXPECT_NE(message([&] { matmul(on_cpu, on_cuda); }).find("[matmul] no kernel for a tensor on cuda:0"),
+            std::string::npos);
+  EXPECT_NE(message([&] { cat({on_cpu.t(), on_cuda}, 0); }).find("[cat] no kernel for a tensor on cuda:0"),
+            std::string::npos);
+  AutocastGuard g(kCPU, kBFloat16);  // refused before any cast, inside a region too
+  EXPECT_NE(message([&] { linear(on_cuda, on_cpu.t()); }).find("[linear] no kernel"), std::string::npos);
+}
+
 TEST(AutocastDispatch, UserPoliciesAndOverrides) {
   Tensor x = uniform({4, 3}, kFloat32);
   amp::set_policy("relu", CastPolicy::LowerPrecision);

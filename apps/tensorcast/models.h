@@ -1,4 +1,4 @@
-// The models of `tensorcast train/bench/report`, with EXACTLY the shapes of issue 4 (the
+// The models of `tensorcast train/bench/report`, with EXACTLY these shapes (the
 // benchmarks and the side-by-side PyTorch comparison depend on them):
 //   cnn        Conv2d(1,32,3,p1)-ReLU-MaxPool2d(2)-Conv2d(32,64,3,p1)-ReLU-MaxPool2d(2)-Flatten-
 //              Linear(3136,128)-ReLU-Linear(128,10)             input (B,1,28,28), normalized

@@ -5,7 +5,12 @@
 
 namespace tc {
 
-// set_num_threads / get_num_threads are declared in ops.h (libtorch's place).
+// Far above any core count; the OpenMP runtime itself fails (or crashes) on tens of
+// thousands of threads, so larger requests are refused with an error.
+inline constexpr int kMaxThreads = 1024;
+void set_num_threads(int n);  // intra-op threads for CPU kernels (and oneDNN), 1..kMaxThreads
+int get_num_threads();
+
 bool in_parallel_region();
 
 // Splits [begin, end) into chunks of at least `grain` and runs fn(chunk_begin, chunk_end)

@@ -1,8 +1,11 @@
-// Internal: the dispatcher every public op passes through (src/ops/dispatch.cpp).
+// Internal: the dispatcher every public op passes through (src/amp/ops.cpp).
 //
-//   Tensor mm(const Tensor& a, const Tensor& b) { return amp::dispatch<"mm">(impl_callable, a, b); }
+//   Tensor mm(const Tensor& a, const Tensor& b) { return amp::dispatch<OpId::mm>(impl_callable, a, b); }
 //
-// Outside an autocast region (and with no profiler recording) it is a test of two
+// (dispatch<"name"> is the same for an op outside the list: a user's registered op.)
+// It first refuses a tensor on a device this build has no kernel for (only CPU kernels
+// exist), naming the op and the device, before any kernel reads the memory. Outside an
+// autocast region (and with no profiler recording) the rest is a test of two
 // thread-local bools and a direct call. Inside,
 // it looks the op's policy up (once per op: a function-local static handle into the
 // table), casts the Tensor and std::vector<Tensor> arguments per the policy, and calls the
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "amp/state.h"
+#include "core/tensor_impl.h"
 #include "profiler/hooks.h"
 
 namespace tc::amp {
@@ -48,6 +52,30 @@ inline std::vector<Tensor> cast_arg(const CastPlan& p, const std::vector<Tensor>
 template <class T>
 const T& cast_arg(const CastPlan&, const T& v) { return v; }
 
+// True when every tensor argument is undefined or on the CPU; otherwise `where` is the
+// first other device.
+inline bool on_cpu(const Tensor& t, Device& where) {
+  const TensorImpl* impl = t.impl();
+  if (impl == nullptr || impl->device().is_cpu()) [[likely]] return true;
+  where = impl->device();
+  return false;
+}
+inline bool on_cpu(const std::vector<Tensor>& ts, Device& where) {
+  for (const Tensor& t : ts)
+    if (!on_cpu(t, where)) return false;
+  return true;
+}
+template <class T>
+bool on_cpu(const T&, Device&) { return true; }
+
+[[noreturn]] void throw_no_kernel(std::string_view op, Device device);
+
+template <class... Args>
+inline void check_devices(std::string_view op, const Args&... args) {
+  Device where;
+  if (!(on_cpu(args, where) && ...)) [[unlikely]] throw_no_kernel(op, where);
+}
+
 template <class F, class... Args>
 decltype(auto) dispatch_slow(const OpEntry* entry, F& f, const Args&... args) {
   std::vector<const Tensor*> tensors;
@@ -61,8 +89,21 @@ decltype(auto) dispatch_slow(const OpEntry* entry, F& f, const Args&... args) {
 
 }  // namespace detail
 
+// An op of the list (tensorcast/ops.def).
+template <OpId Op, class F, class... Args>
+inline decltype(auto) dispatch(F&& f, const Args&... args) {
+  detail::check_devices(op_name(Op), args...);
+  if (!(detail::t_autocast_active | profiler::detail::t_recording)) [[likely]] return f(args...);
+  profiler::detail::Scope record(op_name(Op));
+  if (!detail::t_autocast_active) return f(args...);
+  static const detail::OpEntry* const entry = detail::builtin_entry(Op);
+  return detail::dispatch_slow(entry, f, args...);
+}
+
+// An op outside the list, by name (registered as passthrough unless a policy is set).
 template <OpName Name, class F, class... Args>
 inline decltype(auto) dispatch(F&& f, const Args&... args) {
+  detail::check_devices(Name.view(), args...);
   if (!(detail::t_autocast_active | profiler::detail::t_recording)) [[likely]] return f(args...);
   profiler::detail::Scope record(Name.view());
   if (!detail::t_autocast_active) return f(args...);

@@ -3,6 +3,7 @@
 // and the markdown of docs/amp-policy.md.
 #include <atomic>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -24,83 +25,30 @@ struct Builtin {
 
 constexpr const char* kNotListed = "not listed: runs in its inputs' dtype";
 constexpr const char* kCudaOnlyFp32 = "fp32 on CUDA; not in the CPU list (runs in bf16 there)";
-constexpr const char* kWhyFp32 = "fp32 on every device: numerically sensitive (issue 3's list; needed for fp16 on CPU)";
+constexpr const char* kWhyFp32 = "fp32 on every device: numerically sensitive (PyTorch's CUDA list; needed for fp16 on CPU)";
 constexpr const char* kResultType = "not listed: the op's own promotion (torch.result_type)";
 constexpr const char* kWhyNative =
     "mixed dtypes handled by the kernel itself: it reads each input in its own dtype and writes result_type's, "
     "so a cast copy would only cost time and memory";
 constexpr const char* kNotDispatched = "not dispatched: bool output, no gradient";
 
-// In the order of ops.h. Ops of issue 3's lists that tensorcast does not have yet
-// (addmm, baddbmm, conv1d, prelu, group_norm, expm1, log2, log10, prod, cumsum, norm,
-// l1/smooth_l1/kl_div losses, addcmul, addcdiv, dot, index_put, scatter_add,
-// scaled_dot_product_attention) get their entries when they land.
+constexpr const char* kOnly3dPools = "the CPU list has only the 3-d pools (fp32)";
+
+// The op list's TC_POLICY rows, in its order (so a row's index is its OpId). Ops of
+// PyTorch's lists that tensorcast does not have yet (addmm, baddbmm, conv1d, prelu,
+// group_norm, expm1, log2, log10, prod, cumsum, norm, l1/smooth_l1/kl_div losses, addcmul,
+// addcdiv, dot, index_put, scatter_add, scaled_dot_product_attention) get their rows when
+// they land.
+#define TC_DEFAULT(...)
+#define TC_OP(...)
+#define TC_POLICY(op, policy, pytorch, note) {#op, P::policy, pytorch, note},
 const Builtin kBuiltins[] = {
-    // elementwise
-    {"add", P::Passthrough, kResultType, kWhyNative},
-    {"sub", P::Passthrough, kResultType, kWhyNative},
-    {"mul", P::Passthrough, kResultType, kWhyNative},
-    {"div", P::Passthrough, kResultType, kWhyNative},
-    {"pow", P::Fp32, kCudaOnlyFp32, kWhyFp32},
-    {"maximum", P::Passthrough, kResultType, kWhyNative},
-    {"minimum", P::Passthrough, kResultType, kWhyNative},
-    {"neg", P::Passthrough, kNotListed, ""},
-    {"abs", P::Passthrough, kNotListed, ""},
-    {"exp", P::Fp32, kCudaOnlyFp32, kWhyFp32},
-    {"log", P::Fp32, kCudaOnlyFp32, kWhyFp32},
-    {"log1p", P::Fp32, kCudaOnlyFp32, kWhyFp32},
-    {"sqrt", P::Passthrough, kNotListed, ""},
-    {"rsqrt", P::Fp32, kCudaOnlyFp32, kWhyFp32},
-    {"reciprocal", P::Fp32, kCudaOnlyFp32, kWhyFp32},
-    {"tanh", P::Passthrough, kNotListed, ""},
-    {"sigmoid", P::Passthrough, kNotListed, ""},
-    {"relu", P::Passthrough, kNotListed, ""},
-    {"gelu", P::Passthrough, kNotListed, ""},
-    {"silu", P::Passthrough, kNotListed, ""},
-    {"clamp", P::Passthrough, kNotListed, ""},
-    {"where", P::Passthrough, kResultType, kWhyNative},
-    {"eq", P::Passthrough, kNotListed, kNotDispatched},
-    {"ne", P::Passthrough, kNotListed, kNotDispatched},
-    {"lt", P::Passthrough, kNotListed, kNotDispatched},
-    {"le", P::Passthrough, kNotListed, kNotDispatched},
-    {"gt", P::Passthrough, kNotListed, kNotDispatched},
-    {"ge", P::Passthrough, kNotListed, kNotDispatched},
-    {"isnan", P::Passthrough, kNotListed, kNotDispatched},
-    {"isfinite", P::Passthrough, kNotListed, kNotDispatched},
-    // reductions
-    {"sum", P::Fp32, "fp32 on CUDA (fp32_set_opt_dtype); not in the CPU list", kWhyFp32},
-    {"mean", P::Passthrough, kNotListed, "only sum/prod/cumsum are fp32 in PyTorch; ours accumulate in fp32 anyway"},
-    {"var", P::Passthrough, kNotListed, "accumulates in fp32 for 16-bit inputs"},
-    {"max", P::Passthrough, kNotListed, ""},
-    {"min", P::Passthrough, kNotListed, ""},
-    {"argmax", P::Passthrough, kNotListed, ""},
-    {"argmin", P::Passthrough, kNotListed, ""},
-    {"sum_to_size", P::Passthrough, "internal (broadcast backward)", "keeps the dtype"},
-    // linear algebra, convolution, pooling
-    {"matmul", P::LowerPrecision, "lower_precision_fp (CUDA, CPU)", ""},
-    {"mm", P::LowerPrecision, "lower_precision_fp (CUDA, CPU)", ""},
-    {"bmm", P::LowerPrecision, "lower_precision_fp (CUDA, CPU)", ""},
-    {"linear", P::LowerPrecision, "lower_precision_fp (CUDA, CPU)", ""},
-    {"conv2d", P::LowerPrecision, "lower_precision_fp (CUDA, CPU)", ""},
-    {"max_pool2d", P::Passthrough, kNotListed, "the CPU list has only the 3-d pools (fp32)"},
-    {"avg_pool2d", P::Passthrough, kNotListed, "the CPU list has only the 3-d pools (fp32)"},
-    {"adaptive_avg_pool2d", P::Passthrough, kNotListed, "the CPU list has only the 3-d pools (fp32)"},
-    // neural-network ops
-    {"softmax", P::Fp32, "fp32 on CUDA (fp32_set_opt_dtype); not in the CPU list", kWhyFp32},
-    {"log_softmax", P::Fp32, "fp32 on CUDA (fp32_set_opt_dtype); not in the CPU list", kWhyFp32},
-    {"layer_norm", P::Fp32, kCudaOnlyFp32, kWhyFp32},
-    {"batch_norm", P::Passthrough, "not listed: cuDNN/oneDNN batch norm takes 16-bit input with fp32 parameters",
-     "keeps fp32 statistics: x stays 16-bit; weight, bias and running stats stay fp32; output has x's dtype"},
-    {"dropout", P::Passthrough, kNotListed, ""},
-    {"embedding", P::Passthrough, kNotListed, "the output has the weight's dtype"},
-    {"cat", P::Promote, "promote (CUDA, CPU)", "widest floating input type"},
-    {"stack", P::Promote, "promote (CUDA, CPU)", "widest floating input type"},
-    // losses
-    {"cross_entropy", P::Fp32, "fp32 (CPU: cross_entropy_loss; CUDA: log_softmax and nll_loss, both fp32)", ""},
-    {"nll_loss", P::Fp32, "fp32 (CUDA, CPU)", ""},
-    {"mse_loss", P::Fp32, "fp32 (CUDA, CPU)", ""},
-    {"binary_cross_entropy_with_logits", P::Fp32, "fp32 (CUDA, CPU)", ""},
+#include "tensorcast/ops.def"
 };
+#undef TC_POLICY
+#undef TC_OP
+#undef TC_DEFAULT
+static_assert(std::size(kBuiltins) == kOpCount);
 
 }  // namespace
 
@@ -143,6 +91,12 @@ OpEntry* find_locked(Table& t, std::string_view op) {
 }
 
 }  // namespace
+
+OpEntry* builtin_entry(OpId op) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  return &t.entries[static_cast<size_t>(op)];  // the builtins come first, in OpId order
+}
 
 OpEntry* op_entry(std::string_view op) {
   Table& t = table();
@@ -223,7 +177,7 @@ std::string policy_table_markdown() {
         "calls are not autocast in PyTorch).\n\n"
         "PyTorch's CPU list is narrower than its CUDA list: under CPU autocast PyTorch runs\n"
         "softmax, log_softmax, layer_norm, exp/log/pow and sum in bfloat16. tensorcast uses the\n"
-        "CUDA list on every device, as issue 3 asks: these ops are numerically sensitive, and\n"
+        "CUDA list on every device: these ops are numerically sensitive, and\n"
         "fp16 autocast on CPU needs them in fp32. `tc::amp::set_policy` overrides any entry.\n\n"
         "| op | policy | PyTorch | note |\n|---|---|---|---|\n";
   for (const Builtin& b : kBuiltins)

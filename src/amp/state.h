@@ -1,6 +1,7 @@
 // Internal: the thread-local autocast state and the one flag the dispatcher's fast path
 // reads. Lives apart from autocast.h so that dispatch.h inlines the check.
 #pragma once
+#include "amp/op_id.h"
 #include "core/tls.h"
 #include "tensorcast/amp/autocast.h"
 #include "tensorcast/amp/policy.h"
@@ -28,6 +29,7 @@ bool is_excluded();
 // handle a call site can keep in a function-local static.
 struct OpEntry;
 OpEntry* op_entry(std::string_view op);  // registers a passthrough entry if unknown
+OpEntry* builtin_entry(OpId op);          // an op of the list: its row, by index
 CastPolicy entry_policy(const OpEntry* e);
 
 // What the dispatcher does for one call: which device's region applies, and the dtype
