@@ -49,9 +49,11 @@ case "$cmd" in
     # "Sanitizers"). Any other report fails the test.
     # TSan makes the unit tests several times slower; left out unless TC_TSAN_FULL=1 are those
     # that only rerun kernels the others already run on the same threads: the per-dtype
-    # float64 gradchecks of pooling and convolution, two long training runs, a throughput
-    # measurement (the plain and ASan runs keep them).
-    skip='^(Dtypes/(PoolGrad|ConvGrad)\..*|Dtypes/(Pool|Conv)ChannelsLast\.Gradcheck/.*|AmpTraining\..*|GPT\.TrainsOnRepeatedBytesInBf16Autocast|Throughput\..*)$'
+    # gradchecks of pooling and convolution (test_op_db's entries for them; the channels-last
+    # and JIT-shape tests run the same kernels threaded), the op table's CUDA cases (skipped
+    # without CUDA), two long training runs, a throughput measurement (the plain and ASan
+    # runs keep them).
+    skip='^(Ops/OpDb\.Checks/(conv2d|max_pool2d|avg_pool2d|adaptive_avg_pool2d)_.*|Ops/OpDb\.[^ ]*_cuda( .*)?|Dtypes/(Pool|Conv)ChannelsLast\.Gradcheck/.*|AmpTraining\..*|GPT\.TrainsOnRepeatedBytesInBf16Autocast|Throughput\..*)$'
     if [[ "${TC_TSAN_FULL:-0}" == 1 ]]; then skip='^$'; fi
     TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1" \
       ctest --test-dir "$dir" --output-on-failure -j "$JOBS" -L unit -E "$skip" "$@"

@@ -1,8 +1,10 @@
-// Tests for conv2d: forward against an independent float64 direct convolution (float32,
-// bfloat16, float16; stride / padding / dilation / groups / depthwise; permuted input;
-// bias on and off), gradcheck of input, weight and bias in every floating dtype, the
-// float16 round-once fallback, concurrent use of the primitive cache, error messages,
-// and the training CNN's two conv blocks forward + backward with a timing log line.
+// Tests for conv2d beyond the op table (test_op_db.cpp checks forward against an
+// independent float64 direct convolution over stride / padding / dilation / groups /
+// depthwise / permuted input / bias on and off, and gradcheck of input, weight and bias,
+// in every dtype): the float16 round-once fallback, gradients through a permuted view,
+// oneDNN's JIT shapes, concurrent use of the primitive cache, error messages, the
+// training CNN's two conv blocks forward + backward with a timing log line, and the
+// channels-last paths.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -40,35 +42,6 @@ std::string describe(const ConvCase& c) {
          (c.permuted ? " permuted" : "");
 }
 
-// Independent reference: textbook loops over row-major values, in float64.
-std::vector<double> reference_conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvCase& c, Shape* out) {
-  const auto xv = x.to_vector(), wv = w.to_vector();
-  const auto bv = b.defined() ? b.to_vector() : std::vector<double>();
-  const int64_t N = c.x[0], C = c.x[1], H = c.x[2], W = c.x[3], O = c.w[0], KH = c.w[2], KW = c.w[3];
-  const int64_t CG = C / c.groups, OG = O / c.groups;
-  const int64_t OH = (H + 2 * c.padding[0] - c.dilation[0] * (KH - 1) - 1) / c.stride[0] + 1;
-  const int64_t OW = (W + 2 * c.padding[1] - c.dilation[1] * (KW - 1) - 1) / c.stride[1] + 1;
-  *out = {N, O, OH, OW};
-  std::vector<double> y(static_cast<size_t>(N * O * OH * OW));
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t o = 0; o < O; ++o)
-      for (int64_t i = 0; i < OH; ++i)
-        for (int64_t j = 0; j < OW; ++j) {
-          double s = bv.empty() ? 0.0 : bv[o];
-          for (int64_t ci = 0; ci < CG; ++ci)
-            for (int64_t u = 0; u < KH; ++u)
-              for (int64_t v = 0; v < KW; ++v) {
-                const int64_t h = i * c.stride[0] - c.padding[0] + u * c.dilation[0];
-                const int64_t ww = j * c.stride[1] - c.padding[1] + v * c.dilation[1];
-                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
-                const int64_t ch = (o / OG) * CG + ci;
-                s += xv[((n * C + ch) * H + h) * W + ww] * wv[((o * CG + ci) * KH + u) * KW + v];
-              }
-          y[((n * O + o) * OH + i) * OW + j] = s;
-        }
-  return y;
-}
-
 const std::vector<ConvCase> kCases = {
     {{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
     {{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, false, false},
@@ -80,38 +53,6 @@ const std::vector<ConvCase> kCases = {
     {{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, true},      // permuted input
     {{2, 16, 12, 12}, {32, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false}, // blocked layouts
 };
-
-Tensor make_input(const ConvCase& c, DType dt, uint64_t seed) {
-  if (!c.permuted) return uniform(c.x, dt, -1.0, 1.0, seed);
-  // Stored NHWC, viewed NCHW: strides no longer descending.
-  Tensor nhwc = uniform({c.x[0], c.x[2], c.x[3], c.x[1]}, dt, -1.0, 1.0, seed);
-  return nhwc.permute({0, 3, 1, 2});
-}
-
-class ConvForward : public ::testing::TestWithParam<DType> {};
-
-TEST_P(ConvForward, MatchesFloat64DirectLoop) {
-  const DType dt = GetParam();
-  uint64_t seed = 10;
-  for (const ConvCase& c : kCases) {
-    SCOPED_TRACE(describe(c));
-    Tensor x = make_input(c, dt, ++seed);
-    if (c.permuted) ASSERT_FALSE(x.is_contiguous());
-    Tensor w = uniform(c.w, dt, -1.0, 1.0, ++seed);
-    Tensor b = c.bias ? uniform({c.w[0]}, dt, -1.0, 1.0, ++seed) : Tensor();
-    Tensor y = conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
-    Shape ref_shape;
-    const auto ref = reference_conv(x, w, b, c, &ref_shape);
-    ASSERT_EQ(y.sizes(), ref_shape);
-    ASSERT_EQ(y.dtype(), dt);
-    // float32 accumulates up to 144 products; 16-bit results round once.
-    const Tol tol = dt == kFloat32 ? tol_for(dt, 32) : tol_for(dt, 2);
-    EXPECT_TRUE(all_close(y, ref, tol));
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, ConvForward, ::testing::Values(kFloat32, kBFloat16, kFloat16, kFloat64),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(Conv2d, Float16RoundsOnceThroughFloat32) {
   Tensor x = uniform({2, 3, 9, 8}, kFloat16, -1.0, 1.0, 3);
@@ -128,8 +69,6 @@ TEST(Conv2d, Float16RoundsOnceThroughFloat32) {
 
 // ------------------------------------------------------------------ gradients
 
-class ConvGrad : public ::testing::TestWithParam<DType> {};
-
 Tol grad_tol(DType dt) {
   switch (dt) {
     case DType::Float64: return {1e-7, 1e-7};  // central differences of a float64 loss
@@ -137,40 +76,6 @@ Tol grad_tol(DType dt) {
     default: return tol_for(dt, 4);
   }
 }
-
-TEST_P(ConvGrad, InputWeightBias) {
-  const DType dt = GetParam();
-  struct G {
-    Shape x, w, stride, padding, dilation;
-    int64_t groups;
-  };
-  const std::vector<G> cases = {
-      {{2, 2, 5, 5}, {3, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
-      {{2, 2, 6, 5}, {2, 2, 2, 3}, {2, 1}, {0, 1}, {2, 1}, 1},
-      {{2, 4, 5, 5}, {4, 2, 3, 3}, {1, 1}, {1, 0}, {1, 1}, 2},
-      {{1, 3, 5, 4}, {3, 1, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 3},  // depthwise
-  };
-  uint64_t seed = 100;
-  for (const G& c : cases) {
-    SCOPED_TRACE("x" + shape_str(c.x) + " w" + shape_str(c.w) + " g" + std::to_string(c.groups));
-    Tensor x = uniform(c.x, dt, -1.0, 1.0, ++seed).requires_grad_();
-    Tensor w = uniform(c.w, dt, -1.0, 1.0, ++seed).requires_grad_();
-    Tensor b = uniform({c.w[0]}, dt, -1.0, 1.0, ++seed).requires_grad_();
-    auto f = [&](const std::vector<Tensor>& in) {
-      return conv2d(in[0], in[1], in[2], c.stride, c.padding, c.dilation, c.groups);
-    };
-    EXPECT_TRUE(gradcheck(f, {x, w, b}, grad_tol(dt)));
-    // Only the weight: the node must skip the data gradient and still fill the weight's.
-    Tensor xc = uniform(c.x, dt, -1.0, 1.0, ++seed);
-    auto fw = [&](const std::vector<Tensor>& in) {
-      return conv2d(in[0], in[1], Tensor(), c.stride, c.padding, c.dilation, c.groups);
-    };
-    EXPECT_TRUE(gradcheck(fw, {xc, w}, grad_tol(dt)));
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, ConvGrad, ::testing::Values(kFloat32, kBFloat16, kFloat16, kFloat64),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(Conv2d, GradientOfPermutedInputHasInputShape) {
   Tensor base = uniform({2, 5, 5, 3}, kFloat32, -1.0, 1.0, 7).requires_grad_();

@@ -24,6 +24,9 @@
 //     autocast off. Outside a region nothing is cast.
 //   * otherwise forward runs under the caller's autocast state (custom_fwd()).
 //   * backward always runs under the autocast state apply() saw (custom_bwd).
+//
+// Header-only. Because apply() reads and sets the autocast state, this header sits in the
+// amp layer (above ops and autograd: docs/design.md, Layers), unlike tensorcast/autograd.h.
 #pragma once
 #include <any>
 #include <memory>
@@ -43,8 +46,12 @@ class AutogradContext {
  public:
   // Tensors the backward needs. Stored detached (no grad_fn), so saving the output does
   // not make a reference cycle through the node.
-  void save_for_backward(const std::vector<Tensor>& tensors);
-  const std::vector<Tensor>& get_saved_variables() const;
+  void save_for_backward(const std::vector<Tensor>& tensors) {
+    saved_.clear();
+    saved_.reserve(tensors.size());
+    for (const Tensor& t : tensors) saved_.push_back(t.defined() ? t.detach() : t);
+  }
+  const std::vector<Tensor>& get_saved_variables() const { return saved_; }
   // Whether Tensor argument i of forward wants a gradient (valid in backward).
   bool needs_input_grad(size_t i) const { return i < needs_.size() && needs_[i]; }
   // Non-tensor state for backward (libtorch's ctx->saved_data).
@@ -81,7 +88,12 @@ A&& cast_input(A&& a, DType) { return std::forward<A>(a); }
 
 // A forward that returns one of its own inputs must not have that input's history
 // replaced: give it a fresh handle over the same storage.
-Tensor fresh_output(const Tensor& out, const std::vector<Tensor>& inputs);
+inline Tensor fresh_output(const Tensor& out, const std::vector<Tensor>& inputs) {
+  TC_CHECK(out.defined(), "autograd::Function", "forward returned an undefined tensor");
+  for (const Tensor& in : inputs)
+    if (in.is_same(out)) return out.detach();
+  return out;
+}
 
 }  // namespace detail
 

@@ -307,31 +307,8 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
 
 }  // namespace autograd
 
-// ---- Tensor's autograd accessors
+// ---- Tensor::backward (the other autograd accessors only read TensorImpl: core/tensor.cpp)
 
-Tensor& Tensor::requires_grad_(bool r) {
-  TC_CHECK(defined(), "requires_grad_", "called on an undefined tensor");
-  TC_CHECK(!r || is_floating(dtype()), "requires_grad_", "only tensors of floating point dtype can require "
-           "gradients, got ", dtype_name(dtype()));
-  TC_CHECK(impl_->grad_fn == nullptr || r, "requires_grad_",
-           "you can only change requires_grad flags of leaf variables; use detach() to get a leaf");
-  impl_->requires_grad = r;
-  return *this;
-}
-
-bool Tensor::requires_grad() const { return defined() && (impl_->requires_grad || impl_->grad_fn != nullptr); }
-bool Tensor::is_leaf() const { TC_CHECK(defined(), "is_leaf", "called on an undefined tensor"); return impl_->grad_fn == nullptr; }
-const Tensor& Tensor::grad() const { TC_CHECK(defined(), "grad", "called on an undefined tensor"); return impl_->grad; }
-void Tensor::set_grad(const Tensor& g) const {
-  TC_CHECK(!g.defined() || (g.sizes() == sizes() && g.dtype() == dtype()), "set_grad", "gradient of shape ",
-           shape_str(g.sizes()), " and dtype ", dtype_name(g.dtype()), " does not match the tensor's ",
-           shape_str(sizes()), " ", dtype_name(dtype()));
-  impl_->grad = g;
-}
-std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
-  TC_CHECK(defined(), "grad_fn", "called on an undefined tensor");
-  return impl_->grad_fn;
-}
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   autograd::backward(*this, gradient, retain_graph);
 }

@@ -1,9 +1,9 @@
 // Dense memory layouts (declared in core/tensor_impl.h): PyTorch's memory-format
 // preservation, so channels-last activations stay channels-last through casts and
-// elementwise ops.
+// elementwise ops. Geometry only; the layout-preserving cast that copies through them is
+// the backend's (backend/cpu/cast_dense.cpp).
 #include <algorithm>
 
-#include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
 
 namespace tc {
@@ -52,18 +52,6 @@ Tensor memory_order_view(const Tensor& t, const Shape& order) {
     st.push_back(t.stride(d));
   }
   return make_view(t, sz, st, t.storage_offset());
-}
-
-Tensor cast_dense(const Tensor& t, DType dtype) {
-  if (!t.defined() || t.dtype() == dtype) return t;
-  const Shape order = t.is_contiguous() ? Shape{} : dense_stride_order(t.sizes(), t.strides());
-  Tensor out = empty_like_layout(t, dtype);
-  if (order.empty()) {
-    cpu::copy_into(out, t);
-  } else {  // both seen in memory order: one contiguous run, the fast conversion path
-    cpu::copy_into(memory_order_view(out, order), memory_order_view(t, order));
-  }
-  return out;
 }
 
 }  // namespace tc

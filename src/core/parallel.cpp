@@ -8,7 +8,6 @@
 #include <exception>
 
 #include "tensorcast/error.h"
-#include "tensorcast/ops.h"
 
 // libgomp is not built with ThreadSanitizer, so TSan cannot see the fork and join of a
 // parallel region: the calling thread's hand-off to the team (the block of captured

@@ -1,15 +1,24 @@
-// StateDict scalar helpers.
+// StateDict scalar helpers. Core: they make and read 0-d tensors directly, without ops.
 #include "tensorcast/state_dict.h"
 
 #include <cmath>
 
+#include "core/tensor_impl.h"
 #include "tensorcast/convert.h"
-#include "tensorcast/ops.h"
 
 namespace tc {
 
-Tensor state_scalar(double value) { return scalar_tensor(value, kFloat64); }
-Tensor state_int(int64_t value) { return tensor(std::vector<int64_t>{value}, {}, kInt64).reshape({}); }
+Tensor state_scalar(double value) {
+  Tensor t = make_tensor({}, kFloat64);
+  *t.data_ptr<double>() = value;
+  return t;
+}
+
+Tensor state_int(int64_t value) {
+  Tensor t = make_tensor({}, kInt64);
+  *t.data_ptr<int64_t>() = value;
+  return t;
+}
 
 const Tensor& state_at(const StateDict& sd, const std::string& key, const char* owner) {
   auto it = sd.find(key);
@@ -47,7 +56,7 @@ int64_t read_state_int(const StateDict& sd, const std::string& key, const char* 
              "' is ", d, ", expected an integer");
     v = static_cast<int64_t>(d);
   } else {
-    convert(t.contiguous().raw_data(), t.dtype(), &v, kInt64, 1);  // exact for every integer dtype
+    convert(t.raw_data(), t.dtype(), &v, kInt64, 1);  // its one element; exact for every integer dtype
   }
   TC_CHECK(v >= lo && v <= hi, owner, "state dict entry '", key, "' is ", v, ", expected an integer in [", lo, ", ",
            hi, "]");

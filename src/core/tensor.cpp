@@ -1,13 +1,11 @@
-// Tensor metadata, element access and printing. Views are in core/views.cpp.
+// Tensor metadata and element access. The Tensor methods that run kernels or record
+// autograd nodes are the ops layer's: views in ops/views.cpp, copies, casts and in-place
+// updates in ops/tensor_methods.cpp, to_vector and printing in ops/tensor_print.cpp.
 #include <algorithm>
-#include <cmath>
-#include <iomanip>
-#include <ostream>
 #include <sstream>
 
-#include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
-#include "tensorcast/ops.h"
+#include "tensorcast/convert.h"
 
 namespace tc {
 
@@ -144,68 +142,30 @@ double Tensor::item_double() const {
   return v;
 }
 
-std::vector<double> Tensor::to_vector() const {
-  TC_DEFINED("to_vector");
-  std::vector<double> out(static_cast<size_t>(numel()));
-  Tensor dst = from_blob(out.data(), sizes(), kFloat64);
-  cpu::copy_into(dst, *this);
-  return out;
+// ---- Tensor's autograd metadata (the engine, Tensor::backward, is src/autograd's)
+
+Tensor& Tensor::requires_grad_(bool r) {
+  TC_CHECK(defined(), "requires_grad_", "called on an undefined tensor");
+  TC_CHECK(!r || is_floating(dtype()), "requires_grad_", "only tensors of floating point dtype can require "
+           "gradients, got ", dtype_name(dtype()));
+  TC_CHECK(impl_->grad_fn == nullptr || r, "requires_grad_",
+           "you can only change requires_grad flags of leaf variables; use detach() to get a leaf");
+  impl_->requires_grad = r;
+  return *this;
 }
 
-namespace {
-
-void print_value(std::ostream& os, double v, DType dt) {
-  if (std::isnan(v)) os << "nan";
-  else if (std::isinf(v)) os << (v > 0 ? "inf" : "-inf");
-  else if (dt == kBool) os << (v != 0 ? "True" : "False");
-  else if (!is_floating(dt)) os << static_cast<int64_t>(v);
-  else if (v == std::trunc(v) && std::fabs(v) < 1e16)  // PyTorch's "3." for integral floats
-    os << (std::signbit(v) && v == 0 ? "-" : "") << static_cast<int64_t>(v) << ".";
-  else os << std::setprecision(dt == kFloat64 ? 8 : 4) << v;
+bool Tensor::requires_grad() const { return defined() && (impl_->requires_grad || impl_->grad_fn != nullptr); }
+bool Tensor::is_leaf() const { TC_CHECK(defined(), "is_leaf", "called on an undefined tensor"); return impl_->grad_fn == nullptr; }
+const Tensor& Tensor::grad() const { TC_CHECK(defined(), "grad", "called on an undefined tensor"); return impl_->grad; }
+void Tensor::set_grad(const Tensor& g) const {
+  TC_CHECK(!g.defined() || (g.sizes() == sizes() && g.dtype() == dtype()), "set_grad", "gradient of shape ",
+           shape_str(g.sizes()), " and dtype ", dtype_name(g.dtype()), " does not match the tensor's ",
+           shape_str(sizes()), " ", dtype_name(dtype()));
+  impl_->grad = g;
 }
-
-void print_dims(std::ostream& os, const std::vector<double>& v, const Shape& s, size_t d, int64_t& idx,
-                DType dt, int indent, bool summarize) {
-  if (d == s.size()) {
-    print_value(os, v[idx++], dt);
-    return;
-  }
-  // Like PyTorch, tensors over 1000 elements elide the middle of dims longer than 6.
-  const int64_t limit = summarize ? 6 : INT64_MAX;
-  os << "[";
-  const int64_t inner = shape_numel(Shape(s.begin() + d + 1, s.end()));
-  for (int64_t i = 0; i < s[d]; ++i) {
-    if (i > 0) {
-      os << ",";
-      if (d + 1 < s.size()) os << "\n" << std::string(indent + 1, ' ');
-      else os << " ";
-    }
-    if (s[d] > limit && i == limit / 2) {
-      os << "...";
-      idx += (s[d] - limit) * inner;
-      i = s[d] - limit / 2 - 1;
-      continue;
-    }
-    print_dims(os, v, s, d + 1, idx, dt, indent + 1, summarize);
-  }
-  os << "]";
+std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
+  TC_CHECK(defined(), "grad_fn", "called on an undefined tensor");
+  return impl_->grad_fn;
 }
-
-}  // namespace
-
-std::string Tensor::str() const {
-  if (!defined()) return "tensor(undefined)";
-  std::ostringstream os;
-  os << "tensor(";
-  int64_t idx = 0;
-  print_dims(os, to_vector(), sizes(), 0, idx, dtype(), 7, numel() > 1000);
-  if (dtype() != kFloat32 && dtype() != kInt64 && dtype() != kBool) os << ", dtype=" << dtype_name(dtype());
-  if (impl_->grad_fn) os << ", grad_fn=<" << impl_->grad_fn->name << ">";
-  else if (impl_->requires_grad) os << ", requires_grad=True";
-  os << ")";
-  return os.str();
-}
-
-std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
 
 }  // namespace tc

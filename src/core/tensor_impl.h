@@ -5,8 +5,7 @@
 #include <functional>
 #include <memory>
 
-#include "tensorcast/autograd.h"
-#include "tensorcast/tensor.h"
+#include "tensorcast/tensor.h"  // declares autograd::Node (incomplete here: core only holds pointers)
 
 namespace tc {
 
@@ -32,7 +31,8 @@ struct TensorImpl {
   int64_t offset = 0;  // in elements
   DType dtype = kFloat32;
 
-  // autograd
+  // autograd metadata, carried by core as c10's TensorImpl carries AutogradMeta; the node
+  // type and the engine are the ops layer's (tensorcast/autograd.h, src/autograd)
   bool requires_grad = false;        // only meaningful on leaves; non-leaves have grad_fn
   std::shared_ptr<autograd::Node> grad_fn;
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that fills .grad
@@ -67,9 +67,6 @@ Shape strides_for_order(const Shape& sizes, const Shape& order);
 Tensor empty_like_layout(const Tensor& t, DType dtype);
 // The view of dense t with its dims permuted to memory order `order` (so it is contiguous).
 Tensor memory_order_view(const Tensor& t, const Shape& order);
-// t's values in `dtype`, in t's dense layout (contiguous when t is not dense); no autograd.
-// t itself when it already has `dtype` (or is undefined).
-Tensor cast_dense(const Tensor& t, DType dtype);
 
 // NumPy broadcasting of two shapes; throws "[op] shapes (..) and (..) cannot be broadcast".
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);

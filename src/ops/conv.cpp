@@ -59,9 +59,9 @@ void check_conv_args(const Tensor& x, const Tensor& w, const Tensor& b, const cp
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, Shape padding,
               Shape dilation, int64_t groups) {
   cpu::ConvParams p;
-  ops::pair_param(kOp, "stride", stride, 1, p.stride);
-  ops::pair_param(kOp, "padding", padding, 0, p.padding);
-  ops::pair_param(kOp, "dilation", dilation, 1, p.dilation);
+  op_util::pair_param(kOp, "stride", stride, 1, p.stride);
+  op_util::pair_param(kOp, "padding", padding, 0, p.padding);
+  op_util::pair_param(kOp, "dilation", dilation, 1, p.dilation);
   p.groups = groups;
   check_conv_args(input, weight, bias, p);
   const bool f64 = input.dtype() == kFloat64;
@@ -70,7 +70,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Sha
   {
     NoGradGuard no_grad;  // float16 -> float32 conversions inside are not part of the graph
     out = f64 ? cpu::to_activation_layout(cpu::direct_conv2d_forward(input, weight, bias, p), cl)
-              : cpu::dnnl_conv2d_forward(ops::dnnl_ready(input), ops::dnnl_ready(weight), ops::dnnl_ready(bias), p);
+              : cpu::dnnl_conv2d_forward(op_util::dnnl_ready(input), op_util::dnnl_ready(weight),
+                                         op_util::dnnl_ready(bias), p);
   }
   return autograd::record(
       kOp, out, {input, weight, bias},
@@ -78,16 +79,16 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Sha
       // for an autocast copy of an fp32 weight, straight from oneDNN's accumulators.
       [x = input.detach(), w = weight.detach(), has_bias = bias.defined(), p, f64, cl,
        gw_dt = autograd::detail::grad_dtype(weight)](const Tensor& grad, const std::vector<bool>& needs) {
-        const Tensor g = ops::dnnl_ready(grad.dtype() == x.dtype() ? grad : grad.to(x.dtype()));
+        const Tensor g = op_util::dnnl_ready(grad.dtype() == x.dtype() ? grad : grad.to(x.dtype()));
         Tensor gx, gw, gb;
         if (needs[0])
           gx = f64 ? cpu::to_activation_layout(cpu::direct_conv2d_backward_data(g, w, x.sizes(), p), cl)
-                   : cpu::dnnl_conv2d_backward_data(g, ops::dnnl_ready(w), x.sizes(), p, cl);
+                   : cpu::dnnl_conv2d_backward_data(g, op_util::dnnl_ready(w), x.sizes(), p, cl);
         if (needs[1] || (has_bias && needs[2])) {
           const bool want_bias = has_bias && needs[2];
           std::tie(gw, gb) = f64 ? cpu::direct_conv2d_backward_weights(x, g, w.sizes(), want_bias, p)
-                                 : cpu::dnnl_conv2d_backward_weights(ops::dnnl_ready(x), g, w.sizes(), want_bias, p,
-                                                                     gw_dt);
+                                 : cpu::dnnl_conv2d_backward_weights(op_util::dnnl_ready(x), g, w.sizes(),
+                                                                     want_bias, p, gw_dt);
           if (!needs[1]) gw = Tensor();
         }
         return std::vector<Tensor>{gx, gw, gb};

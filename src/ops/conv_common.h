@@ -4,7 +4,7 @@
 
 #include "tensorcast/tensor.h"
 
-namespace tc::ops {
+namespace tc::op_util {
 
 // Expands a 1- or 2-element parameter ({3} means {3, 3}, as an int does in PyTorch); an
 // empty one takes `fallback`. Throws "[op] stride must have 1 or 2 elements ...".
@@ -26,4 +26,4 @@ inline Tensor dnnl_ready(const Tensor& t) {
   return t;
 }
 
-}  // namespace tc::ops
+}  // namespace tc::op_util

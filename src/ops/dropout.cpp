@@ -1,11 +1,11 @@
 // dropout: inverted dropout with a mask drawn from the seeded global generator.
 //
-// One 64-bit key is taken from the generator per call; element i is kept when the
-// counter-based hash splitmix64(key, i) maps to u >= p. The mask thus depends only on
-// the seed and the element index, never on the thread count, and the kernel parallelizes.
+// One 64-bit key is taken from the generator per call and the kernel hashes it with the
+// element index (backend/cpu/dropout.h), so the mask depends only on the seed and the
+// element index, never on the thread count.
+#include "backend/cpu/dropout.h"
 #include "core/random.h"
-#include "ops/pointwise.h"
-#include "ops/row_io.h"
+#include "core/tensor_impl.h"
 #include "tensorcast/autograd.h"
 #include "ops/impl.h"
 
@@ -13,34 +13,11 @@ namespace tc::impl {
 
 namespace {
 
-// Uniform in [0, 1) from the i-th output of the splitmix64 stream keyed by `key`.
-inline double hash_uniform(uint64_t key, uint64_t i) {
-  uint64_t z = key + (i + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1p-53;
-}
-
-// out = mask ? v * scale : 0 (an exact zero even for inf/NaN inputs, and for p = 1), in one
-// pass over contiguous v and the uint8 mask; 16-bit values are scaled in float32, rounded once.
+// The masked, scaled copy of v (forward and backward alike), contiguous in v's dtype.
 Tensor apply_mask(const Tensor& v_in, const Tensor& mask, double scale) {
   const Tensor v = v_in.detach().contiguous();
   Tensor out = make_tensor(v.sizes(), v.dtype(), v.device());
-  const uint8_t* m = mask.data_ptr<uint8_t>();
-  const DType dt = v.dtype();
-  ops::dispatch_compute(dt, [&]<class C>() {
-    const C s = static_cast<C>(scale);
-    parallel_for(0, v.numel(), cpu::kGrainElements, [&](int64_t b, int64_t e) {
-      alignas(64) C buf[cpu::kBlock];
-      for (int64_t i = b; i < e; i += cpu::kBlock) {
-        const int64_t n = std::min(cpu::kBlock, e - i);
-        const C* x = ops::load_row<C>(v.raw_data(), dt, i, n, buf);
-        for (int64_t j = 0; j < n; ++j) buf[j] = m[i + j] ? x[j] * s : C(0);
-        ops::store_row<C>(buf, out.raw_data(), dt, i, n);
-      }
-    });
-  });
+  cpu::dropout_apply(out, v, mask, scale);
   return out;
 }
 
@@ -61,10 +38,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   }
   // The mask is uint8 in x's logical (row-major) order, so it broadcasts onto any layout of x.
   Tensor mask = make_tensor(x.sizes(), kUInt8, x.device());
-  uint8_t* m = mask.data_ptr<uint8_t>();
-  parallel_for(0, mask.numel(), cpu::kGrainElements, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) m[i] = hash_uniform(key, static_cast<uint64_t>(i)) >= p ? 1 : 0;
-  });
+  cpu::dropout_mask(mask, key, p);
   const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
   Tensor out = apply_mask(x, mask, scale);
   return autograd::record(op, out, {x}, [mask, scale](const Tensor& g, const std::vector<bool>&) {

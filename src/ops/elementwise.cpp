@@ -2,20 +2,19 @@
 // Forward and backward live together; backward formulas are fused pointwise kernels
 // (one pass, float32 math for 16-bit data) rather than chains of ops.
 #include <cmath>
-#include <type_traits>
 
-#include "ops/fast_math.h"
+#include "backend/cpu/activation.h"
 #include "ops/pointwise.h"
 #include "ops/impl.h"
 
 namespace tc {
 
 using autograd::record;
-using ops::map1;
-using ops::map2;
-using ops::map3;
+using op_util::map1;
+using op_util::map2;
+using op_util::map3;
 
-namespace ops {
+namespace op_util {
 
 DType scalar_result_dtype(const Tensor& a, double value) {
   if (is_floating(a.dtype())) return a.dtype();
@@ -35,7 +34,7 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
            b.device());
 }
 
-}  // namespace ops
+}  // namespace op_util
 
 namespace {
 
@@ -45,76 +44,14 @@ void check_defined(const char* op, const Tensor& x) { TC_CHECK(x.defined(), op, 
 template <class F, class DF>
 Tensor unary_float_op(const char* name, const Tensor& x, F f, DF df) {
   check_defined(name, x);
-  Tensor out = map1(x, ops::float_result_dtype(x.dtype()), name, f);
+  Tensor out = map1(x, op_util::float_result_dtype(x.dtype()), name, f);
   return record(name, out, {x}, [x = x.detach(), out = out.detach(), name, df](const Tensor& g, const std::vector<bool>&) {
     return std::vector<Tensor>{map3(g, x, out, g.dtype(), name, df)};
   });
 }
 
-// GELU kernels over contiguous compute-type arrays. The float forms are cloned per ISA
-// (TC_SIMD_CLONES) and use the branch-free fast_erf/fast_tanh/fast_exp, so they vectorize;
-// the double forms are the same templates, where those forward to std::erf/tanh/exp.
-template <class C>
-inline C gelu_erf_value(C v) { return C(0.5) * v * (C(1) + ops::fast_erf(v * C(M_SQRT1_2))); }
-template <class C>
-inline C gelu_erf_grad(C g, C v) {
-  const C cdf = C(0.5) * (C(1) + ops::fast_erf(v * C(M_SQRT1_2)));
-  const C pdf = ops::fast_exp(C(-0.5) * v * v) * C(0.3989422804014327);  // 1/sqrt(2 pi)
-  return g * (cdf + v * pdf);
-}
-template <class C>
-inline C gelu_tanh_value(C v) {
-  const C k = C(0.7978845608028654);  // sqrt(2/pi)
-  return C(0.5) * v * (C(1) + ops::fast_tanh(k * (v + C(0.044715) * v * v * v)));
-}
-template <class C>
-inline C gelu_tanh_grad(C g, C v) {
-  const C k = C(0.7978845608028654);
-  const C inner = k * (v + C(0.044715) * v * v * v);
-  const C t = ops::fast_tanh(inner);
-  const C dinner = k * (C(1) + C(3 * 0.044715) * v * v);
-  return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * dinner);
-}
-
-TC_SIMD_CLONES void gelu_erf_forward_f32(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = gelu_erf_value(x[i]);
-}
-TC_SIMD_CLONES void gelu_erf_backward_f32(const float* g, const float* x, float* dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = gelu_erf_grad(g[i], x[i]);
-}
-TC_SIMD_CLONES void gelu_tanh_forward_f32(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh_value(x[i]);
-}
-TC_SIMD_CLONES void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = gelu_tanh_grad(g[i], x[i]);
-}
-// y = gelu(x) over n elements: the ISA clones for float, the exact std::erf/tanh forms
-// for double.
-template <class C>
-void gelu_forward(bool tanh_form, const C* x, C* y, int64_t n) {
-  if constexpr (std::is_same_v<C, float>) {
-    tanh_form ? gelu_tanh_forward_f32(x, y, n) : gelu_erf_forward_f32(x, y, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) y[i] = tanh_form ? gelu_tanh_value(x[i]) : gelu_erf_value(x[i]);
-  }
-}
-template <class C>
-void gelu_backward(bool tanh_form, const C* g, const C* x, C* dx, int64_t n) {
-  if constexpr (std::is_same_v<C, float>) {
-    tanh_form ? gelu_tanh_backward_f32(g, x, dx, n) : gelu_erf_backward_f32(g, x, dx, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) dx[i] = tanh_form ? gelu_tanh_grad(g[i], x[i]) : gelu_erf_grad(g[i], x[i]);
-  }
-}
-// Calls f(C{}) with C = double (float64 or 64-bit integer operands) or float.
-template <class F>
-void with_gelu_compute_type(bool dbl, F f) {
-  if (dbl) f(double{});
-  else f(float{});
-}
-
 DType arith_dtype(const char* op, const Tensor& a, const Tensor& b) {
-  ops::check_same_device(op, a, b);
+  op_util::check_same_device(op, a, b);
   return result_type(a, b);
 }
 
@@ -174,25 +111,25 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 Tensor add(const Tensor& a, double b) {
   check_defined("add", a);
-  Tensor out = map2(a, ops::scalar_operand(a, b), ops::scalar_result_dtype(a, b), "add", [](auto x, auto y) { return x + y; });
+  Tensor out = map2(a, op_util::scalar_operand(a, b), op_util::scalar_result_dtype(a, b), "add", [](auto x, auto y) { return x + y; });
   return record("add", out, {a}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
 }
 Tensor sub(const Tensor& a, double b) { return impl::add(a, -b); }
 Tensor mul(const Tensor& a, double b) {
   check_defined("mul", a);
-  Tensor out = map2(a, ops::scalar_operand(a, b), ops::scalar_result_dtype(a, b), "mul", [](auto x, auto y) { return x * y; });
+  Tensor out = map2(a, op_util::scalar_operand(a, b), op_util::scalar_result_dtype(a, b), "mul", [](auto x, auto y) { return x * y; });
   return record("mul", out, {a}, [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::mul(g, b)}; });
 }
 Tensor div(const Tensor& a, double b) {
   check_defined("div", a);
   const DType dt = is_floating(a.dtype()) ? a.dtype() : kFloat32;
-  Tensor out = map2(a, ops::scalar_operand(a, b), dt, "div", [](auto x, auto y) { return x / y; });
+  Tensor out = map2(a, op_util::scalar_operand(a, b), dt, "div", [](auto x, auto y) { return x / y; });
   return record("div", out, {a}, [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::div(g, b)}; });
 }
 
 Tensor pow(const Tensor& a, double e) {
   check_defined("pow", a);
-  const DType dt = ops::scalar_result_dtype(a, e);
+  const DType dt = op_util::scalar_result_dtype(a, e);
   Tensor out = e == 2.0 ? map1(a, dt, "pow", [](auto x) { return x * x; })
                         : map1(a, dt, "pow", [e](auto x) { return std::pow(x, decltype(x)(e)); });
   return record("pow", out, {a}, [a = a.detach(), e](const Tensor& g, const std::vector<bool>&) {
@@ -332,20 +269,11 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
            approximate, "\"");
   check_defined("gelu", x);
   const bool tanh_form = approximate == "tanh";
-  const DType odt = ops::float_result_dtype(x.dtype());
-  Tensor out = make_tensor(x.sizes(), odt, x.device());
-  with_gelu_compute_type(cpu::computes_in_double(odt) || cpu::computes_in_double(x.dtype()), [&]<class C>(C) {
-    cpu::map_blocks<C, 1>(out, {x}, "gelu", [&](int64_t n, const C* const* in, C* o) {
-      gelu_forward(tanh_form, in[0], o, n);
-    });
-  });
+  Tensor out = make_tensor(x.sizes(), op_util::float_result_dtype(x.dtype()), x.device());
+  cpu::gelu(out, x, tanh_form);
   return record("gelu", out, {x}, [x = x.detach(), tanh_form](const Tensor& g, const std::vector<bool>&) {
     Tensor dx = make_tensor(broadcast_shapes(g.sizes(), x.sizes(), "gelu"), g.dtype(), g.device());
-    with_gelu_compute_type(cpu::computes_in_double(g.dtype()) || cpu::computes_in_double(x.dtype()), [&]<class C>(C) {
-      cpu::map_blocks<C, 2>(dx, {g, x}, "gelu", [&](int64_t n, const C* const* in, C* o) {
-        gelu_backward(tanh_form, in[0], in[1], o, n);
-      });
-    });
+    cpu::gelu_backward(dx, g, x, tanh_form);
     return std::vector<Tensor>{dx};
   });
 }
@@ -380,8 +308,8 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
 }
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
-  ops::check_same_device("where", c, a);
-  ops::check_same_device("where", a, b);
+  op_util::check_same_device("where", c, a);
+  op_util::check_same_device("where", a, b);
   TC_CHECK(c.dtype() == kBool, "where", "condition must be a bool tensor, got ", dtype_name(c.dtype()));
   const DType dt = result_type(a, b);
   Tensor out = map3(c, a, b, dt, "where", [](auto cc, auto x, auto y) { return cc != decltype(x)(0) ? x : y; });
@@ -398,7 +326,7 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
 
 #define TC_COMPARISON(name, expr)                                                                      \
   Tensor name(const Tensor& a, const Tensor& b) {                                                      \
-    ops::check_same_device(#name, a, b);                                                               \
+    op_util::check_same_device(#name, a, b);                                                           \
     return map2(a, b, kBool, #name, [](auto x, auto y) { return decltype(x)((expr) ? 1 : 0); });      \
   }                                                                                                    \
   Tensor name(const Tensor& a, double s) {                                                             \

@@ -5,6 +5,7 @@
 // (src/amp/dispatch.h). Code inside an op that needs another op calls the impl:: form: it
 // is already below the autocast layer, and a composite op must not be re-cast piece by piece.
 #pragma once
+#include "tensorcast/autograd.h"
 #include "tensorcast/ops.h"
 
 namespace tc::impl {

@@ -1,4 +1,6 @@
-// Internal: helpers for pointwise ops and the fused pointwise kernels backward formulas use.
+// Internal: utilities for op implementations (namespace tc::op_util): the dtype rules of
+// scalar operands, and map1/map2/map3, which allocate an op's output (keeping a dense
+// permuted layout) and run a scalar lambda through the backend's elementwise loops.
 #pragma once
 #include <algorithm>
 #include <initializer_list>
@@ -6,7 +8,7 @@
 #include "backend/cpu/loops.h"
 #include "tensorcast/ops.h"
 
-namespace tc::ops {
+namespace tc::op_util {
 
 // The dtype a double scalar takes next to tensor `a` (PyTorch's wrapped-number rule):
 // the tensor's floating dtype, else float32 for a fractional value, else the tensor's dtype.
@@ -85,19 +87,12 @@ Tensor map3(const Tensor& a, const Tensor& b, const Tensor& c, DType out_dtype, 
   // Permuted dense operands of one layout run over memory order (one contiguous run).
   const Tensor mo = detail::in_order(out, order), ma = detail::in_order(a, order), mb = detail::in_order(b, order),
                mc = detail::in_order(c, order);
-  auto body = [&]<class C>() {
-    cpu::map_blocks<C, 3>(mo, {ma, mb, mc}, op, [&](int64_t n, const C* const* in, C* o) {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(in[0][i], in[1][i], in[2][i]);
-    });
-  };
-  if (cpu::computes_in_double(out_dtype) || cpu::computes_in_double(a.dtype()) ||
-      cpu::computes_in_double(b.dtype()) || cpu::computes_in_double(c.dtype()))
-    body.template operator()<double>();
-  else
-    body.template operator()<float>();
+  cpu::ternary_map(mo, ma, mb, mc, op, f,
+                   cpu::computes_in_double(out_dtype) || cpu::computes_in_double(a.dtype()) ||
+                       cpu::computes_in_double(b.dtype()) || cpu::computes_in_double(c.dtype()));
   return out;
 }
 
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 
-}  // namespace tc::ops
+}  // namespace tc::op_util

@@ -39,10 +39,10 @@ PoolParams pool_params(const char* op, const Tensor& x, const Shape& kernel, con
                        const Shape& padding, const Shape& dilation, bool ceil_mode) {
   PoolParams p;
   TC_CHECK(!kernel.empty(), op, "kernel_size must have 1 or 2 elements, got ", shape_str(kernel));
-  ops::pair_param(op, "kernel_size", kernel, 1, p.kernel);
-  ops::pair_param(op, "stride", stride.empty() ? kernel : stride, 1, p.stride);
-  ops::pair_param(op, "padding", padding, 0, p.padding);
-  ops::pair_param(op, "dilation", dilation, 1, p.dilation);
+  op_util::pair_param(op, "kernel_size", kernel, 1, p.kernel);
+  op_util::pair_param(op, "stride", stride.empty() ? kernel : stride, 1, p.stride);
+  op_util::pair_param(op, "padding", padding, 0, p.padding);
+  op_util::pair_param(op, "dilation", dilation, 1, p.dilation);
   for (int d = 0; d < 2; ++d) {
     TC_CHECK(p.padding[d] <= p.kernel[d] / 2, op, "padding (", p.padding[0], ", ", p.padding[1],
              ") should be at most half of kernel size (", p.kernel[0], ", ", p.kernel[1], ")");
@@ -137,7 +137,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
   check_pool_input(kOp, input);
   TC_CHECK(!output_size.empty(), kOp, "output_size must have 1 or 2 elements, got ", shape_str(output_size));
   int64_t out[2];
-  ops::pair_param(kOp, "output_size", output_size, 1, out);
+  op_util::pair_param(kOp, "output_size", output_size, 1, out);
   const int64_t H = input.size(2), W = input.size(3);
   if (H % out[0] == 0 && W % out[1] == 0) {  // equal windows: plain average pooling
     const Shape k = {H / out[0], W / out[1]};

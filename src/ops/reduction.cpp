@@ -85,11 +85,11 @@ Tensor minmax_all(const char* op, const Tensor& x, bool is_max) {
   Tensor out = make_tensor({}, x.dtype(), x.device());
   cpu::minmax_kernel(out, Tensor(), x, -1, is_max);
   return record(op, out, {x}, [x = x.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>&) {
-    Tensor mask = ops::map2(x, out, kBool, "minmax_backward",
-                            [](auto a, auto m) { return decltype(a)((a == m) || (a != a && m != m)); });
+    Tensor mask = op_util::map2(x, out, kBool, "minmax_backward",
+                                [](auto a, auto m) { return decltype(a)((a == m) || (a != a && m != m)); });
     const double count = impl::sum(mask).item_double();
     const double share = count > 0 ? g.item_double() / count : 0.0;
-    return std::vector<Tensor>{ops::map1(mask, g.dtype(), "minmax_backward", [share](auto b) {
+    return std::vector<Tensor>{op_util::map1(mask, g.dtype(), "minmax_backward", [share](auto b) {
       using C = decltype(b);
       return b != C(0) ? C(share) : C(0);
     })};
@@ -171,11 +171,11 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
     Shape keep;
     for (size_t d = 0; d < in_shape.size(); ++d) keep.push_back(mask[d] ? 1 : in_shape[d]);
     const double scale = 2.0 / static_cast<double>(std::max<int64_t>(0, n - correction));
-    return std::vector<Tensor>{ops::map3(x, mean_acc.reshape(keep), g.reshape(keep), g.dtype(), "var_backward",
-                                         [scale](auto a, auto m, auto gg) {
-                                           using C = decltype(a);
-                                           return C(scale) * (a - m) * gg;
-                                         })};
+    return std::vector<Tensor>{op_util::map3(x, mean_acc.reshape(keep), g.reshape(keep), g.dtype(),
+                                             "var_backward", [scale](auto a, auto m, auto gg) {
+                                               using C = decltype(a);
+                                               return C(scale) * (a - m) * gg;
+                                             })};
   });
 }
 

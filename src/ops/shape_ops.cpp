@@ -1,8 +1,7 @@
-// cat and stack: joining tensors along a dimension, with dtype promotion across inputs.
-// Contiguous inputs already in the result dtype are copied row by row with memcpy; the
-// rest go through the strided converting copy. Backward narrows the gradient back.
-#include <cstring>
-
+// cat and stack: joining tensors along a dimension, with dtype promotion across inputs;
+// the copy is backend/cpu/shape_ops.cpp. Backward narrows the gradient back.
+#include "backend/cpu/shape_ops.h"
+#include "core/tensor_impl.h"
 #include "ops/pointwise.h"
 #include "tensorcast/autograd.h"
 #include "ops/impl.h"
@@ -25,7 +24,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     const Tensor& t = tensors[i];
     TC_CHECK(t.defined(), op, "tensor ", i, " is undefined");
     TC_CHECK(t.dim() > 0, op, "zero-dimensional tensor (at position ", i, ") cannot be concatenated");
-    if (i > 0) ops::check_same_device(op, tensors[0], t);
+    if (i > 0) op_util::check_same_device(op, tensors[0], t);
     dt = i == 0 ? t.dtype() : promote_types(dt, t.dtype());
     if (ref < 0 && !skipped_in_cat(t)) ref = static_cast<int64_t>(i);
   }
@@ -47,50 +46,16 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   Tensor out = make_tensor(out_shape, dt, r.device());
 
-  int64_t outer = 1, inner = 1;
-  for (int64_t k = 0; k < d; ++k) outer *= out_shape[k];
-  for (int64_t k = d + 1; k < r.dim(); ++k) inner *= out_shape[k];
-  const size_t es = element_size(dt);
-  const size_t out_row = static_cast<size_t>(out_shape[d] * inner) * es;  // bytes per outer index in out
-  struct Piece {
-    const char* src;
-    size_t offset, bytes;  // within one outer row of out
-  };
-  std::vector<Piece> fast;
-  std::vector<int64_t> starts(tensors.size(), 0);
+  std::vector<int64_t> starts(tensors.size(), 0), lens(tensors.size());
+  std::vector<bool> skip(tensors.size());
   int64_t start = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i];
     starts[i] = start;
-    if (skipped_in_cat(t)) continue;
-    const int64_t len = t.size(d);
-    if (len > 0 && t.numel() > 0) {
-      if (t.dtype() == dt && t.is_contiguous()) {
-        fast.push_back({static_cast<const char*>(t.raw_data()), static_cast<size_t>(start * inner) * es,
-                        static_cast<size_t>(len * inner) * es});
-      } else {
-        Shape sizes = out_shape;
-        sizes[d] = len;
-        cpu::copy_into(make_view(out, sizes, out.strides(), start * out.stride(d)), t.detach());
-      }
-    }
-    start += len;
-  }
-  if (!fast.empty() && outer > 0) {
-    char* dst = static_cast<char*>(out.raw_data());
-    const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>((1 << 20) / std::max<size_t>(out_row, 1)));
-    parallel_for(0, outer, grain, [&](int64_t o0, int64_t o1) {
-      for (int64_t o = o0; o < o1; ++o)
-        for (const Piece& p : fast) std::memcpy(dst + o * out_row + p.offset, p.src + o * p.bytes, p.bytes);
-    });
-  }
-
-  std::vector<int64_t> lens(tensors.size());
-  std::vector<bool> skip(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i) {
     skip[i] = skipped_in_cat(tensors[i]);
     lens[i] = skip[i] ? 0 : tensors[i].size(d);
+    start += lens[i];
   }
+  cpu::cat_into(out, tensors, starts, d);  // skipped tensors have no elements: nothing to copy
   return autograd::record(op, out, tensors, [d, starts, lens, skip](const Tensor& g, const std::vector<bool>& needs) {
     std::vector<Tensor> grads(needs.size());
     for (size_t i = 0; i < needs.size(); ++i) {

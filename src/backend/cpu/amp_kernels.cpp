@@ -9,6 +9,7 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/cpu/loops.h"
 #include "tensorcast/convert.h"
 #include "tensorcast/parallel.h"
 
@@ -115,7 +116,7 @@ void check_impl(const std::vector<Tensor>& grads, const Tensor& found_inf, const
     if (g.is_contiguous()) {
       flat.push_back(g);
     } else {
-      Tensor c = g.contiguous();
+      Tensor c = as_contiguous(g);
       flat.push_back(c);
       if (write) copy_back.emplace_back(g, c);
     }
@@ -136,7 +137,7 @@ void check_impl(const std::vector<Tensor>& grads, const Tensor& found_inf, const
     }
     if (bad) found.store(true, std::memory_order_relaxed);
   });
-  for (auto& [g, c] : copy_back) g.copy_(c);
+  for (auto& [g, c] : copy_back) copy_into(g, c);
   if (found.load()) *found_inf.data_ptr<float>() = 1.0f;
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/parallel.h"
 
@@ -38,7 +39,7 @@ decltype(auto) dispatch_fd(DType dt, const char* op, F f) {
 // ------------------------------------------------------------------ convolution (float64)
 
 Tensor direct_conv2d_forward(const Tensor& xin, const Tensor& win, const Tensor& bin, const ConvParams& p) {
-  const Tensor x = xin.contiguous(), w = win.contiguous(), b = bin.defined() ? bin.contiguous() : bin;
+  const Tensor x = as_contiguous(xin), w = as_contiguous(win), b = bin.defined() ? as_contiguous(bin) : bin;
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t O = w.size(0), CG = w.size(1), KH = w.size(2), KW = w.size(3);
   const int64_t OG = O / p.groups;
@@ -72,7 +73,7 @@ Tensor direct_conv2d_forward(const Tensor& xin, const Tensor& win, const Tensor&
 }
 
 Tensor direct_conv2d_backward_data(const Tensor& gyin, const Tensor& win, const Shape& xs, const ConvParams& p) {
-  const Tensor gy = gyin.contiguous(), w = win.contiguous();
+  const Tensor gy = as_contiguous(gyin), w = as_contiguous(win);
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
   const int64_t O = w.size(0), CG = w.size(1), KH = w.size(2), KW = w.size(3);
   const int64_t OG = O / p.groups, OH = gy.size(2), OW = gy.size(3);
@@ -103,7 +104,7 @@ Tensor direct_conv2d_backward_data(const Tensor& gyin, const Tensor& win, const 
 
 std::pair<Tensor, Tensor> direct_conv2d_backward_weights(const Tensor& xin, const Tensor& gyin, const Shape& ws,
                                                          bool with_bias, const ConvParams& p) {
-  const Tensor x = xin.contiguous(), gy = gyin.contiguous();
+  const Tensor x = as_contiguous(xin), gy = as_contiguous(gyin);
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t O = ws[0], CG = ws[1], KH = ws[2], KW = ws[3];
   const int64_t OG = O / p.groups, OH = gy.size(2), OW = gy.size(3);
@@ -137,7 +138,7 @@ std::pair<Tensor, Tensor> direct_conv2d_backward_weights(const Tensor& xin, cons
 // ------------------------------------------------------------------ pooling (float / double)
 
 std::pair<Tensor, Tensor> direct_max_pool2d(const Tensor& xin, const PoolParams& p) {
-  const Tensor x = xin.contiguous();
+  const Tensor x = as_contiguous(xin);
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), OH = p.out[0], OW = p.out[1];
   Tensor y = make_tensor({N, C, OH, OW}, x.dtype());
   Tensor idx = make_tensor({N, C, OH, OW}, kInt64);
@@ -176,7 +177,7 @@ std::pair<Tensor, Tensor> direct_max_pool2d(const Tensor& xin, const PoolParams&
 }
 
 Tensor direct_max_pool2d_backward(const Tensor& gyin, const Tensor& indices, const Shape& xs) {
-  const Tensor gy = gyin.contiguous();
+  const Tensor gy = as_contiguous(gyin);
   const int64_t planes = xs[0] * xs[1], HW = xs[2] * xs[3], OHW = gy.size(2) * gy.size(3);
   Tensor gx = zeroed(xs, gy.dtype());
   dispatch_fd(gy.dtype(), "max_pool2d_backward", [&](auto zero) {
@@ -237,7 +238,7 @@ void adaptive_windows(int64_t H, int64_t W, int64_t OH, int64_t OW, F f) {
 // Forward and backward of any "average over a window" pooling given its window visitor.
 template <class Visit>
 Tensor window_mean(const Tensor& xin, int64_t OH, int64_t OW, const char* op, Visit visit) {
-  const Tensor x = xin.contiguous();
+  const Tensor x = as_contiguous(xin);
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   Tensor y = make_tensor({N, C, OH, OW}, x.dtype());
   dispatch_fd(x.dtype(), op, [&](auto zero) {
@@ -260,7 +261,7 @@ Tensor window_mean(const Tensor& xin, int64_t OH, int64_t OW, const char* op, Vi
 
 template <class Visit>
 Tensor window_mean_backward(const Tensor& gyin, const Shape& xs, const char* op, Visit visit) {
-  const Tensor gy = gyin.contiguous();
+  const Tensor gy = as_contiguous(gyin);
   const int64_t H = xs[2], W = xs[3], OHW = gy.size(2) * gy.size(3);
   Tensor gx = zeroed(xs, gy.dtype());
   dispatch_fd(gy.dtype(), op, [&](auto zero) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "backend/cpu/cast_dense.h"
 #include "backend/cpu/dnnl_plan.h"
 #include "core/tensor_impl.h"
 
@@ -233,7 +234,7 @@ std::pair<Tensor, Tensor> dnnl_conv2d_backward_weights(const Tensor& x, const Te
   });
   if (!plan) {
     auto [gw, gb] = dnnl_conv2d_backward_weights(as_f32(x), as_f32(gy), ws, with_bias, p, kFloat32);
-    return {gw.to(gdt), gb.defined() ? gb.to(gdt) : gb};
+    return {cast_dense(gw, gdt), cast_dense(gb, gdt)};
   }
   Tensor gw = make_tensor(ws, gdt);
   Tensor gb = with_bias ? make_tensor({ws[0]}, gdt) : Tensor();

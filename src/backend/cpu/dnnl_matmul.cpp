@@ -1,5 +1,5 @@
-// The CPU batched matrix product: oneDNN matmul primitives behind a thread-safe LRU cache,
-// the float32 detour for 16-bit dtypes on CPUs without that math, and the float64 loop.
+// The CPU batched matrix product: oneDNN matmul primitives behind a thread-safe LRU cache
+// and the float64 loop.
 #include "backend/cpu/dnnl_matmul.h"
 
 #include <algorithm>
@@ -13,9 +13,8 @@
 
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/dnnl_plan.h"
+#include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
-#include "tensorcast/autograd.h"
-#include "tensorcast/ops.h"
 #include "tensorcast/parallel.h"
 
 namespace tc::cpu {
@@ -34,7 +33,7 @@ Tensor canonical(const Tensor& t) {
   // reference kernel, so one dense copy is cheaper.
   const bool unit = sz[nd - 1] == 1 || sz[nd - 2] == 1 || st[nd - 1] == 1 || st[nd - 2] == 1;
   if (t.numel() > 0 && (!unit || (sz[nd - 1] > 1 && st[nd - 1] == 0) || (sz[nd - 2] > 1 && st[nd - 2] == 0)))
-    return canonical(t.contiguous());
+    return canonical(as_contiguous(t));
   for (int64_t d = 0; d < nd - 2; ++d)
     if (st[d] == 0) sz[d] = 1;
   int64_t extent = 1;  // max over inner dims of stride * size
@@ -259,39 +258,32 @@ bool native_matmul(DType dt) {
 size_t matmul_cache_size() { return cache().size(); }
 void clear_matmul_cache() { cache().clear(); }
 
-void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& c_out, const char* op) {
-  Tensor c = c_out;  // a handle we may write through
-  if (c.numel() == 0) return;
+bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& c, const char* op) {
+  if (c.numel() == 0) return true;
   const DType dt = c.dtype();
-  NoGradGuard no_grad;
   if (a_in.size(-1) == 0) {  // an empty sum: the bias, or zeros
-    if (bias.defined()) c.copy_(bias); else c.zero_();
-    return;
+    if (bias.defined()) copy_into(c, bias);
+    else fill_zero(c);
+    return true;
   }
   const Tensor a = canonical(a_in), b = canonical(b_in);
-  if (dt == kFloat64) return matmul_f64(a, b, bias, c);
+  if (dt == kFloat64) {
+    matmul_f64(a, b, bias, c);
+    return true;
+  }
   TC_CHECK(dt == kFloat32 || dt == kBFloat16 || dt == kFloat16, op, "expected a floating dtype, got ", dtype_name(dt));
-  if (run_dnnl(a, b, bias, c, op)) return;
-  if (a.dtype() != dt || b.dtype() != dt) {
-    // 16-bit inputs into a wider c that oneDNN refuses (no 16-bit GEMM on this CPU): widen.
-    return matmul_into(a.to(dt), b.to(dt), bias.defined() ? bias.to(dt) : Tensor(), c, op);
-  }
-  if (is_reduced_float(dt)) {
-    // No GEMM for this 16-bit dtype on this CPU (oneDNN 2.6 has no fp16 one without
-    // AVX512-FP16 and no bf16 one without AVX-512): widen the inputs to float32 scratch,
-    // multiply with float32 accumulation and round the result once.
-    Tensor c32 = make_tensor(c.sizes(), kFloat32);
-    matmul_into(a.to(kFloat32), b.to(kFloat32), bias.defined() ? bias.to(kFloat32) : Tensor(), c32, op);
-    c.copy_(c32);
-    return;
-  }
+  if (run_dnnl(a, b, bias, c, op)) return true;
+  // No GEMM for these 16-bit dtypes on this CPU (oneDNN 2.6 has no fp16 one without
+  // AVX512-FP16 and no bf16 one without AVX-512): the caller widens the inputs.
+  if (a.dtype() != dt || b.dtype() != dt || is_reduced_float(dt)) return false;
   // oneDNN refused these strides: retry once on dense copies.
   if (!a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous()) {
-    Tensor cc = c.is_contiguous() ? c : make_tensor(c.sizes(), dt);
-    TC_CHECK(run_dnnl(a.contiguous(), b.contiguous(), bias.defined() ? bias.contiguous() : Tensor(), cc, op), op,
-             "oneDNN has no matmul for ", shape_str(a.sizes()), " x ", shape_str(b.sizes()), " in ", dtype_name(dt));
-    if (!cc.is_same(c)) c.copy_(cc);
-    return;
+    const Tensor cc = c.is_contiguous() ? c : make_tensor(c.sizes(), dt);
+    const Tensor bc = bias.defined() ? as_contiguous(bias) : Tensor();
+    TC_CHECK(run_dnnl(as_contiguous(a), as_contiguous(b), bc, cc, op), op, "oneDNN has no matmul for ",
+             shape_str(a.sizes()), " x ", shape_str(b.sizes()), " in ", dtype_name(dt));
+    if (!cc.is_same(c)) copy_into(c, cc);
+    return true;
   }
   TC_FAIL(op, "oneDNN has no matmul for ", shape_str(a.sizes()), " x ", shape_str(b.sizes()), " in ", dtype_name(dt));
 }

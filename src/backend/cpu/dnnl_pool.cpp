@@ -6,7 +6,9 @@
 
 #include <algorithm>
 
+#include "backend/cpu/cast_dense.h"
 #include "backend/cpu/dnnl_plan.h"
+#include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
 
 namespace tc::cpu {
@@ -129,7 +131,7 @@ Tensor dnnl_pool2d_backward(const Tensor& gyin, const Tensor& workspace, const S
         dnnl_pool2d_backward(cast_dense(gyin, kFloat32), workspace, xs, kFloat32, p, kind, cl), dt);
   // The primitive runs in the forward's layout; a gradient in another dense layout is
   // reordered into it by the plan, anything else (expanded, overlapping) is copied first.
-  const Tensor gy = dense_stride_order(gyin.sizes(), gyin.strides()).empty() ? gyin.contiguous() : gyin;
+  const Tensor gy = dense_stride_order(gyin.sizes(), gyin.strides()).empty() ? as_contiguous(gyin) : gyin;
   std::string key = key_of("pool_bwd", xs, dt, p, kind, cl);
   key_append(key, gy.strides());
   auto plan = cached_plan(key, [&] {

@@ -1,4 +1,5 @@
-// Strided block loads/stores with dtype conversion, broadcast strides, and copy_into.
+// Strided block loads/stores with dtype conversion, broadcast strides, copy_into and
+// the contiguous copies and zero fills that kernels need.
 #include "backend/cpu/loops.h"
 
 #include <cstdint>
@@ -106,6 +107,29 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   };
   if (dbl) body.template operator()<double>();
   else body.template operator()<float>();
+}
+
+Tensor as_contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor out = make_tensor(t.sizes(), t.dtype(), t.device());
+  copy_into(out, t);
+  return out;
+}
+
+void fill_zero(const Tensor& t) {
+  if (t.numel() == 0) return;
+  if (!t.is_contiguous()) {
+    const Tensor zero = make_tensor({}, t.dtype(), t.device());
+    std::memset(zero.raw_data(), 0, element_size(t.dtype()));
+    copy_into(t, zero);
+    return;
+  }
+  // All-zero bits are +0 in every dtype.
+  char* base = static_cast<char*>(t.raw_data());
+  const int64_t es = static_cast<int64_t>(element_size(t.dtype()));
+  parallel_for(0, t.numel(), kGrainElements * 4, [&](int64_t b, int64_t e) {
+    std::memset(base + b * es, 0, static_cast<size_t>((e - b) * es));
+  });
 }
 
 }  // namespace tc::cpu

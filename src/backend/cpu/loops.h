@@ -208,7 +208,27 @@ void binary_map(const Tensor& out, const Tensor& a, const Tensor& b, const char*
   else body.template operator()<float>();
 }
 
+template <class F>
+void ternary_map(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, const char* op, F f,
+                 bool compute_double) {
+  auto body = [&]<class C>() {
+    map_blocks<C, 3>(out, {a, b, c}, op, [&](int64_t n, const C* const* in, C* o) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(in[0][i], in[1][i], in[2][i]);
+    });
+  };
+  if (compute_double) body.template operator()<double>();
+  else body.template operator()<float>();
+}
+
 // Strided copy with dtype conversion and broadcasting of src to dst's shape.
 void copy_into(const Tensor& dst, const Tensor& src);
+
+// t itself when contiguous, else a contiguous copy. Unlike Tensor::contiguous it records
+// nothing (no autograd node, no profiler entry): kernels call it on their operands.
+Tensor as_contiguous(const Tensor& t);
+
+// Sets every element of t (any dtype and strides) to zero; contiguous data is cleared with
+// memset across the threads, as Tensor::zero_ does.
+void fill_zero(const Tensor& t);
 
 }  // namespace tc::cpu

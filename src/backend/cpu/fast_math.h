@@ -19,7 +19,7 @@
 #define TC_SIMD_CLONES
 #endif
 
-namespace tc::ops {
+namespace tc::cpu {
 
 // c[0] x^(N-1) + ... + c[N-1] by Horner's rule (unrolled by the compiler; vectorizes).
 template <size_t N>
@@ -117,4 +117,4 @@ inline float fast_tanh(float x) {
 }
 inline double fast_tanh(double x) { return std::tanh(x); }
 
-}  // namespace tc::ops
+}  // namespace tc::cpu

@@ -1,9 +1,12 @@
 // Views: new geometry over the same storage. Each records its backward (the inverse
-// reshaping of the gradient) so views are differentiable.
+// reshaping of the gradient) so views are differentiable, which puts them in the ops
+// layer; the geometry itself (make_view, strides, layouts) is core's.
 #include <algorithm>
+#include <optional>
 
 #include "autograd/nodes.h"
 #include "core/tensor_impl.h"
+#include "tensorcast/autograd.h"
 #include "tensorcast/ops.h"
 
 namespace tc {

@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <limits>
 
-#include "ops/fast_math.h"
-#include "ops/rows.h"
+#include "backend/cpu/fast_math.h"
+#include "backend/cpu/rows.h"
 
 #define TC_ROW_CLONES TC_SIMD_CLONES
 
-namespace tc::ops {
+namespace tc::cpu {
 
 namespace {
 
@@ -119,4 +119,4 @@ double sum_exp_shifted(const double* x, int64_t n, double m) {
   return s;
 }
 
-}  // namespace tc::ops
+}  // namespace tc::cpu

@@ -12,7 +12,7 @@
 
 #include "backend/cpu/loops.h"
 
-namespace tc::ops {
+namespace tc::cpu {
 
 struct RowView {
   char* base = nullptr;
@@ -41,7 +41,7 @@ struct RowView {
   template <class C>
   const C* load(int64_t r, C* buf) const {
     if (direct<C>()) return reinterpret_cast<const C*>(row(r));
-    cpu::load_block<C>(row(r), byte_stride(), dtype, buf, len);
+    load_block<C>(row(r), byte_stride(), dtype, buf, len);
     return buf;
   }
   // Where to compute row r of an output: in place when direct, else in buf (then store).
@@ -49,7 +49,7 @@ struct RowView {
   C* out(int64_t r, C* buf) const { return direct<C>() ? reinterpret_cast<C*>(row(r)) : buf; }
   template <class C>
   void store(int64_t r, const C* src) const {
-    if (!direct<C>()) cpu::store_block<C>(src, row(r), byte_stride(), dtype, len);
+    if (!direct<C>()) store_block<C>(src, row(r), byte_stride(), dtype, len);
   }
 
   // How many rows from r on sit side by side in memory (row r + 1 starts one element after
@@ -69,12 +69,12 @@ struct RowView {
       for (int64_t k = 0; k < len; ++k) {
         const C* src = tmp;
         if (dtype == dtype_of<C>) src = reinterpret_cast<const C*>(p + k * bs);
-        else cpu::load_block<C>(p + k * bs, es, dtype, tmp, w);
+        else load_block<C>(p + k * bs, es, dtype, tmp, w);
         for (int64_t j = 0; j < w; ++j) buf[j * len + k] = src[j];
       }
       return;
     }
-    for (int64_t j = 0; j < w; ++j) cpu::load_block<C>(row(r + j), byte_stride(), dtype, buf + j * len, len);
+    for (int64_t j = 0; j < w; ++j) load_block<C>(row(r + j), byte_stride(), dtype, buf + j * len, len);
   }
   template <class C>
   void store_rows(int64_t r, int64_t w, const C* buf) const {
@@ -89,11 +89,11 @@ struct RowView {
           continue;
         }
         for (int64_t j = 0; j < w; ++j) tmp[j] = buf[j * len + k];
-        cpu::store_block<C>(tmp, p + k * bs, es, dtype, w);
+        store_block<C>(tmp, p + k * bs, es, dtype, w);
       }
       return;
     }
-    for (int64_t j = 0; j < w; ++j) cpu::store_block<C>(buf + j * len, row(r + j), byte_stride(), dtype, len);
+    for (int64_t j = 0; j < w; ++j) store_block<C>(buf + j * len, row(r + j), byte_stride(), dtype, len);
   }
 
   static constexpr int64_t kMaxGroup = 16;
@@ -148,11 +148,11 @@ decltype(auto) with_compute_type(DType dt, F&& fn) {
 // Splits rows across the intra-op threads in chunks of at least ~kGrainElements elements.
 template <class F>
 void parallel_rows(int64_t rows, int64_t len, F&& fn) {
-  const int64_t grain = std::max<int64_t>(1, cpu::kGrainElements / std::max<int64_t>(len, 1));
+  const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(len, 1));
   parallel_for(0, rows, grain, fn);
 }
 
-// Row math on contiguous compute buffers (src/ops/rows.cpp). The float versions are the
+// Row math on contiguous compute buffers (backend/cpu/rows.cpp). The float versions are the
 // hot loops of softmax and the losses: they use a vectorizable exp and are compiled for
 // AVX-512 and AVX2 as well, picked at run time. The double versions use std::exp.
 //
@@ -187,4 +187,4 @@ LogSumExp<C> row_logsumexp(const C* x, int64_t n) {
   return {m, std::log(sum_exp_shifted(x, n, m))};
 }
 
-}  // namespace tc::ops
+}  // namespace tc::cpu

@@ -1,12 +1,13 @@
 // Internal: contiguous row loads/stores in a compute type, for the fused nn kernels
-// (layer_norm, batch_norm, embedding) that walk rows of contiguous tensors themselves.
+// (layer_norm, batch_norm, dropout, embedding) that walk rows of contiguous tensors
+// themselves.
 #pragma once
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/loops.h"
 
-namespace tc::ops {
+namespace tc::cpu {
 
 // The compute type of a fused kernel: double for float64 data, float otherwise (16-bit
 // data is widened to float32 and rounded once on store).
@@ -23,7 +24,7 @@ const C* load_row(const void* base, DType dt, int64_t i, int64_t n, C* buf) {
   const size_t es = element_size(dt);
   const char* p = static_cast<const char*>(base) + static_cast<size_t>(i) * es;
   if (dt == dtype_of<C>) return reinterpret_cast<const C*>(p);
-  cpu::load_block<C>(p, static_cast<int64_t>(es), dt, buf, n);
+  load_block<C>(p, static_cast<int64_t>(es), dt, buf, n);
   return buf;
 }
 
@@ -36,7 +37,7 @@ void store_row(const C* src, void* base, DType dt, int64_t i, int64_t n) {
     if (reinterpret_cast<const char*>(src) != p) std::memcpy(p, src, static_cast<size_t>(n) * es);
     return;
   }
-  cpu::store_block<C>(src, p, static_cast<int64_t>(es), dt, n);
+  store_block<C>(src, p, static_cast<int64_t>(es), dt, n);
 }
 
 // A whole (small) contiguous-or-not tensor as a vector of C; empty when undefined.
@@ -44,17 +45,18 @@ template <class C>
 std::vector<C> to_compute_vector(const Tensor& t) {
   std::vector<C> v;
   if (!t.defined()) return v;
-  Tensor c = t.detach().contiguous();
+  const Tensor c = as_contiguous(t);
   v.resize(static_cast<size_t>(c.numel()));
-  if (!v.empty()) cpu::load_block<C>(static_cast<const char*>(c.raw_data()), static_cast<int64_t>(element_size(c.dtype())),
+  if (!v.empty()) load_block<C>(static_cast<const char*>(c.raw_data()), static_cast<int64_t>(element_size(c.dtype())),
                                      c.dtype(), v.data(), c.numel());
   return v;
 }
 
 // Sum of n values and sum of squared deviations from `mean`, accumulated in double over
 // eight independent lanes (vectorizes without -ffast-math and keeps long rows accurate).
+// Named apart from rows.h's float-lane row_sum, which an unqualified call would pick.
 template <class C>
-double row_sum(const C* p, int64_t n) {
+double row_sum_double(const C* p, int64_t n) {
   double acc[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -83,4 +85,4 @@ double row_sq_dev(const C* p, int64_t n, double mean) {
   return s;
 }
 
-}  // namespace tc::ops
+}  // namespace tc::cpu

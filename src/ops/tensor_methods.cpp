@@ -1,12 +1,16 @@
-// Tensor copies, casts, in-place updates, and the method forms of common ops.
+// Tensor copies, casts, in-place updates, and the method forms of common ops: the Tensor
+// methods (declared in tensorcast/tensor.h) that run kernels, record autograd nodes or
+// call ops, so they live with the ops, not in core.
 #include <algorithm>
 #include <cstring>
 
 #include "autograd/nodes.h"
+#include "backend/cpu/cast_dense.h"
 #include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "profiler/hooks.h"
+#include "tensorcast/autograd.h"
 #include "tensorcast/ops.h"
 
 namespace tc {

@@ -1,0 +1,94 @@
+// GELU kernels over contiguous compute-type blocks from map_blocks. The float forms are
+// cloned per ISA (TC_SIMD_CLONES) and use the branch-free fast_erf/fast_tanh/fast_exp, so
+// they vectorize; the double forms are the same templates, where those forward to
+// std::erf/tanh/exp.
+#include "backend/cpu/activation.h"
+
+#include <cmath>
+#include <type_traits>
+
+#include "backend/cpu/fast_math.h"
+#include "backend/cpu/loops.h"
+
+namespace tc::cpu {
+
+namespace {
+
+template <class C>
+inline C gelu_erf_value(C v) { return C(0.5) * v * (C(1) + fast_erf(v * C(M_SQRT1_2))); }
+template <class C>
+inline C gelu_erf_grad(C g, C v) {
+  const C cdf = C(0.5) * (C(1) + fast_erf(v * C(M_SQRT1_2)));
+  const C pdf = fast_exp(C(-0.5) * v * v) * C(0.3989422804014327);  // 1/sqrt(2 pi)
+  return g * (cdf + v * pdf);
+}
+template <class C>
+inline C gelu_tanh_value(C v) {
+  const C k = C(0.7978845608028654);  // sqrt(2/pi)
+  return C(0.5) * v * (C(1) + fast_tanh(k * (v + C(0.044715) * v * v * v)));
+}
+template <class C>
+inline C gelu_tanh_grad(C g, C v) {
+  const C k = C(0.7978845608028654);
+  const C inner = k * (v + C(0.044715) * v * v * v);
+  const C t = fast_tanh(inner);
+  const C dinner = k * (C(1) + C(3 * 0.044715) * v * v);
+  return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * dinner);
+}
+
+TC_SIMD_CLONES void gelu_erf_forward_f32(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu_erf_value(x[i]);
+}
+TC_SIMD_CLONES void gelu_erf_backward_f32(const float* g, const float* x, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = gelu_erf_grad(g[i], x[i]);
+}
+TC_SIMD_CLONES void gelu_tanh_forward_f32(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh_value(x[i]);
+}
+TC_SIMD_CLONES void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = gelu_tanh_grad(g[i], x[i]);
+}
+// y = gelu(x) over n elements: the ISA clones for float, the exact std::erf/tanh forms
+// for double.
+template <class C>
+void gelu_block(bool tanh_form, const C* x, C* y, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    tanh_form ? gelu_tanh_forward_f32(x, y, n) : gelu_erf_forward_f32(x, y, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = tanh_form ? gelu_tanh_value(x[i]) : gelu_erf_value(x[i]);
+  }
+}
+template <class C>
+void gelu_backward_block(bool tanh_form, const C* g, const C* x, C* dx, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    tanh_form ? gelu_tanh_backward_f32(g, x, dx, n) : gelu_erf_backward_f32(g, x, dx, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dx[i] = tanh_form ? gelu_tanh_grad(g[i], x[i]) : gelu_erf_grad(g[i], x[i]);
+  }
+}
+// Calls f(C{}) with C = double (float64 or 64-bit integer operands) or float.
+template <class F>
+void with_gelu_compute_type(bool dbl, F f) {
+  if (dbl) f(double{});
+  else f(float{});
+}
+
+}  // namespace
+
+void gelu(const Tensor& out, const Tensor& x, bool tanh_approx) {
+  with_gelu_compute_type(computes_in_double(out.dtype()) || computes_in_double(x.dtype()), [&]<class C>(C) {
+    map_blocks<C, 1>(out, {x}, "gelu", [&](int64_t n, const C* const* in, C* o) {
+      gelu_block(tanh_approx, in[0], o, n);
+    });
+  });
+}
+
+void gelu_backward(const Tensor& dx, const Tensor& g, const Tensor& x, bool tanh_approx) {
+  with_gelu_compute_type(computes_in_double(g.dtype()) || computes_in_double(x.dtype()), [&]<class C>(C) {
+    map_blocks<C, 2>(dx, {g, x}, "gelu", [&](int64_t n, const C* const* in, C* o) {
+      gelu_backward_block(tanh_approx, in[0], in[1], o, n);
+    });
+  });
+}
+
+}  // namespace tc::cpu

@@ -1,0 +1,272 @@
+// layer_norm and batch_norm kernels: rows of contiguous data loaded in the compute type
+// (row_io.h), statistics from two passes in double lanes, the affine parameters folded in.
+#include "backend/cpu/norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/row_io.h"
+
+namespace tc::cpu {
+
+namespace {
+
+constexpr int64_t kGrain = 32768;  // elements of work below which a kernel runs on one thread
+
+// Splits `rows` rows of `cols` elements into a fixed number of chunks that depends only on
+// the problem size (never on the thread count), so per-chunk partial sums combine in the
+// same order on every machine and results are reproducible.
+int64_t num_chunks(int64_t rows, int64_t cols) {
+  const int64_t by_work = std::max<int64_t>(1, rows * std::max<int64_t>(cols, 1) / kGrain);
+  return std::max<int64_t>(1, std::min<int64_t>({rows, by_work, 64}));
+}
+
+// The n elements of contiguous t as C: t's own data when it already is C, else converted
+// into buf. nullptr when t is undefined (no affine parameter).
+template <class C>
+const C* compute_data(const Tensor& t, int64_t n, std::vector<C>& buf) {
+  if (!t.defined()) return nullptr;
+  if (t.dtype() != dtype_of<C>) buf.resize(static_cast<size_t>(n));
+  return load_row<C>(t.raw_data(), t.dtype(), 0, n, buf.data());
+}
+
+// Stores v into the contiguous tensor t (undefined: not wanted).
+template <class C>
+void store_vector(const Tensor& t, const std::vector<C>& v) {
+  if (t.defined() && !v.empty()) store_row<C>(v.data(), t.raw_data(), t.dtype(), 0, static_cast<int64_t>(v.size()));
+}
+
+// ------------------------------------------------------------------ layer_norm
+
+template <class C>
+void ln_forward(const Tensor& x, const C* wp, const C* bp, double eps, int64_t M, int64_t N, const Tensor& out,
+                C* mean, C* rstd) {
+  const DType xdt = x.dtype(), odt = out.dtype();
+  const void* xp = x.raw_data();
+  void* op = out.raw_data();
+  parallel_for(0, M, std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
+    std::vector<C> xbuf(static_cast<size_t>(N)), ybuf(static_cast<size_t>(N));
+    for (int64_t r = r0; r < r1; ++r) {
+      const C* xr = load_row<C>(xp, xdt, r * N, N, xbuf.data());
+      const double mu = row_sum_double(xr, N) / static_cast<double>(N);
+      const double var = row_sq_dev(xr, N, mu) / static_cast<double>(N);  // biased, two-pass
+      const double rs = 1.0 / std::sqrt(var + eps);
+      mean[r] = static_cast<C>(mu);
+      rstd[r] = static_cast<C>(rs);
+      const C m = static_cast<C>(mu), s = static_cast<C>(rs);
+      C* y = ybuf.data();
+      for (int64_t j = 0; j < N; ++j) y[j] = (xr[j] - m) * s;
+      if (wp) for (int64_t j = 0; j < N; ++j) y[j] *= wp[j];
+      if (bp) for (int64_t j = 0; j < N; ++j) y[j] += bp[j];
+      store_row<C>(y, op, odt, r * N, N);
+    }
+  });
+}
+
+template <class C>
+void ln_backward(const Tensor& g, const Tensor& x, const C* mean, const C* rstd, const C* wp, int64_t M, int64_t N,
+                 const Tensor& dx, std::vector<C>* dw, std::vector<C>* db) {
+  const DType gdt = g.dtype(), xdt = x.dtype();
+  const void* gp = g.raw_data();
+  const void* xp = x.raw_data();
+  const int64_t chunks = num_chunks(M, N);
+  // Per-chunk partial sums for dw/db: no atomics, deterministic combination order.
+  std::vector<C> dw_part(dw ? static_cast<size_t>(chunks * N) : 0, C(0));
+  std::vector<C> db_part(db ? static_cast<size_t>(chunks * N) : 0, C(0));
+  parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    std::vector<C> xbuf(static_cast<size_t>(N)), gbuf(static_cast<size_t>(N)), xhat(static_cast<size_t>(N)),
+        dxhat(static_cast<size_t>(N));
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t r0 = c * M / chunks, r1 = (c + 1) * M / chunks;
+      C* dwc = dw ? dw_part.data() + c * N : nullptr;
+      C* dbc = db ? db_part.data() + c * N : nullptr;
+      for (int64_t r = r0; r < r1; ++r) {
+        const C* xr = load_row<C>(xp, xdt, r * N, N, xbuf.data());
+        const C* gr = load_row<C>(gp, gdt, r * N, N, gbuf.data());
+        const C m = mean[r], s = rstd[r];
+        for (int64_t j = 0; j < N; ++j) xhat[j] = (xr[j] - m) * s;
+        if (dwc) for (int64_t j = 0; j < N; ++j) dwc[j] += gr[j] * xhat[j];
+        if (dbc) for (int64_t j = 0; j < N; ++j) dbc[j] += gr[j];
+        if (!dx.defined()) continue;
+        if (wp) for (int64_t j = 0; j < N; ++j) dxhat[j] = gr[j] * wp[j];
+        else std::copy(gr, gr + N, dxhat.begin());
+        const C a = static_cast<C>(row_sum_double(dxhat.data(), N) / static_cast<double>(N));
+        for (int64_t j = 0; j < N; ++j) xbuf[j] = dxhat[j] * xhat[j];  // xr is no longer needed
+        const C bsum = static_cast<C>(row_sum_double(xbuf.data(), N) / static_cast<double>(N));
+        for (int64_t j = 0; j < N; ++j) dxhat[j] = s * (dxhat[j] - a - xhat[j] * bsum);
+        store_row<C>(dxhat.data(), dx.raw_data(), dx.dtype(), r * N, N);
+      }
+    }
+  });
+  auto combine = [&](std::vector<C>* outv, const std::vector<C>& part) {
+    if (!outv) return;
+    outv->assign(static_cast<size_t>(N), C(0));
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int64_t j = 0; j < N; ++j) (*outv)[j] += part[c * N + j];
+  };
+  combine(dw, dw_part);
+  combine(db, db_part);
+}
+
+// ------------------------------------------------------------------ batch_norm
+
+template <class C>
+void bn_forward(const Tensor& x, const BnGeometry& geo, bool use_batch, const std::vector<C>& rm,
+                const std::vector<C>& rv, const C* wp, const C* bp, double eps, const Tensor& out, C* mean_out,
+                C* rstd_out, std::vector<double>& batch_var) {
+  const DType xdt = x.dtype(), odt = out.dtype();
+  const void* xp = x.raw_data();
+  void* op = out.raw_data();
+  const int64_t S = geo.S;
+  const double count = static_cast<double>(geo.count());
+  parallel_for(0, geo.Ch, std::max<int64_t>(1, kGrain / std::max<int64_t>(geo.count(), 1)), [&](int64_t c0, int64_t c1) {
+    std::vector<C> buf(static_cast<size_t>(S)), ybuf(static_cast<size_t>(S));
+    for (int64_t c = c0; c < c1; ++c) {
+      double mu, var;
+      if (use_batch) {
+        double s = 0;
+        for (int64_t n = 0; n < geo.B; ++n) s += row_sum_double(load_row<C>(xp, xdt, geo.row(n, c), S, buf.data()), S);
+        mu = s / count;
+        double q = 0;
+        for (int64_t n = 0; n < geo.B; ++n) q += row_sq_dev(load_row<C>(xp, xdt, geo.row(n, c), S, buf.data()), S, mu);
+        var = q / count;  // biased: what normalization uses
+        batch_var[c] = var;
+      } else {
+        mu = rm[c];
+        var = rv[c];
+      }
+      const double rs = 1.0 / std::sqrt(var + eps);
+      mean_out[c] = static_cast<C>(mu);
+      rstd_out[c] = static_cast<C>(rs);
+      // y = x * scale + shift, with the affine parameters folded in once per channel.
+      const double scale = rs * (wp ? static_cast<double>(wp[c]) : 1.0);
+      const C sc = static_cast<C>(scale);
+      const C sh = static_cast<C>((bp ? static_cast<double>(bp[c]) : 0.0) - mu * scale);
+      for (int64_t n = 0; n < geo.B; ++n) {
+        const C* xr = load_row<C>(xp, xdt, geo.row(n, c), S, buf.data());
+        for (int64_t j = 0; j < S; ++j) ybuf[j] = xr[j] * sc + sh;
+        store_row<C>(ybuf.data(), op, odt, geo.row(n, c), S);
+      }
+    }
+  });
+}
+
+// running = (1 - momentum) running + momentum * batch statistic (the unbiased variance,
+// PyTorch's convention), in double, rounding once to the buffer's dtype.
+template <class C>
+void bn_update_running(const Tensor& running_mean, const Tensor& running_var, const C* mean,
+                       const std::vector<double>& batch_var, const BnGeometry& geo, double momentum) {
+  const double n = static_cast<double>(geo.count());
+  std::vector<double> old_m = to_compute_vector<double>(running_mean);
+  std::vector<double> old_v = to_compute_vector<double>(running_var);
+  for (int64_t c = 0; c < geo.Ch; ++c) {
+    old_m[c] = (1.0 - momentum) * old_m[c] + momentum * static_cast<double>(mean[c]);
+    old_v[c] = (1.0 - momentum) * old_v[c] + momentum * batch_var[c] * n / (n - 1.0);
+  }
+  for (const auto& [t, v] : {std::pair{&running_mean, &old_m}, std::pair{&running_var, &old_v}})
+    store_block<double>(v->data(), static_cast<char*>(t->raw_data()),
+                        t->stride(0) * static_cast<int64_t>(element_size(t->dtype())), t->dtype(), geo.Ch);
+}
+
+template <class C>
+void bn_backward(const Tensor& g, const Tensor& x, const BnGeometry& geo, bool use_batch, const C* mean,
+                 const C* rstd, const C* wp, const Tensor& dx, std::vector<C>* dw, std::vector<C>* db) {
+  const DType gdt = g.dtype(), xdt = x.dtype();
+  const void* gp = g.raw_data();
+  const void* xp = x.raw_data();
+  const int64_t S = geo.S;
+  const double count = static_cast<double>(geo.count());
+  if (dw) dw->assign(static_cast<size_t>(geo.Ch), C(0));
+  if (db) db->assign(static_cast<size_t>(geo.Ch), C(0));
+  parallel_for(0, geo.Ch, std::max<int64_t>(1, kGrain / std::max<int64_t>(geo.count(), 1)), [&](int64_t c0, int64_t c1) {
+    std::vector<C> xbuf(static_cast<size_t>(S)), gbuf(static_cast<size_t>(S)), tmp(static_cast<size_t>(S));
+    for (int64_t c = c0; c < c1; ++c) {
+      const C m = mean[c], s = rstd[c];
+      double sum_g = 0, sum_gx = 0;  // sum g and sum g*xhat
+      for (int64_t n = 0; n < geo.B; ++n) {
+        const C* xr = load_row<C>(xp, xdt, geo.row(n, c), S, xbuf.data());
+        const C* gr = load_row<C>(gp, gdt, geo.row(n, c), S, gbuf.data());
+        for (int64_t j = 0; j < S; ++j) tmp[j] = gr[j] * ((xr[j] - m) * s);
+        sum_g += row_sum_double(gr, S);
+        sum_gx += row_sum_double(tmp.data(), S);
+      }
+      if (dw) (*dw)[c] = static_cast<C>(sum_gx);
+      if (db) (*db)[c] = static_cast<C>(sum_g);
+      if (!dx.defined()) continue;
+      const C k = static_cast<C>(wp ? static_cast<double>(wp[c]) * s : static_cast<double>(s));
+      const C mg = static_cast<C>(use_batch ? sum_g / count : 0.0);
+      const C mgx = static_cast<C>(use_batch ? sum_gx / count : 0.0);
+      for (int64_t n = 0; n < geo.B; ++n) {
+        const C* xr = load_row<C>(xp, xdt, geo.row(n, c), S, xbuf.data());
+        const C* gr = load_row<C>(gp, gdt, geo.row(n, c), S, gbuf.data());
+        for (int64_t j = 0; j < S; ++j) tmp[j] = k * (gr[j] - mg - (xr[j] - m) * s * mgx);
+        store_row<C>(tmp.data(), dx.raw_data(), dx.dtype(), geo.row(n, c), S);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void layer_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, int64_t M, int64_t N, double eps) {
+  if (M == 0 || N == 0) return;
+  dispatch_compute(x.dtype(), [&]<class C>() {
+    std::vector<C> wbuf, bbuf;
+    const C* wp = compute_data<C>(weight, N, wbuf);
+    const C* bp = compute_data<C>(bias, N, bbuf);
+    ln_forward<C>(x, wp, bp, eps, M, N, out, mean.data_ptr<C>(), rstd.data_ptr<C>());
+  });
+}
+
+void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t M,
+                         int64_t N) {
+  if (M == 0 || N == 0) {
+    for (const Tensor* t : {&dx, &dweight, &dbias})
+      if (t->defined()) fill_zero(*t);
+    return;
+  }
+  dispatch_compute(x.dtype(), [&]<class C>() {
+    std::vector<C> wbuf, dw, db;
+    const C* wp = compute_data<C>(weight, N, wbuf);
+    ln_backward<C>(g, x, mean.data_ptr<C>(), rstd.data_ptr<C>(), wp, M, N, dx, dweight.defined() ? &dw : nullptr,
+                   dbias.defined() ? &db : nullptr);
+    store_vector<C>(dweight, dw);
+    store_vector<C>(dbias, db);
+  });
+}
+
+void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                        const Tensor& running_var, const BnGeometry& geo, bool use_batch, bool update_running,
+                        double momentum, double eps) {
+  dispatch_compute(x.dtype(), [&]<class C>() {
+    std::vector<C> wbuf, bbuf, rm, rv;
+    const C* wp = compute_data<C>(weight, geo.Ch, wbuf);
+    const C* bp = compute_data<C>(bias, geo.Ch, bbuf);
+    if (!use_batch) {
+      rm = to_compute_vector<C>(running_mean);
+      rv = to_compute_vector<C>(running_var);
+    }
+    std::vector<double> batch_var(static_cast<size_t>(geo.Ch), 0.0);
+    bn_forward<C>(x, geo, use_batch, rm, rv, wp, bp, eps, out, mean.data_ptr<C>(), rstd.data_ptr<C>(), batch_var);
+    if (update_running) bn_update_running<C>(running_mean, running_var, mean.data_ptr<C>(), batch_var, geo, momentum);
+  });
+}
+
+void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                         const BnGeometry& geo, bool use_batch) {
+  dispatch_compute(x.dtype(), [&]<class C>() {
+    std::vector<C> wbuf, dw, db;
+    const C* wp = compute_data<C>(weight, geo.Ch, wbuf);
+    bn_backward<C>(g, x, geo, use_batch, mean.data_ptr<C>(), rstd.data_ptr<C>(), wp, dx,
+                   dweight.defined() ? &dw : nullptr, dbias.defined() ? &db : nullptr);
+    store_vector<C>(dweight, dw);
+    store_vector<C>(dbias, db);
+  });
+}
+
+}  // namespace tc::cpu

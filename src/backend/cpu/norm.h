@@ -1,0 +1,49 @@
+// Internal: the fused layer_norm and batch_norm kernels, forward and backward.
+//
+// 16-bit inputs are widened to float32 per row, statistics accumulate in double lanes and
+// are kept in the statistics dtype (float32; float64 for float64 input), and each output
+// rounds once. Work splits depend only on the shapes, never on the thread count.
+#pragma once
+#include "core/tensor_impl.h"
+
+namespace tc::cpu {
+
+// layer_norm over M rows of N elements of contiguous x. out: contiguous, x's shape and
+// dtype. mean, rstd: contiguous (M) in the statistics dtype, written for the backward.
+// weight, bias: undefined or N contiguous elements of any floating dtype.
+void layer_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, int64_t M, int64_t N, double eps);
+
+// dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)); dweight = sum_rows g*xhat;
+// dbias = sum_rows g. g is contiguous with x's shape; each output is undefined (not
+// wanted) or contiguous (dx: x's shape and dtype; dweight/dbias: N elements of their own
+// floating dtype) and written entirely, zeros when there are no rows.
+void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t M,
+                         int64_t N);
+
+// x viewed as (B, Ch, S): channel c's data is B contiguous rows of S elements.
+struct BnGeometry {
+  int64_t B, Ch, S;
+  int64_t count() const { return B * S; }
+  int64_t row(int64_t n, int64_t c) const { return (n * Ch + c) * S; }
+};
+
+// batch_norm of contiguous x. With use_batch the batch statistics normalize (and, with
+// update_running, move running_mean/running_var in place: momentum, unbiased variance);
+// otherwise running_mean/running_var do. mean, rstd: contiguous (Ch) in the statistics
+// dtype, what normalized. weight, bias, running_*: undefined or 1-d of Ch, any floating
+// dtype (running_* any stride).
+void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                        const Tensor& running_var, const BnGeometry& geo, bool use_batch, bool update_running,
+                        double momentum, double eps);
+
+// Training (batch statistics): dx = w*rstd*(g - mean(g) - xhat*mean(g*xhat)).
+// Eval (fixed statistics): dx = g*w*rstd. Both: dweight = sum g*xhat, dbias = sum g per
+// channel. Outputs as in layer_norm_backward (dweight/dbias: Ch elements).
+void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                         const BnGeometry& geo, bool use_batch);
+
+}  // namespace tc::cpu
