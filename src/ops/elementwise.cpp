@@ -287,6 +287,22 @@ Tensor silu(const Tensor& x) {
                         });
 }
 
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  TC_CHECK(beta != 0 && std::isfinite(beta), "softplus", "beta must be finite and nonzero, got ", beta);
+  return unary_float_op(
+      "softplus", x,
+      [beta, threshold](auto v) {
+        using C = decltype(v);
+        const C bx = C(beta) * v;
+        return bx > C(threshold) ? v : std::log1p(std::exp(bx)) / C(beta);
+      },
+      [beta, threshold](auto g, auto v, auto) {
+        using C = decltype(v);
+        const C bx = C(beta) * v;
+        return bx > C(threshold) ? g : g * stable_sigmoid(bx);
+      });
+}
+
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
   check_defined("clamp", x);
   TC_CHECK(lo || hi, "clamp", "at least one of min and max must be given");

@@ -311,6 +311,12 @@ void add_elementwise(std::vector<OpInfo>& db) {
          {"tanh", [](const Tensor& x) { return gelu(x, "tanh"); }, gelu_tanh_ref, -3, 3}});
   unary("silu", "", P,
         {{"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x * sigmoid_ref(x); }, -4, 4}});
+  // (1 / beta) log(1 + exp(beta x)), x itself where beta x > threshold. The second
+  // threshold puts the switch at x = 1.55, which no 16-bit input sits on.
+  unary("softplus", "", F,
+        {{"default", [](const Tensor& x) { return softplus(x); }, [](double x) { return std::log1p(std::exp(x)); }, -4, 4},
+         {"beta 2 threshold 3.1", [](const Tensor& x) { return softplus(x, 2.0, 3.1); },
+          [](double x) { return 2 * x > 3.1 ? x : std::log1p(std::exp(2 * x)) / 2; }, -3, 3}});
   // Bounds that are not representable in a 16-bit dtype: no input sits on a kink.
   unary("clamp", "", P,
         {{"min and max", [](const Tensor& x) { return clamp(x, -0.55, 0.7); },
