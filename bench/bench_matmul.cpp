@@ -6,7 +6,6 @@
 #include <benchmark/benchmark.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
-
 #include <string>
 #include <unordered_map>
 

@@ -30,15 +30,24 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw tc::Error("[args] " + k + " needs a value");
       return argv[++i];
     };
-    if (k == "--precision") a.precision = next();
-    else if (k == "--epochs") a.epochs = std::stoi(next());
-    else if (k == "--batch-size") a.batch = std::stoi(next());
-    else if (k == "--lr") a.lr = std::stod(next());
-    else if (k == "--data") a.data = next();
-    else if (k == "--threads") a.threads = std::stoi(next());
-    else if (k == "--max-steps") a.max_steps = std::stoll(next());
-    else if (k == "--no-scaler") a.scaler = false;
-    else throw tc::Error("[args] unknown flag " + k + " (see the comment at the top of train_fashion_mnist.cpp)");
+    if (k == "--precision")
+      a.precision = next();
+    else if (k == "--epochs")
+      a.epochs = std::stoi(next());
+    else if (k == "--batch-size")
+      a.batch = std::stoi(next());
+    else if (k == "--lr")
+      a.lr = std::stod(next());
+    else if (k == "--data")
+      a.data = next();
+    else if (k == "--threads")
+      a.threads = std::stoi(next());
+    else if (k == "--max-steps")
+      a.max_steps = std::stoll(next());
+    else if (k == "--no-scaler")
+      a.scaler = false;
+    else
+      throw tc::Error("[args] unknown flag " + k + " (see the comment at the top of train_fashion_mnist.cpp)");
   }
   if (a.precision != "fp32" && a.precision != "bf16" && a.precision != "fp16")
     throw tc::Error("[args] --precision must be fp32, bf16 or fp16, got " + a.precision);
@@ -50,12 +59,15 @@ Args parse(int argc, char** argv) {
 int main(int argc, char** argv) try {
   const Args args = parse(argc, argv);
   if (args.threads > 0) tc::set_num_threads(args.threads);
-  const tc::DType compute = args.precision == "bf16" ? tc::kBFloat16 : args.precision == "fp16" ? tc::kFloat16 : tc::kFloat32;
+  const tc::DType compute = args.precision == "bf16"   ? tc::kBFloat16
+                            : args.precision == "fp16" ? tc::kFloat16
+                                                       : tc::kFloat32;
   tc::manual_seed(0);
 
   // Images (N, 1, 28, 28) float32, normalized with Fashion-MNIST's mean and std; targets int64.
   const tc::data::FashionMNIST train(args.data, /*train=*/true), test(args.data, /*train=*/false);
-  tc::data::DataLoader loader(train, tc::data::DataLoaderOptions().batch_size(args.batch).shuffle(true).drop_last(true));
+  tc::data::DataLoader loader(train,
+                              tc::data::DataLoaderOptions().batch_size(args.batch).shuffle(true).drop_last(true));
   const tc::Tensor x_test = test.images().reshape({test.size(), 784});
   const tc::Tensor& y_test = test.targets();
 
@@ -103,8 +115,8 @@ int main(int argc, char** argv) try {
     const double acc = tc::eq(pred, y_test).to(tc::kFloat32).mean().item<double>();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("epoch %d  train loss %.4f  test accuracy %.2f%%  loss scale %g  skipped %lld  %.1f s\n", epoch,
-                loss_sum / std::max<int64_t>(batches, 1), 100 * acc, scaler.get_scale(), static_cast<long long>(skipped),
-                secs);
+                loss_sum / std::max<int64_t>(batches, 1), 100 * acc, scaler.get_scale(),
+                static_cast<long long>(skipped), secs);
   }
   std::printf("peak tensor memory %.1f MiB\n", tc::memory_stats().peak_bytes / 1048576.0);
   return 0;

@@ -41,10 +41,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   const std::string& cmd = args[1];
   try {
-    if (cmd == "train") tcli::cmd_train(argc, argv.data());
-    else if (cmd == "bench") tcli::cmd_bench(argc, argv.data());
-    else if (cmd == "report") tcli::cmd_report(argc, argv.data());
-    else if (cmd == "inspect") tcli::cmd_inspect(argc, argv.data());
+    if (cmd == "train")
+      tcli::cmd_train(argc, argv.data());
+    else if (cmd == "bench")
+      tcli::cmd_bench(argc, argv.data());
+    else if (cmd == "report")
+      tcli::cmd_report(argc, argv.data());
+    else if (cmd == "inspect")
+      tcli::cmd_inspect(argc, argv.data());
   } catch (const tcli::UsageError&) {
   } catch (const tc::Error&) {
   }

@@ -12,10 +12,18 @@ namespace {
 
 void write(const json::Value& v, std::string& out) {
   switch (v.kind) {
-    case json::Value::Kind::Null: out += "null"; break;
-    case json::Value::Kind::Bool: out += v.boolean ? "true" : "false"; break;
-    case json::Value::Kind::Int: out += (v.negative ? "-" : "") + std::to_string(v.magnitude); break;
-    case json::Value::Kind::String: json::append_string(out, v.string); break;
+    case json::Value::Kind::Null:
+      out += "null";
+      break;
+    case json::Value::Kind::Bool:
+      out += v.boolean ? "true" : "false";
+      break;
+    case json::Value::Kind::Int:
+      out += (v.negative ? "-" : "") + std::to_string(v.magnitude);
+      break;
+    case json::Value::Kind::String:
+      json::append_string(out, v.string);
+      break;
     case json::Value::Kind::Array:
       out += '[';
       for (size_t i = 0; i < v.array.size(); ++i) {

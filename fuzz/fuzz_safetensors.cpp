@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         fuzz::broken("a parsed tensor is not contiguous on the CPU");
     const std::string again = tc::io::serialize_safetensors(f.tensors, f.metadata);
     const auto g = tc::io::parse_safetensors(again, "<fuzz round trip>");
-    if (g.metadata != f.metadata || g.tensors.size() != f.tensors.size()) fuzz::broken("round trip changed the metadata or the tensor count");
+    if (g.metadata != f.metadata || g.tensors.size() != f.tensors.size())
+      fuzz::broken("round trip changed the metadata or the tensor count");
     for (const auto& [name, t] : f.tensors) {
       const auto it = g.tensors.find(name);
       if (it == g.tensors.end() || !same_bytes(t, it->second)) fuzz::broken("round trip changed a tensor");

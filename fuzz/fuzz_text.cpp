@@ -15,7 +15,8 @@ void check_window(const tc::data::TextDataset& ds, const uint8_t* text, int64_t 
   const int64_t* x = ex.data.data_ptr<int64_t>();
   const int64_t* y = ex.target.data_ptr<int64_t>();
   for (int64_t j = 0; j < ds.context(); ++j)
-    if (x[j] != text[i * ds.stride() + j] || y[j] != text[i * ds.stride() + j + 1]) fuzz::broken("a window does not hold the file's bytes");
+    if (x[j] != text[i * ds.stride() + j] || y[j] != text[i * ds.stride() + j + 1])
+      fuzz::broken("a window does not hold the file's bytes");
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 // readers that take a path.
 #pragma once
 #include <tensorcast/error.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,7 +46,10 @@ inline std::string write_scratch(const char* name, const void* data, size_t size
   std::string path = scratch_path(name);
   auto it = std::find(made.begin(), made.end(), path);
   if (it == made.end()) {
-    if (made.empty()) std::atexit([] { for (const auto& p : made) std::remove(p.c_str()); });
+    if (made.empty())
+      std::atexit([] {
+        for (const auto& p : made) std::remove(p.c_str());
+      });
     made.push_back(path);
     it = made.end() - 1;
   }

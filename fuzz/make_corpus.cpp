@@ -28,9 +28,7 @@ void put(const std::string& target, const std::string& name, const std::string& 
   }
 }
 
-std::string be32(uint32_t v) {
-  return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-}
+std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
 
 // An IDX file: magic 00 00 <type> <ndim>, big-endian dims, then `payload`.
 std::string idx(uint8_t type, const std::vector<uint32_t>& dims, const std::string& payload) {
@@ -72,8 +70,10 @@ std::string checkpoint(const std::string& optimizer, bool fp16, int steps, bool 
   st.rng = tc::get_rng_state();
   st.epoch = run.loader.epoch();
   st.step = steps;
-  st.metadata = {{"model", "cnn"}, {"precision", fp16 ? "fp16" : "bf16"}, {"scaler", "1"}, {"batch_size", "3"},
-                 {"lr", "0.001"}, {"lr_schedule", "cosine"}, {"seed", "1"}, {"train_seconds", "0.25"}};
+  st.metadata = {{"model", "cnn"}, {"precision", fp16 ? "fp16" : "bf16"},
+                 {"scaler", "1"},  {"batch_size", "3"},
+                 {"lr", "0.001"},  {"lr_schedule", "cosine"},
+                 {"seed", "1"},    {"train_seconds", "0.25"}};
   if (optimizer != "adamw") st.metadata["optimizer"] = optimizer;
   tc::io::SafetensorsFile f = tc::io::to_safetensors(st);
   if (with_scheduler)
@@ -152,15 +152,19 @@ int main(int argc, char** argv) {
   put("text", "gpt_sized", std::string("\x20\x00", 2) + kText + kText);
 
   // cli: argv, one argument per line
-  put("cli", "train_full", "train\n--model\ngpt\n--precision=bf16\n--epochs\n3\n--batch-size\n16\n--lr\n3e-4\n"
-                           "--lr-schedule\nconstant\n--seed\n7\n--max-steps\n100\n--log-every\n5\n--no-progress");
-  put("cli", "train_checkpoint", "train\n--checkpoint\n/tmp\n--checkpoint-every\n50\n--overwrite\n--resume\n/tmp\n"
-                                 "--metrics\n/tmp/m.jsonl\n--summary-json\n/tmp/s.json\n--threads\n2");
+  put("cli", "train_full",
+      "train\n--model\ngpt\n--precision=bf16\n--epochs\n3\n--batch-size\n16\n--lr\n3e-4\n"
+      "--lr-schedule\nconstant\n--seed\n7\n--max-steps\n100\n--log-every\n5\n--no-progress");
+  put("cli", "train_checkpoint",
+      "train\n--checkpoint\n/tmp\n--checkpoint-every\n50\n--overwrite\n--resume\n/tmp\n"
+      "--metrics\n/tmp/m.jsonl\n--summary-json\n/tmp/s.json\n--threads\n2");
   put("cli", "train_fp16", "train\n--precision\nfp16\n--no-scaler\n--data\n/nonexistent");
-  put("cli", "bench", "bench\n--model\nmlp-large\n--precision\nbf16\n--batch-size\n256\n--steps\n50\n--warmup\n0\n"
-                      "--inference\n--json\n--profile\n--threads\n1");
+  put("cli", "bench",
+      "bench\n--model\nmlp-large\n--precision\nbf16\n--batch-size\n256\n--steps\n50\n--warmup\n0\n"
+      "--inference\n--json\n--profile\n--threads\n1");
   put("cli", "bench_budget", "bench\n--memory-budget\n256.5\n--max-batch-size\n4096\n--no-scaler");
-  put("cli", "report", "report\n--model\nmlp\n--epochs\n1\n--max-steps\n10\n--bench-steps\n2\n--out\n/tmp/r\n--seed\n0");
+  put("cli", "report",
+      "report\n--model\nmlp\n--epochs\n1\n--max-steps\n10\n--bench-steps\n2\n--out\n/tmp/r\n--seed\n0");
   put("cli", "inspect", "inspect\n/tmp/ck");
   put("cli", "help", "train\n--help");
   std::printf("wrote seeds under %s\n", g_root.c_str());

@@ -112,12 +112,28 @@ class StMutator {
   void mutate(StFile& f) {
     for (int n = 1 + pick(3); n > 0; --n) {
       switch (pick(10)) {
-        case 0: case 1: case 2: mutate_tensor(f); break;
-        case 3: case 4: case 5: mutate_metadata_value(f); break;
-        case 6: add_metadata(f); break;
-        case 7: if (!f.metadata.empty()) f.metadata.erase(f.metadata.begin() + pick(f.metadata.size())); break;
-        case 8: if (!f.tensors.empty()) f.tensors.erase(f.tensors.begin() + pick(f.tensors.size())); break;
-        case 9: add_tensor(f); break;
+        case 0:
+        case 1:
+        case 2:
+          mutate_tensor(f);
+          break;
+        case 3:
+        case 4:
+        case 5:
+          mutate_metadata_value(f);
+          break;
+        case 6:
+          add_metadata(f);
+          break;
+        case 7:
+          if (!f.metadata.empty()) f.metadata.erase(f.metadata.begin() + pick(f.metadata.size()));
+          break;
+        case 8:
+          if (!f.tensors.empty()) f.tensors.erase(f.tensors.begin() + pick(f.tensors.size()));
+          break;
+        case 9:
+          add_tensor(f);
+          break;
       }
     }
   }
@@ -143,7 +159,9 @@ class StMutator {
 
   size_t pick(size_t n) { return n ? std::uniform_int_distribution<size_t>(0, n - 1)(rng_) : 0; }
   template <class T, size_t N>
-  const T& one_of(const T (&a)[N]) { return a[pick(N)]; }
+  const T& one_of(const T (&a)[N]) {
+    return a[pick(N)];
+  }
 
   static size_t element_size(const std::string& dtype) {
     if (dtype == "F64" || dtype == "I64") return 8;
@@ -175,10 +193,22 @@ class StMutator {
   void mutate_tensor(StFile& f) {
     if (f.tensors.empty()) return add_tensor(f);
     StTensor& t = f.tensors[pick(f.tensors.size())];
-    static const char* const kDTypes[] = {"F32", "F16", "BF16", "F64", "I64", "I32", "U8", "BOOL", "I16", "F8_E4M3", ""};
-    static const char* const kDims[] = {"0", "1", "2", "3", "7", "-1", "-0", "4294967296", "2147483648",
-                                        "4611686018427387904", "9223372036854775807", "9223372036854775808",
-                                        "18446744073709551615", "1.5"};
+    static const char* const kDTypes[] = {"F32", "F16",  "BF16", "F64",     "I64", "I32",
+                                          "U8",  "BOOL", "I16",  "F8_E4M3", ""};
+    static const char* const kDims[] = {"0",
+                                        "1",
+                                        "2",
+                                        "3",
+                                        "7",
+                                        "-1",
+                                        "-0",
+                                        "4294967296",
+                                        "2147483648",
+                                        "4611686018427387904",
+                                        "9223372036854775807",
+                                        "9223372036854775808",
+                                        "18446744073709551615",
+                                        "1.5"};
     switch (pick(7)) {
       case 0:  // dtype
         t.dtype = one_of(kDTypes);
@@ -190,15 +220,19 @@ class StMutator {
         fit_data(t);
         break;
       case 2:  // rank
-        if (!t.shape.empty() && pick(2)) t.shape.erase(t.shape.begin() + pick(t.shape.size()));
-        else t.shape.insert(t.shape.begin() + pick(t.shape.size() + 1), std::to_string(pick(5)));
+        if (!t.shape.empty() && pick(2))
+          t.shape.erase(t.shape.begin() + pick(t.shape.size()));
+        else
+          t.shape.insert(t.shape.begin() + pick(t.shape.size() + 1), std::to_string(pick(5)));
         fit_data(t);
         break;
       case 3:  // a 1-d view of whatever data there is
         t.shape = {std::to_string(t.data.size() / element_size(t.dtype))};
         t.data.resize(t.data.size() / element_size(t.dtype) * element_size(t.dtype));
         break;
-      case 4: special_values(t); break;
+      case 4:
+        special_values(t);
+        break;
       case 5: {  // libFuzzer's byte mutations, on this tensor's data only
         if (t.data.empty()) t.data.push_back(static_cast<char>(pick(256)));
         std::string buf = t.data;
@@ -207,7 +241,9 @@ class StMutator {
         t.data = std::move(buf);
         break;
       }
-      case 6: t.name = rename(t.name); break;
+      case 6:
+        t.name = rename(t.name);
+        break;
     }
   }
 
@@ -225,25 +261,63 @@ class StMutator {
     for (int n = 1 + pick(4); n > 0; --n) {
       char* p = t.data.data() + pick(t.data.size() / es) * es;
       switch (es) {
-        case 8: { const uint64_t v = one_of(k8); std::memcpy(p, &v, 8); break; }
-        case 4: { const uint32_t v = one_of(k4); std::memcpy(p, &v, 4); break; }
-        case 2: { const uint16_t v = one_of(k2); std::memcpy(p, &v, 2); break; }
-        default: *p = static_cast<char>(one_of(k1));
+        case 8: {
+          const uint64_t v = one_of(k8);
+          std::memcpy(p, &v, 8);
+          break;
+        }
+        case 4: {
+          const uint32_t v = one_of(k4);
+          std::memcpy(p, &v, 4);
+          break;
+        }
+        case 2: {
+          const uint16_t v = one_of(k2);
+          std::memcpy(p, &v, 2);
+          break;
+        }
+        default:
+          *p = static_cast<char>(one_of(k1));
       }
     }
   }
 
   std::string rename(const std::string& name) {
     static const char* const kPrefixes[] = {"model.", "optim.", "scaler.", "loader.", "rng.", "lr_scheduler.", ""};
-    static const char* const kNames[] = {
-        "rng.cpu", "loader.epoch", "loader.batch", "loader.seed", "loader.batch_size", "loader.dataset_size",
-        "loader.shuffle", "loader.drop_last", "loader.permutation", "scaler.scale", "scaler.growth_tracker",
-        "scaler._growth_tracker", "scaler.growth_factor", "scaler.backoff_factor", "scaler.growth_interval",
-        "optim.state.0.step", "optim.state.0.exp_avg", "optim.state.0.exp_avg_sq", "optim.state.0.momentum_buffer",
-        "optim.state.1.step", "optim.param_groups.0.lr", "optim.param_groups.0.weight_decay",
-        "optim.param_groups.0.betas", "optim.param_groups.0.eps", "optim.param_groups.0.params",
-        "model.0.weight", "model.0.bias", "model.2.weight", "model.2.bias", "model.1.running_mean",
-        "model.1.num_batches_tracked", "lr_scheduler.last_epoch", "lr_scheduler.base_lrs.0", "__metadata__"};
+    static const char* const kNames[] = {"rng.cpu",
+                                         "loader.epoch",
+                                         "loader.batch",
+                                         "loader.seed",
+                                         "loader.batch_size",
+                                         "loader.dataset_size",
+                                         "loader.shuffle",
+                                         "loader.drop_last",
+                                         "loader.permutation",
+                                         "scaler.scale",
+                                         "scaler.growth_tracker",
+                                         "scaler._growth_tracker",
+                                         "scaler.growth_factor",
+                                         "scaler.backoff_factor",
+                                         "scaler.growth_interval",
+                                         "optim.state.0.step",
+                                         "optim.state.0.exp_avg",
+                                         "optim.state.0.exp_avg_sq",
+                                         "optim.state.0.momentum_buffer",
+                                         "optim.state.1.step",
+                                         "optim.param_groups.0.lr",
+                                         "optim.param_groups.0.weight_decay",
+                                         "optim.param_groups.0.betas",
+                                         "optim.param_groups.0.eps",
+                                         "optim.param_groups.0.params",
+                                         "model.0.weight",
+                                         "model.0.bias",
+                                         "model.2.weight",
+                                         "model.2.bias",
+                                         "model.1.running_mean",
+                                         "model.1.num_batches_tracked",
+                                         "lr_scheduler.last_epoch",
+                                         "lr_scheduler.base_lrs.0",
+                                         "__metadata__"};
     if (pick(2)) return one_of(kNames);
     const size_t dot = name.find('.');
     return std::string(one_of(kPrefixes)) + (dot == std::string::npos ? name : name.substr(dot + 1));
@@ -259,20 +333,62 @@ class StMutator {
   }
 
   std::string odd_value(const std::string& old) {
-    static const char* const kValues[] = {
-        "-1", "0", "1", "2", "-0", "+1", " 1", "1 ", "", "abc", "1.5", "1e3", "0x10", "1e308", "-1e308", "1e-320",
-        "nan", "NaN", "-nan", "inf", "-inf", "infinity", "2147483647", "2147483648", "4294967296",
-        "9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
-        "18446744073709551615", "99999999999999999999999", "fp16", "bf16", "fp32", "auto", "cnn", "mlp", "gpt",
-        "cosine", "constant", "sgd", "adam", "adamw", "tensorcast.checkpoint"};
+    static const char* const kValues[] = {"-1",
+                                          "0",
+                                          "1",
+                                          "2",
+                                          "-0",
+                                          "+1",
+                                          " 1",
+                                          "1 ",
+                                          "",
+                                          "abc",
+                                          "1.5",
+                                          "1e3",
+                                          "0x10",
+                                          "1e308",
+                                          "-1e308",
+                                          "1e-320",
+                                          "nan",
+                                          "NaN",
+                                          "-nan",
+                                          "inf",
+                                          "-inf",
+                                          "infinity",
+                                          "2147483647",
+                                          "2147483648",
+                                          "4294967296",
+                                          "9223372036854775807",
+                                          "9223372036854775808",
+                                          "-9223372036854775808",
+                                          "-9223372036854775809",
+                                          "18446744073709551615",
+                                          "99999999999999999999999",
+                                          "fp16",
+                                          "bf16",
+                                          "fp32",
+                                          "auto",
+                                          "cnn",
+                                          "mlp",
+                                          "gpt",
+                                          "cosine",
+                                          "constant",
+                                          "sgd",
+                                          "adam",
+                                          "adamw",
+                                          "tensorcast.checkpoint"};
     int64_t v = 0;
     if (pick(3) == 0 && std::from_chars(old.data(), old.data() + old.size(), v).ec == std::errc()) {
       const uint64_t u = static_cast<uint64_t>(v);  // wraps at the int64 limits instead of overflowing
       switch (pick(4)) {
-        case 0: return std::to_string(static_cast<int64_t>(u + 1));
-        case 1: return std::to_string(static_cast<int64_t>(u - 1));
-        case 2: return std::to_string(static_cast<int64_t>(0 - u));
-        default: return std::to_string(v) + "0";
+        case 0:
+          return std::to_string(static_cast<int64_t>(u + 1));
+        case 1:
+          return std::to_string(static_cast<int64_t>(u - 1));
+        case 2:
+          return std::to_string(static_cast<int64_t>(0 - u));
+        default:
+          return std::to_string(v) + "0";
       }
     }
     return one_of(kValues);
@@ -294,9 +410,10 @@ class StMutator {
   }
 
   void add_metadata(StFile& f) {
-    static const char* const kKeys[] = {"format", "format_version", "epoch", "step", "tensorcast_version", "model",
-                                        "precision", "scaler", "batch_size", "lr", "lr_schedule", "seed", "data",
-                                        "train_seconds", "optimizer"};
+    static const char* const kKeys[] = {
+        "format",      "format_version", "epoch",  "step",          "tensorcast_version",
+        "model",       "precision",      "scaler", "batch_size",    "lr",
+        "lr_schedule", "seed",           "data",   "train_seconds", "optimizer"};
     set_metadata(f, one_of(kKeys), odd_value(""));
   }
 
@@ -331,11 +448,11 @@ inline size_t st_custom_cross_over(const uint8_t* d1, size_t s1, const uint8_t* 
 }  // namespace fuzz
 
 // libFuzzer's hooks, defined once per target that feeds safetensors files.
-#define TC_FUZZ_SAFETENSORS_MUTATOR()                                                                      \
-  extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned seed) {  \
-    return fuzz::st_custom_mutate(data, size, max_size, seed);                                             \
-  }                                                                                                        \
+#define TC_FUZZ_SAFETENSORS_MUTATOR()                                                                     \
+  extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned seed) { \
+    return fuzz::st_custom_mutate(data, size, max_size, seed);                                            \
+  }                                                                                                       \
   extern "C" size_t LLVMFuzzerCustomCrossOver(const uint8_t* d1, size_t s1, const uint8_t* d2, size_t s2, \
-                                              uint8_t* out, size_t max_out, unsigned seed) {               \
-    return fuzz::st_custom_cross_over(d1, s1, d2, s2, out, max_out, seed);                                 \
+                                              uint8_t* out, size_t max_out, unsigned seed) {              \
+    return fuzz::st_custom_cross_over(d1, s1, d2, s2, out, max_out, seed);                                \
   }

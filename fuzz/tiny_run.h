@@ -44,7 +44,8 @@ struct TinyRun {
     else if (optimizer_name == "adam")
       optimizer = std::make_unique<tc::optim::Adam>(std::move(groups), tc::optim::AdamOptions(1e-3));
     else
-      optimizer = std::make_unique<tc::optim::AdamW>(std::move(groups), tc::optim::AdamWOptions(1e-3).weight_decay(0.0));
+      optimizer =
+          std::make_unique<tc::optim::AdamW>(std::move(groups), tc::optim::AdamWOptions(1e-3).weight_decay(0.0));
     scheduler = std::make_unique<tc::optim::CosineAnnealingLR>(*optimizer, kEpochs * loader.size());
   }
 

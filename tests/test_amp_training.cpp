@@ -18,7 +18,7 @@ namespace tc {
 namespace {
 
 constexpr double kLossFactor = 1e-6;
-constexpr double kLr = 0.05; // the effective learning rate, after the factor cancels
+constexpr double kLr = 0.05;  // the effective learning rate, after the factor cancels
 constexpr int kSteps = 150;
 constexpr int64_t kBatch = 256, kIn = 32, kHidden = 64, kClasses = 8;
 
@@ -71,8 +71,8 @@ double zero_fraction(const std::vector<Tensor>& params) {
 }
 
 struct Curve {
-  std::vector<double> loss;         // the unscaled loss / kLossFactor, per step
-  double first_zero_fraction = 0;   // of the gradients at step 0 (after unscaling)
+  std::vector<double> loss;        // the unscaled loss / kLossFactor, per step
+  double first_zero_fraction = 0;  // of the gradients at step 0 (after unscaling)
   int64_t skipped = 0;
 };
 
@@ -113,15 +113,16 @@ TEST(AmpTraining, Fp16NeedsTheScalerBf16DoesNot) {
   const Curve fp16_backoff =
       train(kFloat16, true, false, amp::GradScalerOptions().init_scale(0x1p48).growth_interval(20));
 
-  std::printf("loss at steps 0 / %d / %d (zero-gradient fraction at step 0, skipped steps)\n", kSteps / 2,
-              kSteps - 1);
-  for (auto [name, r] : {std::pair{"fp32", &fp32}, {"fp16, no scaler", &fp16}, {"fp16 + GradScaler", &fp16_scaled},
-                         {"bf16, no scaler", &bf16}, {"fp16, init 2^48", &fp16_backoff}})
+  std::printf("loss at steps 0 / %d / %d (zero-gradient fraction at step 0, skipped steps)\n", kSteps / 2, kSteps - 1);
+  for (auto [name, r] : {std::pair{"fp32", &fp32},
+                         {"fp16, no scaler", &fp16},
+                         {"fp16 + GradScaler", &fp16_scaled},
+                         {"bf16, no scaler", &bf16},
+                         {"fp16, init 2^48", &fp16_backoff}})
     std::printf("  %-18s %.4f / %.4f / %.4f  (zero grads %5.1f%%, skipped %lld)\n", name, r->loss[0],
-                r->loss[kSteps / 2], r->loss.back(), 100 * r->first_zero_fraction,
-                static_cast<long long>(r->skipped));
-  std::printf("max |loss - fp32 loss| over %d steps: fp16+scaler %.4f, bf16 %.4f\n", kSteps,
-              max_gap(fp16_scaled, fp32), max_gap(bf16, fp32));
+                r->loss[kSteps / 2], r->loss.back(), 100 * r->first_zero_fraction, static_cast<long long>(r->skipped));
+  std::printf("max |loss - fp32 loss| over %d steps: fp16+scaler %.4f, bf16 %.4f\n", kSteps, max_gap(fp16_scaled, fp32),
+              max_gap(bf16, fp32));
 
   // The float32 reference learns.
   EXPECT_LT(fp32.loss.back(), 0.5 * fp32.loss[0]);

@@ -85,9 +85,12 @@ std::map<std::string, std::function<Tensor(DType)>> op_cases() {
 DType expected_dtype(CastPolicy p, DType in, DType region) {
   if (in == kFloat64) return kFloat64;  // float64 is never cast
   switch (p) {
-    case CastPolicy::LowerPrecision: return region;
-    case CastPolicy::Fp32: return kFloat32;
-    default: return in;  // promote over one dtype, passthrough: unchanged
+    case CastPolicy::LowerPrecision:
+      return region;
+    case CastPolicy::Fp32:
+      return kFloat32;
+    default:
+      return in;  // promote over one dtype, passthrough: unchanged
   }
 }
 
@@ -97,13 +100,13 @@ TEST(AutocastPolicy, ShippedPoliciesOfKeyOps) {
   EXPECT_EQ(amp::get_policy("matmul"), CastPolicy::LowerPrecision);
   EXPECT_EQ(amp::get_policy("conv2d"), CastPolicy::LowerPrecision);
   EXPECT_EQ(amp::get_policy("linear"), CastPolicy::LowerPrecision);
-  for (const char* op : {"softmax", "log_softmax", "layer_norm", "exp", "log", "log1p", "pow", "rsqrt",
-                         "reciprocal", "sum", "cross_entropy", "nll_loss", "mse_loss",
-                         "binary_cross_entropy_with_logits"})
+  for (const char* op : {"softmax", "log_softmax", "layer_norm", "exp", "log", "log1p", "pow", "rsqrt", "reciprocal",
+                         "sum", "cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits"})
     EXPECT_EQ(amp::get_policy(op), CastPolicy::Fp32) << op;
   for (const char* op : {"cat", "stack"}) EXPECT_EQ(amp::get_policy(op), CastPolicy::Promote) << op;
   // Their kernels promote mixed inputs themselves (PyTorch lists none of them either).
-  for (const char* op : {"add", "sub", "mul", "div", "where", "maximum", "minimum", "relu", "batch_norm", "embedding", "mean", "var", "dropout", "max_pool2d"})
+  for (const char* op : {"add", "sub", "mul", "div", "where", "maximum", "minimum", "relu", "batch_norm", "embedding",
+                         "mean", "var", "dropout", "max_pool2d"})
     EXPECT_EQ(amp::get_policy(op), CastPolicy::Passthrough) << op;
 }
 
@@ -124,8 +127,8 @@ TEST(AutocastPolicy, OutputDtypePerOp) {
           inside = fn(in);
         }
         const DType want = expected_dtype(p, outside.dtype(), region);
-        EXPECT_EQ(inside.dtype(), want) << name << " with " << dtype_name(in) << " inputs in a "
-                                        << dtype_name(region) << " region (" << amp::policy_name(p) << ")";
+        EXPECT_EQ(inside.dtype(), want) << name << " with " << dtype_name(in) << " inputs in a " << dtype_name(region)
+                                        << " region (" << amp::policy_name(p) << ")";
       }
     }
   }
@@ -303,7 +306,9 @@ TEST(AutocastDispatch, TensorOnADeviceWithoutKernelsIsRefused) {
             "first)");
   EXPECT_NE(message([&] { matmul(on_cpu, on_cuda); }).find("[matmul] no kernel for a tensor on cuda:0"),
             std::string::npos);
-  EXPECT_NE(message([&] { cat({on_cpu.t(), on_cuda}, 0); }).find("[cat] no kernel for a tensor on cuda:0"),
+  EXPECT_NE(message([&] {
+              cat({on_cpu.t(), on_cuda}, 0);
+            }).find("[cat] no kernel for a tensor on cuda:0"),
             std::string::npos);
   AutocastGuard g(kCPU, kBFloat16);  // refused before any cast, inside a region too
   EXPECT_NE(message([&] { linear(on_cuda, on_cpu.t()); }).find("[linear] no kernel"), std::string::npos);
@@ -482,11 +487,11 @@ TEST(AutocastGrad, ConvNetEqualsExplicitCastsBitForBit) {
   const std::vector<Tensor> params = {k, kb, w, b, ln_w, ln_b};
   auto net = [&](const Tensor& in, DType dt, bool explicit_casts) {
     auto c = [&](const Tensor& t, DType to) { return explicit_casts ? t.to(to) : t; };
-    Tensor y = relu(conv2d(c(in, dt), c(k, dt), c(kb, dt)));        // lower precision
-    y = max_pool2d(y, {2, 2}).flatten(1);                            // passthrough: (2, 16)
+    Tensor y = relu(conv2d(c(in, dt), c(k, dt), c(kb, dt)));                     // lower precision
+    y = max_pool2d(y, {2, 2}).flatten(1);                                        // passthrough: (2, 16)
     y = layer_norm(c(y, kFloat32), {16}, c(ln_w, kFloat32), c(ln_b, kFloat32));  // fp32
-    y = linear(c(y, dt), c(w, dt), c(b, dt));                        // lower precision
-    return nll_loss(log_softmax(c(y, kFloat32), -1), target);        // fp32
+    y = linear(c(y, dt), c(w, dt), c(b, dt));                                    // lower precision
+    return nll_loss(log_softmax(c(y, kFloat32), -1), target);                    // fp32
   };
   Tensor loss_ac;
   {

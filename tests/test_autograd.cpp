@@ -12,9 +12,7 @@ namespace {
 
 using testing::all_close;
 
-Tensor leaf(std::initializer_list<double> v, DType dt = kFloat32) {
-  return tensor(v, dt).requires_grad_();
-}
+Tensor leaf(std::initializer_list<double> v, DType dt = kFloat32) { return tensor(v, dt).requires_grad_(); }
 
 TEST(Autograd, RequiresGradAndLeaves) {
   Tensor x = ones({2});
@@ -253,8 +251,8 @@ TEST(Autograd, NoLeakAfterForwardBackward) {
     Tensor w = randn({64, 32}).requires_grad_();
     Tensor b = zeros({32}).requires_grad_();
     Tensor x = randn({16, 64, 1});
-    Tensor h = add(mul(x, w), b);                     // (16, 64, 32)
-    Tensor y = mul(sigmoid(h), tanh(h));              // saves outputs and inputs
+    Tensor h = add(mul(x, w), b);         // (16, 64, 32)
+    Tensor y = mul(sigmoid(h), tanh(h));  // saves outputs and inputs
     Tensor z = div(exp(y.select(0, 0)), add(y.select(0, 1), 3.0));
     z = maximum(relu(z), pow(z, 2.0));
     z.backward(ones(z.sizes()));

@@ -37,8 +37,14 @@ struct MulFn : autograd::Function<MulFn> {
   static std::vector<Tensor> backward(AutogradContext* ctx, std::vector<Tensor> g) {
     const auto& s = ctx->get_saved_variables();
     Tensor ga, gb;
-    if (ctx->needs_input_grad(0)) { ga = g[0] * s[1]; ++computed_a; }
-    if (ctx->needs_input_grad(1)) { gb = g[0] * s[0]; ++computed_b; }
+    if (ctx->needs_input_grad(0)) {
+      ga = g[0] * s[1];
+      ++computed_a;
+    }
+    if (ctx->needs_input_grad(1)) {
+      gb = g[0] * s[0];
+      ++computed_b;
+    }
     return {ga, gb};
   }
 };

@@ -21,7 +21,8 @@ struct TempDir {
   fs::path path;
   TempDir() {
     static int counter = 0;
-    path = fs::temp_directory_path() / ("tc_checkpoint_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    path =
+        fs::temp_directory_path() / ("tc_checkpoint_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -42,8 +43,12 @@ bool same_dict(const tc::StateDict& a, const tc::StateDict& b) {
 tc::io::TrainingState sample_state() {
   tc::manual_seed(11);
   tc::io::TrainingState s;
-  s.model = {{"0.weight", tc::randn({4, 3})}, {"0.bias", tc::randn({4}).to(tc::kBFloat16)}, {"bn.num_batches_tracked", tc::state_int(9)}};
-  s.optimizer = {{"param_groups.0.lr", tc::state_scalar(1e-3)}, {"state.0.exp_avg", tc::randn({4, 3})}, {"state.0.step", tc::state_int(41)}};
+  s.model = {{"0.weight", tc::randn({4, 3})},
+             {"0.bias", tc::randn({4}).to(tc::kBFloat16)},
+             {"bn.num_batches_tracked", tc::state_int(9)}};
+  s.optimizer = {{"param_groups.0.lr", tc::state_scalar(1e-3)},
+                 {"state.0.exp_avg", tc::randn({4, 3})},
+                 {"state.0.step", tc::state_int(41)}};
   s.scaler = {{"scale", tc::state_scalar(65536.0)}, {"growth_tracker", tc::state_int(17)}};
   s.data_loader = {{"epoch", tc::state_int(2)}, {"position", tc::state_int(384)}, {"permutation", tc::randperm(10)}};
   s.rng = tc::get_rng_state();
@@ -169,7 +174,8 @@ TEST(Checkpoint, TruncatedCheckpointIsRejectedAndChangesNothing) {
   tc::io::TrainingState held = sample_state();
   tc::set_rng_state(rng_before);
   const tc::io::TrainingState copy = held;
-  EXPECT_TRUE(throws_with([&] { held = tc::io::load_checkpoint(dir.path); }, {"[io]", "checkpoint.safetensors", "truncated"}));
+  EXPECT_TRUE(
+      throws_with([&] { held = tc::io::load_checkpoint(dir.path); }, {"[io]", "checkpoint.safetensors", "truncated"}));
   EXPECT_TRUE(tc::testing::equal(tc::get_rng_state(), rng_before));
   EXPECT_TRUE(same_dict(held.model, copy.model));
   EXPECT_EQ(held.step, copy.step);
@@ -184,11 +190,17 @@ TEST(Checkpoint, RefusesForeignAndInconsistentFiles) {
   EXPECT_FALSE(tc::io::has_checkpoint(dir.path));
 
   tc::io::save_safetensors(dir.path / "weights.safetensors", {{"w", tc::ones({2})}});
-  EXPECT_TRUE(throws_with([&] { tc::io::load_checkpoint(dir.path / "weights.safetensors"); }, {"[io]", "not a tensorcast training checkpoint"}));
+  EXPECT_TRUE(throws_with([&] { tc::io::load_checkpoint(dir.path / "weights.safetensors"); },
+                          {"[io]", "not a tensorcast training checkpoint"}));
 
-  const tc::io::Metadata meta = {{"format", "tensorcast.checkpoint"}, {"format_version", "1"}, {"epoch", "0"}, {"step", "x"}, {"tensorcast_version", "0"}};
+  const tc::io::Metadata meta = {{"format", "tensorcast.checkpoint"},
+                                 {"format_version", "1"},
+                                 {"epoch", "0"},
+                                 {"step", "x"},
+                                 {"tensorcast_version", "0"}};
   tc::io::save_safetensors(dir.path / "a.safetensors", {}, meta);
-  EXPECT_TRUE(throws_with([&] { tc::io::load_checkpoint(dir.path / "a.safetensors"); }, {"[io]", "'step'", "not an integer"}));
+  EXPECT_TRUE(
+      throws_with([&] { tc::io::load_checkpoint(dir.path / "a.safetensors"); }, {"[io]", "'step'", "not an integer"}));
 
   auto m2 = meta;
   m2["step"] = "1";
@@ -198,7 +210,8 @@ TEST(Checkpoint, RefusesForeignAndInconsistentFiles) {
 
   m2["format_version"] = "1";
   tc::io::save_safetensors(dir.path / "c.safetensors", {{"stray", tc::ones({1})}}, m2);
-  EXPECT_TRUE(throws_with([&] { tc::io::load_checkpoint(dir.path / "c.safetensors"); }, {"[io]", "'stray' belongs to no part"}));
+  EXPECT_TRUE(throws_with([&] { tc::io::load_checkpoint(dir.path / "c.safetensors"); },
+                          {"[io]", "'stray' belongs to no part"}));
 
   tc::io::TrainingState s;
   s.metadata = {{"step", "3"}};
@@ -214,12 +227,15 @@ TEST(Checkpoint, NextSaveRemovesWhatKilledSavesLeftBehind) {
   ASSERT_GT(dead, 0);
   ::waitpid(dead, nullptr, 0);
   const std::string me = std::to_string(::getpid()), gone = std::to_string(dead);
-  auto touch = [&](const std::string& name) { std::FILE* f = std::fopen((d.path / name).c_str(), "w"); std::fclose(f); };
+  auto touch = [&](const std::string& name) {
+    std::FILE* f = std::fopen((d.path / name).c_str(), "w");
+    std::fclose(f);
+  };
   const std::vector<std::string> stale = {".checkpoint.safetensors.tmp-" + gone + "-0-123",
                                           ".model.safetensors.tmp-" + gone + "-41-7"};
   const std::vector<std::string> kept = {
-      ".checkpoint.safetensors.tmp-" + me + "-0-1",  // this process: another thread may be saving
-      ".checkpoint.safetensors.tmp-1-0-1",           // pid 1 is alive
+      ".checkpoint.safetensors.tmp-" + me + "-0-1",   // this process: another thread may be saving
+      ".checkpoint.safetensors.tmp-1-0-1",            // pid 1 is alive
       "checkpoint.safetensors.tmp-" + gone + "-0-1",  // not hidden: not a name AtomicFile makes
       ".x.tmp-" + gone + "-0",                        // two fields only
       ".x.tmp-" + gone + "-0-1z",                     // not digits
@@ -248,8 +264,8 @@ TEST(Describe, ListsTensorsAndTrainingState) {
   TempDir dir;
   tc::io::save_checkpoint(dir.path, sample_state());
   const std::string text = tc::io::describe(dir.path);
-  for (const char* part : {"training checkpoint: epoch 2, step 1234", "model.0.weight", "BF16", "(4, 3)", "precision = fp16",
-                           "rng.cpu", "optimizer   3 tensors"})
+  for (const char* part : {"training checkpoint: epoch 2, step 1234", "model.0.weight", "BF16", "(4, 3)",
+                           "precision = fp16", "rng.cpu", "optimizer   3 tensors"})
     EXPECT_NE(text.find(part), std::string::npos) << part << " missing from:\n" << text;
   // Sorted by name.
   EXPECT_LT(text.find("loader.epoch"), text.find("model.0.bias"));

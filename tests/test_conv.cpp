@@ -45,13 +45,13 @@ std::string describe(const ConvCase& c) {
 const std::vector<ConvCase> kCases = {
     {{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
     {{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, false, false},
-    {{2, 3, 11, 10}, {5, 3, 3, 2}, {2, 3}, {1, 0}, {1, 1}, 1, true, false},   // asymmetric, floor drops columns
-    {{2, 2, 10, 9}, {3, 2, 3, 3}, {1, 1}, {2, 2}, {2, 3}, 1, true, false},    // dilation
-    {{2, 4, 7, 7}, {6, 2, 3, 3}, {1, 2}, {1, 1}, {1, 1}, 2, true, false},     // groups
-    {{2, 4, 8, 8}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4, true, false},     // depthwise
-    {{2, 8, 6, 6}, {8, 1, 5, 5}, {2, 2}, {2, 2}, {1, 1}, 8, false, true},     // depthwise, permuted
-    {{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, true},      // permuted input
-    {{2, 16, 12, 12}, {32, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false}, // blocked layouts
+    {{2, 3, 11, 10}, {5, 3, 3, 2}, {2, 3}, {1, 0}, {1, 1}, 1, true, false},     // asymmetric, floor drops columns
+    {{2, 2, 10, 9}, {3, 2, 3, 3}, {1, 1}, {2, 2}, {2, 3}, 1, true, false},      // dilation
+    {{2, 4, 7, 7}, {6, 2, 3, 3}, {1, 2}, {1, 1}, {1, 1}, 2, true, false},       // groups
+    {{2, 4, 8, 8}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4, true, false},       // depthwise
+    {{2, 8, 6, 6}, {8, 1, 5, 5}, {2, 2}, {2, 2}, {1, 1}, 8, false, true},       // depthwise, permuted
+    {{2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, true},        // permuted input
+    {{2, 16, 12, 12}, {32, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false},  // blocked layouts
 };
 
 TEST(Conv2d, Float16RoundsOnceThroughFloat32) {
@@ -71,16 +71,21 @@ TEST(Conv2d, Float16RoundsOnceThroughFloat32) {
 
 Tol grad_tol(DType dt) {
   switch (dt) {
-    case DType::Float64: return {1e-7, 1e-7};  // central differences of a float64 loss
-    case DType::Float32: return tol_for(dt, 32);
-    default: return tol_for(dt, 4);
+    case DType::Float64:
+      return {1e-7, 1e-7};  // central differences of a float64 loss
+    case DType::Float32:
+      return tol_for(dt, 32);
+    default:
+      return tol_for(dt, 4);
   }
 }
 
 TEST(Conv2d, GradientOfPermutedInputHasInputShape) {
   Tensor base = uniform({2, 5, 5, 3}, kFloat32, -1.0, 1.0, 7).requires_grad_();
   Tensor w = uniform({4, 3, 3, 3}, kFloat32, -1.0, 1.0, 8);
-  auto f = [&](const std::vector<Tensor>& in) { return conv2d(in[0].permute({0, 3, 1, 2}), in[1], Tensor(), {1, 1}, {1, 1}); };
+  auto f = [&](const std::vector<Tensor>& in) {
+    return conv2d(in[0].permute({0, 3, 1, 2}), in[1], Tensor(), {1, 1}, {1, 1});
+  };
   EXPECT_TRUE(gradcheck(f, {base, w}, grad_tol(kFloat32)));
 }
 
@@ -138,26 +143,41 @@ using testing::expect_error;
 
 TEST(Conv2d, ErrorMessages) {
   Tensor x = zeros({2, 3, 8, 8}), w = zeros({4, 3, 3, 3});
-  expect_error([&] { conv2d(zeros({3, 28, 28}), w); },
-               "[conv2d] expected 4-d input (N, C, H, W), got shape (3, 28, 28)");
+  expect_error(
+      [&] {
+        conv2d(zeros({3, 28, 28}), w);
+      },
+      "[conv2d] expected 4-d input (N, C, H, W), got shape (3, 28, 28)");
   expect_error([&] { conv2d(x, zeros({4, 3, 3})); }, "[conv2d] expected 4-d weight");
-  expect_error([&] { conv2d(x, zeros({4, 2, 3, 3})); },
-               "[conv2d] input of shape (2, 3, 8, 8) has 3 channels, but weight of shape (4, 2, 3, 3) with groups=1 "
-               "expects 2 channels");
-  expect_error([&] { conv2d(zeros({2, 4, 8, 8}), zeros({4, 2, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 3); },
-               "[conv2d] groups=3 must divide the input's 4 channels");
-  expect_error([&] { conv2d(zeros({2, 4, 8, 8}), zeros({3, 2, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2); },
-               "[conv2d] groups=2 must divide the weight's 3 output channels");
-  expect_error([&] { conv2d(x, zeros({4, 3, 9, 9})); },
-               "[conv2d] kernel size (9, 9) with dilation (1, 1) is larger than the padded input size (8, 8)");
+  expect_error(
+      [&] {
+        conv2d(x, zeros({4, 2, 3, 3}));
+      },
+      "[conv2d] input of shape (2, 3, 8, 8) has 3 channels, but weight of shape (4, 2, 3, 3) with groups=1 "
+      "expects 2 channels");
+  expect_error(
+      [&] {
+        conv2d(zeros({2, 4, 8, 8}), zeros({4, 2, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 3);
+      },
+      "[conv2d] groups=3 must divide the input's 4 channels");
+  expect_error(
+      [&] {
+        conv2d(zeros({2, 4, 8, 8}), zeros({3, 2, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2);
+      },
+      "[conv2d] groups=2 must divide the weight's 3 output channels");
+  expect_error(
+      [&] {
+        conv2d(x, zeros({4, 3, 9, 9}));
+      },
+      "[conv2d] kernel size (9, 9) with dilation (1, 1) is larger than the padded input size (8, 8)");
   expect_error([&] { conv2d(x, w, Tensor(), {1, 1}, {0, 0}, {4, 4}); }, "is larger than the padded input size");
-  expect_error([&] { conv2d(x.to(kBFloat16), w); },
-               "[conv2d] input dtype bfloat16 and weight dtype float32 differ");
+  expect_error([&] { conv2d(x.to(kBFloat16), w); }, "[conv2d] input dtype bfloat16 and weight dtype float32 differ");
   expect_error([&] { conv2d(x, w, Tensor(), {0, 1}); }, "[conv2d] stride must be positive, got (0, 1)");
   expect_error([&] { conv2d(x, w, Tensor(), {1, -2}); }, "[conv2d] stride must be positive");
   expect_error([&] { conv2d(x, w, Tensor(), {1, 1}, {-1, 0}); }, "[conv2d] padding must be non-negative");
   expect_error([&] { conv2d(x, w, zeros({3})); }, "[conv2d] expected bias of shape (4)");
-  expect_error([&] { conv2d(x, w, zeros({4}, kFloat64)); }, "[conv2d] bias dtype float64 and input dtype float32 differ");
+  expect_error([&] { conv2d(x, w, zeros({4}, kFloat64)); },
+               "[conv2d] bias dtype float64 and input dtype float32 differ");
   expect_error([&] { conv2d(x.to(kInt64), w.to(kInt64)); }, "[conv2d] expected a floating dtype, got int64");
 }
 
@@ -347,8 +367,8 @@ struct ChainNet {
 };
 
 ChainNet make_chain(uint64_t seed) {
-  ChainNet m{uniform({8, 3, 3, 3}, kFloat32, -0.3, 0.3, seed), uniform({8}, kFloat32, -0.1, 0.1, seed + 1),
-             uniform({16, 8, 3, 3}, kFloat32, -0.2, 0.2, seed + 2), uniform({16}, kFloat32, -0.1, 0.1, seed + 3),
+  ChainNet m{uniform({8, 3, 3, 3}, kFloat32, -0.3, 0.3, seed),        uniform({8}, kFloat32, -0.1, 0.1, seed + 1),
+             uniform({16, 8, 3, 3}, kFloat32, -0.2, 0.2, seed + 2),   uniform({16}, kFloat32, -0.1, 0.1, seed + 3),
              uniform({5, 16 * 3 * 3}, kFloat32, -0.1, 0.1, seed + 4), uniform({5}, kFloat32, -0.1, 0.1, seed + 5)};
   for (Tensor* t : {&m.w1, &m.b1, &m.w2, &m.b2, &m.w3, &m.b3}) t->requires_grad_();
   return m;

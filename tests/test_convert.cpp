@@ -40,8 +40,10 @@ static_assert(round_double_to<Half>(65520.0).bits == 0x7c00);
 
 // ---- the two formats, described independently of half.h -----------------------------
 
-template <class T> struct Format;
-template <> struct Format<BFloat16> {
+template <class T>
+struct Format;
+template <>
+struct Format<BFloat16> {
   static constexpr const char* kName = "bf16";
   static constexpr int kMant = 7, kExp = 8;
   static void narrow(const float* s, BFloat16* d, int64_t n, ConvertPath p) { float_to_bf16(s, d, n, p); }
@@ -49,7 +51,8 @@ template <> struct Format<BFloat16> {
   static uint16_t ref_narrow(float f) { return detail::float_to_bf16_bits(f); }
   static uint32_t ref_widen(uint16_t b) { return std::bit_cast<uint32_t>(detail::bf16_bits_to_float(b)); }
 };
-template <> struct Format<Half> {
+template <>
+struct Format<Half> {
   static constexpr const char* kName = "fp16";
   static constexpr int kMant = 10, kExp = 5;
   static void narrow(const float* s, Half* d, int64_t n, ConvertPath p) { float_to_half(s, d, n, p); }
@@ -57,15 +60,20 @@ template <> struct Format<Half> {
   static uint16_t ref_narrow(float f) { return detail::float_to_half_bits(f); }
   static uint32_t ref_widen(uint16_t b) { return std::bit_cast<uint32_t>(detail::half_bits_to_float(b)); }
 };
-template <class T> constexpr int kBias = (1 << (Format<T>::kExp - 1)) - 1;
-template <class T> constexpr uint16_t kInf = ((1u << Format<T>::kExp) - 1u) << Format<T>::kMant;
-template <class T> constexpr uint16_t kQuiet = 1u << (Format<T>::kMant - 1);
-template <class T> constexpr uint16_t kManMask = (1u << Format<T>::kMant) - 1u;
+template <class T>
+constexpr int kBias = (1 << (Format<T>::kExp - 1)) - 1;
+template <class T>
+constexpr uint16_t kInf = ((1u << Format<T>::kExp) - 1u) << Format<T>::kMant;
+template <class T>
+constexpr uint16_t kQuiet = 1u << (Format<T>::kMant - 1);
+template <class T>
+constexpr uint16_t kManMask = (1u << Format<T>::kMant) - 1u;
 
 // Value of a finite non-negative pattern, from the IEEE-style field layout (exact in double).
 // Pattern kInf decodes as 2^(emax+1): the "next value" past the largest finite one, which
 // is where IEEE rounding to nearest puts the overflow threshold.
-template <class T> double decode(uint32_t bits) {
+template <class T>
+double decode(uint32_t bits) {
   const int e = static_cast<int>(bits >> Format<T>::kMant);
   const double m = static_cast<double>(bits & kManMask<T>);
   if (e == 0) return std::ldexp(m, 1 - kBias<T> - Format<T>::kMant);
@@ -74,7 +82,8 @@ template <class T> double decode(uint32_t bits) {
 
 // Independent float -> T: locate |x| between its two neighbours in the table of every
 // finite value and pick the nearer (the midpoint is exact in double; ties to even bits).
-template <class T> uint16_t exact_narrow(float x) {
+template <class T>
+uint16_t exact_narrow(float x) {
   static const std::vector<double> table = [] {
     std::vector<double> t(kInf<T>);
     for (uint32_t b = 0; b < kInf<T>; ++b) t[b] = decode<T>(b);
@@ -89,8 +98,8 @@ template <class T> uint16_t exact_narrow(float x) {
   }
   // |x| in double, from the fields (no float arithmetic: MXCSR cannot interfere).
   const int e = static_cast<int>((u >> 23) & 0xffu);
-  const double a = e == 0 ? std::ldexp(static_cast<double>(man), -149)
-                          : std::ldexp(static_cast<double>(man | 0x800000u), e - 150);
+  const double a =
+      e == 0 ? std::ldexp(static_cast<double>(man), -149) : std::ldexp(static_cast<double>(man | 0x800000u), e - 150);
   const size_t hi = static_cast<size_t>(std::upper_bound(table.begin(), table.end(), a) - table.begin());
   const size_t lo = hi - 1;  // table[0] == 0 <= a
   const double mid = (table[lo] + decode<T>(static_cast<uint32_t>(hi))) / 2;
@@ -99,11 +108,11 @@ template <class T> uint16_t exact_narrow(float x) {
 }
 
 // Independent T -> float: the value from the fields; NaN payloads copied bit for bit.
-template <class T> uint32_t exact_widen(uint16_t b) {
+template <class T>
+uint32_t exact_widen(uint16_t b) {
   const uint32_t sign = static_cast<uint32_t>(b & 0x8000u) << 16;
   const uint16_t mag = b & 0x7fffu;
-  if (mag >= kInf<T>)
-    return sign | 0x7f800000u | static_cast<uint32_t>(mag & kManMask<T>) << (23 - Format<T>::kMant);
+  if (mag >= kInf<T>) return sign | 0x7f800000u | static_cast<uint32_t>(mag & kManMask<T>) << (23 - Format<T>::kMant);
   return sign | std::bit_cast<uint32_t>(static_cast<float>(decode<T>(mag)));
 }
 
@@ -161,7 +170,8 @@ struct Mismatches {
 
 // ---- the reference itself against the independent exact references -----------------
 
-template <class T> void check_reference_narrow(const std::vector<float>& in, const char* what) {
+template <class T>
+void check_reference_narrow(const std::vector<float>& in, const char* what) {
   Mismatches m;
   for (float f : in) {
     const uint16_t want = exact_narrow<T>(f), got = Format<T>::ref_narrow(f);
@@ -182,10 +192,12 @@ TEST(ConvertReference, NarrowMatchesExactRoundingOnRandomPatterns) {
   check_reference_narrow<Half>(in, "random");
 }
 
-template <class T> void check_reference_widen_all() {
+template <class T>
+void check_reference_widen_all() {
   Mismatches m;
   for (uint32_t b = 0; b < 65536; ++b) {
-    const uint32_t want = exact_widen<T>(static_cast<uint16_t>(b)), got = Format<T>::ref_widen(static_cast<uint16_t>(b));
+    const uint32_t want = exact_widen<T>(static_cast<uint16_t>(b)),
+                   got = Format<T>::ref_widen(static_cast<uint16_t>(b));
     if (got != want) m.add(b, 4, got, want, 8);
   }
   EXPECT_EQ(m.count, 0) << "half.h " << Format<T>::kName << "->float vs exact:" << m.first;
@@ -241,11 +253,17 @@ TEST_P(ConvertPathTest, NarrowStructuredTiesSubnormalsNaNs) {
 }
 
 // Hand-checked values: each row is a float pattern and the pattern it must become.
-struct Case { uint32_t in; uint16_t out; const char* why; };
+struct Case {
+  uint32_t in;
+  uint16_t out;
+  const char* why;
+};
 
 const Case kBF16Cases[] = {
-    {0x00000000, 0x0000, "+0"}, {0x80000000, 0x8000, "-0"},
-    {0x7f800000, 0x7f80, "+inf"}, {0xff800000, 0xff80, "-inf"},
+    {0x00000000, 0x0000, "+0"},
+    {0x80000000, 0x8000, "-0"},
+    {0x7f800000, 0x7f80, "+inf"},
+    {0xff800000, 0xff80, "-inf"},
     {0x00000001, 0x0000, "smallest float subnormal rounds to 0"},
     {0x00008000, 0x0000, "subnormal tie, even stays"},
     {0x00008001, 0x0001, "subnormal just above tie"},
@@ -272,8 +290,10 @@ const Case kBF16Cases[] = {
 };
 
 const Case kF16Cases[] = {
-    {0x00000000, 0x0000, "+0"}, {0x80000000, 0x8000, "-0"},
-    {0x7f800000, 0x7c00, "+inf"}, {0xff800000, 0xfc00, "-inf"},
+    {0x00000000, 0x0000, "+0"},
+    {0x80000000, 0x8000, "-0"},
+    {0x7f800000, 0x7c00, "+inf"},
+    {0xff800000, 0xfc00, "-inf"},
     {0x477fe000, 0x7bff, "65504 (largest finite)"},
     {0x477fe001, 0x7bff, "65504 + 1 float ulp"},
     {0x477fefff, 0x7bff, "just below 65520"},
@@ -303,7 +323,8 @@ const Case kF16Cases[] = {
     {0xffffffff, 0xffff, "negative all-ones NaN"},
 };
 
-template <class T, size_t N> void check_cases(ConvertPath path, const Case (&cases)[N]) {
+template <class T, size_t N>
+void check_cases(ConvertPath path, const Case (&cases)[N]) {
   std::vector<float> in;
   for (const Case& c : cases) in.push_back(std::bit_cast<float>(c.in));
   std::vector<T> out(N);
@@ -320,13 +341,15 @@ TEST_P(ConvertPathTest, NarrowHandCheckedValues) {
   check_cases<Half>(GetParam(), kF16Cases);
 }
 
-template <class T> std::vector<T> all_patterns() {
+template <class T>
+std::vector<T> all_patterns() {
   std::vector<T> v(65536);
   for (uint32_t b = 0; b < 65536; ++b) v[b] = T::from_bits(static_cast<uint16_t>(b));
   return v;
 }
 
-template <class T> void check_widen_and_round_trip(ConvertPath path) {
+template <class T>
+void check_widen_and_round_trip(ConvertPath path) {
   const std::vector<T> in = all_patterns<T>();
   std::vector<float> wide(65536);
   Format<T>::widen(in.data(), wide.data(), 65536, path);
@@ -369,8 +392,8 @@ TEST_P(ConvertPathTest, WidenHandCheckedValues) {
   std::vector<float> f(h.size());
   half_to_float(h.data(), f.data(), static_cast<int64_t>(h.size()), p);
   for (size_t i = 0; i < h.size(); ++i)
-    EXPECT_EQ(std::bit_cast<uint32_t>(f[i]), h_out[i]) << "fp16 " << hex(h_in[i], 4) << " on " << convert_path_name(p)
-                                                       << " (a signalling NaN must stay signalling)";
+    EXPECT_EQ(std::bit_cast<uint32_t>(f[i]), h_out[i])
+        << "fp16 " << hex(h_in[i], 4) << " on " << convert_path_name(p) << " (a signalling NaN must stay signalling)";
   const BFloat16 b[] = {BFloat16::from_bits(0x7f81), BFloat16::from_bits(0x0001), BFloat16::from_bits(0xff80)};
   float g[3];
   bf16_to_float(b, g, 3, p);
@@ -383,7 +406,8 @@ TEST_P(ConvertPathTest, WidenHandCheckedValues) {
 // misalignment mod 64 bytes, full vectors plus every tail length, and the fix-up lanes
 // (the inputs are subnormals, NaNs and ties). Guard elements around the destination
 // must stay untouched.
-template <class T> void check_tails(ConvertPath path) {
+template <class T>
+void check_tails(ConvertPath path) {
   const auto pool = structured_floats();
   constexpr int kMaxN = 67, kMaxOff = 17, kGuard = 40;
   constexpr uint16_t kSentinel = 0xdead;
@@ -405,7 +429,8 @@ template <class T> void check_tails(ConvertPath path) {
       }
       // Widening, same shape; the 16-bit source holds NaNs of both kinds and subnormals.
       for (int i = 0; i < n; ++i) hsrc[off + i] = T::from_bits(static_cast<uint16_t>((n * 7919 + i * 4099) & 0xffff));
-      for (int i = 0; i < n; i += 5) hsrc[off + i] = T::from_bits(static_cast<uint16_t>(kInf<T> | 1 | (i % 10 == 5 ? 0x8000 : 0)));
+      for (int i = 0; i < n; i += 5)
+        hsrc[off + i] = T::from_bits(static_cast<uint16_t>(kInf<T> | 1 | (i % 10 == 5 ? 0x8000 : 0)));
       std::fill(wide.begin(), wide.end(), std::bit_cast<float>(0xdeadbeefu));
       Format<T>::widen(hsrc.data() + off, wide.data() + doff, n, path);
       for (int i = 0; i < static_cast<int>(wide.size()); ++i) {
@@ -433,8 +458,8 @@ TEST_P(ConvertPathTest, NoAccessPastTheEnd) {
   void* mem = mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
   char* base = static_cast<char*>(mem);
-  ASSERT_EQ(mprotect(base + page, page, PROT_NONE), 0);       // after region A
-  ASSERT_EQ(mprotect(base + 3 * page, page, PROT_NONE), 0);   // after region B
+  ASSERT_EQ(mprotect(base + page, page, PROT_NONE), 0);      // after region A
+  ASSERT_EQ(mprotect(base + 3 * page, page, PROT_NONE), 0);  // after region B
   char* end_a = base + page;
   char* end_b = base + 3 * page;
   const ConvertPath p = GetParam();
@@ -466,6 +491,7 @@ class MxcsrGuard {
   ~MxcsrGuard() { _mm_setcsr(saved_); }
   MxcsrGuard(const MxcsrGuard&) = delete;
   MxcsrGuard& operator=(const MxcsrGuard&) = delete;
+
  private:
   unsigned saved_;
 };
@@ -474,7 +500,8 @@ constexpr unsigned kFTZ = 0x8000, kDAZ = 0x0040, kRoundDown = 0x2000, kRoundUp =
 // The result may not depend on MXCSR: round toward zero/up/down and FTZ/DAZ are all set
 // by real programs (DAZ/FTZ by "flush denormals" switches). Expectations are computed
 // first, under the default MXCSR.
-template <class T> void check_mxcsr(ConvertPath path, const std::vector<float>& in) {
+template <class T>
+void check_mxcsr(ConvertPath path, const std::vector<float>& in) {
   std::vector<uint16_t> want(in.size());
   for (size_t i = 0; i < in.size(); ++i) want[i] = Format<T>::ref_narrow(in[i]);
   const std::vector<T> all = all_patterns<T>();
@@ -492,7 +519,8 @@ template <class T> void check_mxcsr(ConvertPath path, const std::vector<float>& 
     for (size_t i = 0; i < in.size(); ++i)
       if (out[i].bits != want[i]) m.add(std::bit_cast<uint32_t>(in[i]), 8, out[i].bits, want[i], 4);
     for (uint32_t b = 0; b < 65536; ++b)
-      if (std::bit_cast<uint32_t>(wide[b]) != want_wide[b]) w.add(b, 4, std::bit_cast<uint32_t>(wide[b]), want_wide[b], 8);
+      if (std::bit_cast<uint32_t>(wide[b]) != want_wide[b])
+        w.add(b, 4, std::bit_cast<uint32_t>(wide[b]), want_wide[b], 8);
     EXPECT_EQ(m.count, 0) << "float->" << Format<T>::kName << " on " << convert_path_name(path) << " with MXCSR bits "
                           << hex(mode, 4) << ":" << m.first;
     EXPECT_EQ(w.count, 0) << Format<T>::kName << "->float on " << convert_path_name(path) << " with MXCSR bits "
@@ -546,7 +574,8 @@ TEST(ConvertPaths, UnavailablePathThrowsAndNamesIt) {
 // ---- round_double_to -----------------------------------------------------------------
 
 // Exact nearest-even rounding of a double to T, in integers on the double's fields.
-template <class T> uint16_t exact_round_double(double d) {
+template <class T>
+uint16_t exact_round_double(double d) {
   constexpr int kM = Format<T>::kMant;
   const uint64_t x = std::bit_cast<uint64_t>(d);
   const uint16_t sign = static_cast<uint16_t>((x >> 48) & 0x8000u);
@@ -556,10 +585,10 @@ template <class T> uint16_t exact_round_double(double d) {
     return man ? sign | kInf<T> | kQuiet<T> | static_cast<uint16_t>((man >> (52 - kM)) & kManMask<T>) : sign | kInf<T>;
   if (be == 0 && man == 0) return sign;
   const uint64_t sig = be ? man | (1ull << 52) : man;
-  const int e2 = (be ? be : 1) - 1075;                        // |d| = sig * 2^e2
-  const int lg = (63 - std::countl_zero(sig)) + e2;          // floor(log2 |d|)
+  const int e2 = (be ? be : 1) - 1075;               // |d| = sig * 2^e2
+  const int lg = (63 - std::countl_zero(sig)) + e2;  // floor(log2 |d|)
   const int emin = 1 - kBias<T>;
-  const int q = std::max(lg, emin) - kM;                     // exponent of T's quantum at |d|
+  const int q = std::max(lg, emin) - kM;  // exponent of T's quantum at |d|
   uint64_t n;
   if (e2 >= q) {
     n = sig << (e2 - q);
@@ -578,7 +607,8 @@ template <class T> uint16_t exact_round_double(double d) {
   return sign | static_cast<uint16_t>(bits);
 }
 
-template <class T> void check_round_double_random() {
+template <class T>
+void check_round_double_random() {
   std::mt19937_64 rng(0xD0B1E);
   Mismatches m;
   for (int i = 0; i < (1 << 21); ++i) {
@@ -603,7 +633,8 @@ TEST(RoundDoubleTo, MatchesExactRoundingOnRandomDoubles) {
 // sliver far below float's precision. Rounding to float first lands on the tie and then
 // ties-to-even picks the even neighbour, which is wrong for half of those slivers;
 // round_double_to must round once.
-template <class T> void check_round_double_ties(bool count_naive_failures) {
+template <class T>
+void check_round_double_ties(bool count_naive_failures) {
   Mismatches m;
   int64_t naive_wrong = 0, cases = 0;
   for (uint32_t b = 0; b < kInf<T>; ++b) {
@@ -612,7 +643,10 @@ template <class T> void check_round_double_ties(bool count_naive_failures) {
     for (double sgn : {1.0, -1.0}) {
       const uint16_t s = sgn < 0 ? 0x8000 : 0;
       const double sliver = std::ldexp(tie, -40);
-      const struct { double d; uint16_t want; } probes[] = {
+      const struct {
+        double d;
+        uint16_t want;
+      } probes[] = {
           {sgn * tie, static_cast<uint16_t>(s | even)},
           {sgn * (tie + sliver), static_cast<uint16_t>(s | (b + 1))},
           {sgn * (tie - sliver), static_cast<uint16_t>(s | b)},

@@ -86,7 +86,8 @@ void round_trip(uint8_t code, const std::vector<T>& values, DType expected) {
     EXPECT_EQ(t.sizes(), (Shape{2, int64_t(values.size() / 2)}));
     EXPECT_TRUE(t.is_contiguous());
     const auto got = values_of(t);
-    for (size_t i = 0; i < values.size(); ++i) EXPECT_EQ(got[i], static_cast<double>(values[i])) << "type " << int(code) << " gzip " << gzip << " i " << i;
+    for (size_t i = 0; i < values.size(); ++i)
+      EXPECT_EQ(got[i], static_cast<double>(values[i])) << "type " << int(code) << " gzip " << gzip << " i " << i;
   }
 }
 
@@ -137,13 +138,25 @@ TEST(Idx, CorruptCorpusGivesCleanErrors) {
       {"bad_type", idx_header(0x07, {1}) + "x", false, {"is not an IDX file", "00 00 07 01"}},
       {"zero_dims", idx_header(0x08, {}), false, {"0 dimensions"}},
       {"many_dims", std::string("\0\0\x08\x20", 4), false, {"32 dimensions"}},
-      {"short_header", idx_header(0x08, {2, 28, 28}).substr(0, 9), true, {"is truncated", "header needs 16 bytes", "only 9"}},
-      {"short_data", good.substr(0, good.size() - 100), false, {"is truncated", "(2, 28, 28)", "1568 bytes", "only 1468"}},
+      {"short_header",
+       idx_header(0x08, {2, 28, 28}).substr(0, 9),
+       true,
+       {"is truncated", "header needs 16 bytes", "only 9"}},
+      {"short_data",
+       good.substr(0, good.size() - 100),
+       false,
+       {"is truncated", "(2, 28, 28)", "1568 bytes", "only 1468"}},
       {"short_data_gz", good.substr(0, good.size() - 100), true, {"is truncated", "only 1468"}},
-      {"overflow_dims", idx_header(0x0E, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}), false, {"more elements than fit in 64 bits", "corrupt"}},
+      {"overflow_dims",
+       idx_header(0x0E, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}),
+       false,
+       {"more elements than fit in 64 bits", "corrupt"}},
       {"absurd_size", idx_header(0x08, {60000, 60000, 60000}), true, {"not a plausible dataset", "196.5 TiB"}},
       // Plausible by size but far larger than the file: must fail on the data actually read.
-      {"claims_4gib", idx_header(0x08, {65536, 256, 256}) + "abc", false, {"is truncated", "4294967296 bytes", "only 3"}},
+      {"claims_4gib",
+       idx_header(0x08, {65536, 256, 256}) + "abc",
+       false,
+       {"is truncated", "4294967296 bytes", "only 3"}},
       {"trailing", good + "junk", false, {"has bytes after", "trailing garbage"}},
       {"trailing_gz", good + "junk", true, {"has bytes after"}},
       {"garbage_gzip", garbage_gzip, false, {"is corrupt: zlib reports"}},
@@ -157,7 +170,8 @@ TEST(Idx, CorruptCorpusGivesCleanErrors) {
     } catch (const Error& e) {
       const std::string msg = e.what();
       EXPECT_EQ(msg.rfind("[data] " + path, 0), 0u) << c.name << ": " << msg;
-      for (const auto& f : c.fragments) EXPECT_NE(msg.find(f), std::string::npos) << c.name << ": \"" << msg << "\" lacks \"" << f << "\"";
+      for (const auto& f : c.fragments)
+        EXPECT_NE(msg.find(f), std::string::npos) << c.name << ": \"" << msg << "\" lacks \"" << f << "\"";
     }
   }
   // A gzip stream cut off in the middle (a partial download).
@@ -235,7 +249,8 @@ TEST(FashionMNIST, RealFiles) {
   EXPECT_LT(us[100], 1000.0);
 #endif
   const data::Example b = train.get_batch(idx);
-  EXPECT_EQ(std::memcmp(b.data.data_ptr<float>() + 5 * 784, train.images().data_ptr<float>() + idx[5] * 784, 784 * 4), 0);
+  EXPECT_EQ(std::memcmp(b.data.data_ptr<float>() + 5 * 784, train.images().data_ptr<float>() + idx[5] * 784, 784 * 4),
+            0);
   EXPECT_EQ(b.target.data_ptr<int64_t>()[5], train.targets().data_ptr<int64_t>()[idx[5]]);
 
   // A whole epoch through the loader with prefetch.
@@ -273,7 +288,7 @@ TEST(TextDataset, Windows) {
   const std::string text = "abcdefghij";
   write_bytes(tmp("text.txt"), text, false);
   data::TextDataset strided(tmp("text.txt"), 3);  // default: non-overlapping windows
-  EXPECT_EQ(strided.size(), 3);                    // starts 0, 3, 6 (6+3+1 = 10 bytes)
+  EXPECT_EQ(strided.size(), 3);                   // starts 0, 3, 6 (6+3+1 = 10 bytes)
   for (int64_t i = 0; i < strided.size(); ++i) {
     const data::Example e = strided.get(i);
     EXPECT_EQ(e.data.dtype(), kInt64);
@@ -310,7 +325,8 @@ namespace {
 
 // Example i = (i as a (1,) float row, i as int64 target): batches reveal their indices.
 data::TensorDataset index_dataset(int64_t n) {
-  return data::TensorDataset(arange(0.0, double(n), 1.0, kFloat32).reshape({n, 1}), arange(0.0, double(n), 1.0, kInt64));
+  return data::TensorDataset(arange(0.0, double(n), 1.0, kFloat32).reshape({n, 1}),
+                             arange(0.0, double(n), 1.0, kInt64));
 }
 
 std::vector<int64_t> ids(const data::Example& b) {
@@ -335,6 +351,7 @@ class Faulty : public data::Dataset {
     TC_CHECK(i != bad_, "data", "example ", i, " is unreadable");
     return {full({2}, double(i)), scalar_tensor(double(i), kInt64)};
   }
+
  private:
   int64_t bad_;
 };
@@ -371,7 +388,8 @@ TEST(DataLoader, SizesAndDropLast) {
   auto it = l.begin();
   EXPECT_EQ(it->data.sizes(), (Shape{4, 1}));
   EXPECT_EQ(it->target.sizes(), (Shape{4}));
-  EXPECT_TRUE(throws_with([] { data::DataLoader(index_dataset(3), data::DataLoaderOptions(0)); }, {"[data]", "batch_size must be at least 1"}));
+  EXPECT_TRUE(throws_with([] { data::DataLoader(index_dataset(3), data::DataLoaderOptions(0)); },
+                          {"[data]", "batch_size must be at least 1"}));
 }
 
 TEST(DataLoader, ShuffleEveryIndexOncePerEpochSeededAndVaryingByEpoch) {
@@ -415,8 +433,10 @@ TEST(DataLoader, ShuffleEveryIndexOncePerEpochSeededAndVaryingByEpoch) {
 
 TEST(DataLoader, PrefetchOnAndOffGiveTheSameBatches) {
   for (int64_t prefetch : {1, 2, 8}) {
-    data::DataLoader on(index_dataset(333), data::DataLoaderOptions().batch_size(10).shuffle(true).seed(1).prefetch(prefetch));
-    data::DataLoader off(index_dataset(333), data::DataLoaderOptions().batch_size(10).shuffle(true).seed(1).prefetch(0));
+    data::DataLoader on(index_dataset(333),
+                        data::DataLoaderOptions().batch_size(10).shuffle(true).seed(1).prefetch(prefetch));
+    data::DataLoader off(index_dataset(333),
+                         data::DataLoaderOptions().batch_size(10).shuffle(true).seed(1).prefetch(0));
     EXPECT_EQ(run(on, 2), run(off, 2)) << "prefetch " << prefetch;
   }
 }
@@ -518,9 +538,14 @@ TEST(DataLoader, WorkerExceptionReachesTheConsumer) {
   for (int64_t prefetch : {0, 1, 3}) {
     data::DataLoader l(Faulty(37), data::DataLoaderOptions().batch_size(10).prefetch(prefetch));
     int64_t batches = 0;
-    EXPECT_TRUE(throws_with([&] {
-      for (auto& b : l) { (void)b; ++batches; }
-    }, {"[data] example 37 is unreadable"}));
+    EXPECT_TRUE(throws_with(
+        [&] {
+          for (auto& b : l) {
+            (void)b;
+            ++batches;
+          }
+        },
+        {"[data] example 37 is unreadable"}));
     EXPECT_EQ(batches, 3) << "prefetch " << prefetch;
     EXPECT_EQ(l.batch_index(), 3);  // the failed batch is next again
     EXPECT_TRUE(throws_with([&] { l.begin(); }, {"example 37"}));
@@ -540,7 +565,10 @@ TEST(DataLoader, EarlyDestructionIsClean) {
     switch (rep % 4) {
       case 0: {  // break out of the loop, then the loader goes
         data::DataLoader l(Slow(), opts);
-        for (auto& b : l) { (void)b; break; }
+        for (auto& b : l) {
+          (void)b;
+          break;
+        }
         break;
       }
       case 1: {  // the loader dies before its iterator

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "common/testing.h"
 #include "backend/cpu/fast_math.h"
+#include "common/testing.h"
 
 namespace tc {
 namespace {
@@ -26,9 +26,7 @@ const std::vector<DType> kTypes = {kFloat32, kBFloat16, kFloat16, kFloat64};
 
 double ref_sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 double ref_gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
-double ref_gelu_tanh(double x) {
-  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-}
+double ref_gelu_tanh(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
 
 // Gradcheck tolerance: the analytic gradient runs in dt from values rounded to dt.
 testing::Tol grad_tol(DType dt) {
@@ -38,7 +36,12 @@ testing::Tol grad_tol(DType dt) {
 
 TEST(Unary, HandComputedBackward) {
   // Independent of tc::sum: backward with an explicit gradient, float64 derivatives.
-  struct D { std::string name; std::function<Tensor(const Tensor&)> op; std::function<double(double)> d; double lo, hi; };
+  struct D {
+    std::string name;
+    std::function<Tensor(const Tensor&)> op;
+    std::function<double(double)> d;
+    double lo, hi;
+  };
   const std::vector<D> cases = {
       {"exp", [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, -2, 2},
       {"log", [](const Tensor& x) { return log(x); }, [](double x) { return 1 / x; }, 0.1, 4},
@@ -46,14 +49,17 @@ TEST(Unary, HandComputedBackward) {
       {"sqrt", [](const Tensor& x) { return sqrt(x); }, [](double x) { return 0.5 / std::sqrt(x); }, 0.1, 4},
       {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, [](double x) { return -0.5 * std::pow(x, -1.5); }, 0.1, 4},
       {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, [](double x) { return -1 / (x * x); }, 0.25, 4},
-      {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return 1 - std::tanh(x) * std::tanh(x); }, -3, 3},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return 1 - std::tanh(x) * std::tanh(x); }, -3,
+       3},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); },
        [](double x) { return ref_sigmoid(x) * (1 - ref_sigmoid(x)); }, -6, 6},
       {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? 1.0 : 0.0; }, -2, 2},
       {"abs", [](const Tensor& x) { return abs(x); }, [](double x) { return x > 0 ? 1.0 : -1.0; }, -2, 2},
       {"neg", [](const Tensor& x) { return neg(x); }, [](double) { return -1.0; }, -2, 2},
       {"gelu", [](const Tensor& x) { return gelu(x); },
-       [](double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-x * x / 2) / std::sqrt(2 * M_PI); },
+       [](double x) {
+         return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-x * x / 2) / std::sqrt(2 * M_PI);
+       },
        -3, 3},
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); },
        [](double x) {
@@ -62,8 +68,13 @@ TEST(Unary, HandComputedBackward) {
        },
        -3, 3},
       {"silu", [](const Tensor& x) { return silu(x); },
-       [](double x) { const double s = ref_sigmoid(x); return s * (1 + x * (1 - s)); }, -4, 4},
-      {"pow-1.5", [](const Tensor& x) { return pow(x, -1.5); }, [](double x) { return -1.5 * std::pow(x, -2.5); }, 0.5, 3},
+       [](double x) {
+         const double s = ref_sigmoid(x);
+         return s * (1 + x * (1 - s));
+       },
+       -4, 4},
+      {"pow-1.5", [](const Tensor& x) { return pow(x, -1.5); }, [](double x) { return -1.5 * std::pow(x, -2.5); }, 0.5,
+       3},
       {"pow0", [](const Tensor& x) { return pow(x, 0.0); }, [](double) { return 0.0; }, -2, 2},
       {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.75); },
        [](double x) { return (x >= -0.5 && x <= 0.75) ? 1.0 : 0.0; }, -2, 2},
@@ -88,8 +99,8 @@ TEST(Unary, HandComputedBackward) {
 TEST(Binary, LargeNonContiguousMultiThreaded) {
   // Enough elements to take the parallel path, with operands of three layouts and dtypes.
   const int orig = get_num_threads();
-  Tensor a = uniform({300, 400}, kBFloat16, -2, 2, 51).t();          // (400, 300) transposed
-  Tensor b = uniform({400, 1}, kFloat32, -2, 2, 52);                 // broadcast column
+  Tensor a = uniform({300, 400}, kBFloat16, -2, 2, 51).t();  // (400, 300) transposed
+  Tensor b = uniform({400, 1}, kFloat32, -2, 2, 52);         // broadcast column
   Tensor c = uniform({400, 600}, kFloat32, -2, 2, 53).slice(1, 0, 600, 2);
   auto run = [&] { return add(mul(a, b), gelu(c)); };
   set_num_threads(1);
@@ -99,7 +110,8 @@ TEST(Binary, LargeNonContiguousMultiThreaded) {
   set_num_threads(orig);
   EXPECT_EQ(r1.dtype(), kFloat32);
   EXPECT_TRUE(equal(r1, r2));
-  std::vector<double> av = a.contiguous().to_vector(), bv = b.to_vector(), cv = c.contiguous().to_vector(), ref(av.size());
+  std::vector<double> av = a.contiguous().to_vector(), bv = b.to_vector(), cv = c.contiguous().to_vector(),
+                      ref(av.size());
   for (size_t i = 0; i < ref.size(); ++i) ref[i] = av[i] * bv[i / 300] + ref_gelu(cv[i]);
   EXPECT_TRUE(all_close(r1, ref, tol_for(kFloat32, 8)));
   // The same with a 16-bit output and a unary op.
@@ -160,8 +172,8 @@ TEST(Where, ForwardAndBackward) {
   for (DType dt : kTypes) {
     Tensor x = uniform({3, 4}, dt, -2, 2, 71).requires_grad_(), z = uniform({4}, dt, -2, 2, 72).requires_grad_();
     Tensor cond = gt(uniform({3, 4}, kFloat32, -1, 1, 73), 0.0);
-    EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return where(cond, in[0], in[1]); }, {x, z},
-                          grad_tol(dt)))
+    EXPECT_TRUE(
+        gradcheck([&](const std::vector<Tensor>& in) { return where(cond, in[0], in[1]); }, {x, z}, grad_tol(dt)))
         << dtype_name(dt);
   }
 }
@@ -333,8 +345,8 @@ std::vector<float> math_sweep() {  // ~1.1M values
   std::vector<float> v;
   for (int i = -40960; i <= 40960; ++i) v.push_back(static_cast<float>(i) / 4096.0f);
   for (uint64_t b = 0; b < 0x100000000ull; b += 4093) v.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
-  for (float f : {0.0f, -0.0f, FLT_MIN, -FLT_MIN, FLT_TRUE_MIN, -FLT_TRUE_MIN, 1e-40f, -1e-40f, FLT_MAX, -FLT_MAX,
-                  0.9f, -0.9f, std::nextafter(0.9f, 0.0f), 4.0f, std::nextafter(4.0f, 0.0f), 9.5f, 1e-20f})
+  for (float f : {0.0f, -0.0f, FLT_MIN, -FLT_MIN, FLT_TRUE_MIN, -FLT_TRUE_MIN, 1e-40f, -1e-40f, FLT_MAX, -FLT_MAX, 0.9f,
+                  -0.9f, std::nextafter(0.9f, 0.0f), 4.0f, std::nextafter(4.0f, 0.0f), 9.5f, 1e-20f})
     v.push_back(f);
   return v;
 }

@@ -66,9 +66,9 @@ TEST(Attention, MatchesFloat64Reference) {
   EXPECT_EQ(attn->qkv->weight.sizes(), (Shape{36, 12}));
   EXPECT_EQ(attn->proj->weight.sizes(), (Shape{12, 12}));
   const Tensor x = uniform({B, T, C}, kFloat32, -1, 1, 4);
-  const auto ref = reference_attention(x.to_vector(), B, T, C, H, attn->qkv->weight.to_vector(),
-                                       attn->qkv->bias.to_vector(), attn->proj->weight.to_vector(),
-                                       attn->proj->bias.to_vector());
+  const auto ref =
+      reference_attention(x.to_vector(), B, T, C, H, attn->qkv->weight.to_vector(), attn->qkv->bias.to_vector(),
+                          attn->proj->weight.to_vector(), attn->proj->bias.to_vector());
   EXPECT_TRUE(all_close(attn(x), ref, {2e-6, 2e-5}));
   {  // bf16 autocast: 16-bit matmuls, close to the reference
     tc::amp::AutocastGuard autocast(tc::kCPU, tc::kBFloat16);
@@ -118,9 +118,9 @@ TEST(GPT, ParameterCountNamesAndShapes) {
   EXPECT_EQ(expected, 3323648);
   EXPECT_EQ(nn::parameter_count(*gpt), expected);
   auto sd = gpt->state_dict();
-  for (const char* k : {"wte.weight", "wpe.weight", "blocks.0.ln1.weight", "blocks.3.attn.qkv.bias",
-                        "blocks.2.attn.proj.weight", "blocks.1.mlp.fc.weight", "blocks.1.mlp.proj.bias", "ln_f.bias",
-                        "lm_head.weight"})
+  for (const char* k :
+       {"wte.weight", "wpe.weight", "blocks.0.ln1.weight", "blocks.3.attn.qkv.bias", "blocks.2.attn.proj.weight",
+        "blocks.1.mlp.fc.weight", "blocks.1.mlp.proj.bias", "ln_f.bias", "lm_head.weight"})
     EXPECT_TRUE(sd.count(k)) << k;
   EXPECT_EQ(sd.at("blocks.0.mlp.fc.weight").sizes(), (Shape{1024, 256}));
   tc::testing::expect_error([&] { gpt(tc::zeros({1, 129}, kInt64)); }, {"[nn]", "129", "context 128"});
@@ -184,6 +184,6 @@ TEST(GPT, TrainsOnRepeatedBytesInBf16Autocast) {
     if (s >= steps - 5) last += l / 5;
   }
   std::printf("GPT bf16: loss %.3f -> %.3f in %d steps\n", first, last, steps);
-  EXPECT_GT(first, 4.0);   // about ln(256) = 5.5 at the start, more with N(0, 1) embeddings
+  EXPECT_GT(first, 4.0);  // about ln(256) = 5.5 at the start, more with N(0, 1) embeddings
   EXPECT_LT(last, 0.5) << "first " << first;
 }

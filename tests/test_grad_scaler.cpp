@@ -39,8 +39,7 @@ TEST(AmpKernel, UnscalesEveryDtypeAndFindsNothing) {
     SCOPED_TRACE(dtype_name(dt));
     // Sizes straddle the thread split and the 16-bit stack blocks.
     std::vector<Tensor> grads = {testing::uniform({1000, 301}, dt, -100, 100, 1),
-                                 testing::uniform({7}, dt, -100, 100, 2),
-                                 testing::uniform({0}, dt, -1, 1, 3),
+                                 testing::uniform({7}, dt, -100, 100, 2), testing::uniform({0}, dt, -1, 1, 3),
                                  testing::uniform({3, 1025}, dt, -100, 100, 4)};
     std::vector<Tensor> before;
     for (auto& g : grads) before.push_back(g.clone());
@@ -176,7 +175,9 @@ struct Toy {
 };
 
 // Puts `value` into element 0 of parameter `k`'s gradient.
-void inject(const Tensor& param, double value) { static_cast<void>(param.grad().view({-1}).narrow(0, 0, 1).fill_(value)); }
+void inject(const Tensor& param, double value) {
+  static_cast<void>(param.grad().view({-1}).narrow(0, 0, 1).fill_(value));
+}
 
 struct TraceStep {
   double scale;
@@ -204,13 +205,17 @@ std::vector<TraceStep> run_trace(GradScaler& scaler, optim::Optimizer& opt, Toy&
 const std::set<int> kBad = {2, 5, 6, 7, 15, 20, 21, 33, 40, 41, 42, 43, 47};
 
 TEST(GradScalerTrace, MatchesPyTorchAlgorithm) {
-  struct Case { double init, growth, backoff; int64_t interval; };
+  struct Case {
+    double init, growth, backoff;
+    int64_t interval;
+  };
   for (Case c : {Case{65536.0, 2.0, 0.5, 3}, Case{1000.0, 1.7, 0.3, 2}, Case{3.0e38, 2.0, 0.5, 1}}) {
     SCOPED_TRACE(::testing::Message() << "init " << c.init << " growth " << c.growth);
     Toy toy;
     optim::SGD opt(toy.params, optim::SGDOptions(1e-3).momentum(0.9));
-    GradScaler scaler(GradScalerOptions().init_scale(c.init).growth_factor(c.growth).backoff_factor(c.backoff)
-                          .growth_interval(c.interval));
+    GradScaler scaler(
+        GradScalerOptions().init_scale(c.init).growth_factor(c.growth).backoff_factor(c.backoff).growth_interval(
+            c.interval));
     TorchRef ref{static_cast<float>(c.init), c.growth, c.backoff, c.interval};
     const auto trace = run_trace(scaler, opt, toy, 0, 50, kBad);
     for (int s = 0; s < 50; ++s) {
@@ -279,8 +284,10 @@ TEST(GradScalerStateDict, HasPyTorchKeysAndLoadsAPyTorchDict) {
     EXPECT_TRUE(s.state_dict().count(k)) << k;
   EXPECT_EQ(s.state_dict().at("scale").item_double(), 65536.0);
   // PyTorch's five keys alone (what torch.save(scaler.state_dict()) holds).
-  StateDict torch_sd = {{"scale", state_scalar(512.0)}, {"growth_factor", state_scalar(4.0)},
-                        {"backoff_factor", state_scalar(0.25)}, {"growth_interval", state_int(10)},
+  StateDict torch_sd = {{"scale", state_scalar(512.0)},
+                        {"growth_factor", state_scalar(4.0)},
+                        {"backoff_factor", state_scalar(0.25)},
+                        {"growth_interval", state_int(10)},
                         {"_growth_tracker", state_int(9)}};
   GradScaler t(GradScalerOptions().hysteresis(5));
   t.load_state_dict(torch_sd);
@@ -298,14 +305,19 @@ TEST(GradScalerStateDict, HasPyTorchKeysAndLoadsAPyTorchDict) {
   GradScaler disabled(GradScalerOptions().enabled(false));
   EXPECT_TRUE(disabled.state_dict().empty());
   testing::expect_error([&] { t.load_state_dict({}); }, "The source state dict is empty");
-  testing::expect_error([&] { t.load_state_dict({{"scale", state_scalar(1.0)}}); },
-                        {"[GradScaler]", "no entry 'growth_factor'"});
+  testing::expect_error(
+      [&] {
+        t.load_state_dict({{"scale", state_scalar(1.0)}});
+      },
+      {"[GradScaler]", "no entry 'growth_factor'"});
 }
 
 TEST(GradScalerState, HostileValuesAreRefusedBeforeAnyCast) {
   // A dict from a file: NaN or huge counters were cast to integers (undefined behaviour).
-  const StateDict good = {{"scale", state_scalar(512.0)}, {"growth_factor", state_scalar(2.0)},
-                          {"backoff_factor", state_scalar(0.5)}, {"growth_interval", state_int(10)},
+  const StateDict good = {{"scale", state_scalar(512.0)},
+                          {"growth_factor", state_scalar(2.0)},
+                          {"backoff_factor", state_scalar(0.5)},
+                          {"growth_interval", state_int(10)},
                           {"_growth_tracker", state_int(3)}};
   struct Case {
     std::string key;
@@ -574,9 +586,9 @@ TEST(GradScalerMisuse, StateMachineErrorsCarryPyTorchMessages) {
   GradScaler scaler;
   // scale() never called
   for (auto fn : std::vector<std::function<void()>>{[&] { scaler.unscale_(opt); }, [&] { scaler.step(opt); },
-                                                   [&] { scaler.update(); }, [&] { scaler.update(2.0); }})
-    testing::expect_error(fn, {"[GradScaler] Attempted", "scale() was never called",
-                               "did not use scaler.scale(loss or outputs)"});
+                                                    [&] { scaler.update(); }, [&] { scaler.update(2.0); }})
+    testing::expect_error(
+        fn, {"[GradScaler] Attempted", "scale() was never called", "did not use scaler.scale(loss or outputs)"});
 
   scaler.scale(toy.loss()).backward();
   scaler.unscale_(opt);
@@ -610,8 +622,10 @@ TEST(GradScalerMisuse, Fp16GradientsWithoutMasterWeights) {
 }
 
 TEST(GradScalerMisuse, BadOptions) {
-  testing::expect_error([] { GradScaler s(GradScalerOptions().growth_factor(1.0)); }, "The growth factor must be > 1.0.");
-  testing::expect_error([] { GradScaler s(GradScalerOptions().backoff_factor(1.0)); }, "The backoff factor must be < 1.0.");
+  testing::expect_error([] { GradScaler s(GradScalerOptions().growth_factor(1.0)); },
+                        "The growth factor must be > 1.0.");
+  testing::expect_error([] { GradScaler s(GradScalerOptions().backoff_factor(1.0)); },
+                        "The backoff factor must be < 1.0.");
   testing::expect_error([] { GradScaler s(GradScalerOptions().backoff_factor(0.0)); }, "[GradScaler]");
   testing::expect_error([] { GradScaler s(GradScalerOptions().growth_interval(0)); }, "growth_interval");
   testing::expect_error([] { GradScaler s(GradScalerOptions().hysteresis(0)); }, "hysteresis");

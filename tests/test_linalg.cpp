@@ -80,11 +80,16 @@ double max_abs(const Tensor& t) {
 Tol product_tol(DType dt, int64_t k, double amax, double bmax) {
   const double acc = 2.0 * static_cast<double>(std::max<int64_t>(k, 1)) * 0x1p-23 * amax * bmax;
   switch (dt) {
-    case DType::Float64: return {1e-12 * std::max<int64_t>(k, 1) * amax * bmax, 1e-14};
-    case DType::Float32: return {acc, 0x1p-23};
-    case DType::BFloat16: return {acc, 0x1p-8};   // half an ulp, relative
-    case DType::Float16: return {acc, 0x1p-11};
-    default: return {0, 0};
+    case DType::Float64:
+      return {1e-12 * std::max<int64_t>(k, 1) * amax * bmax, 1e-14};
+    case DType::Float32:
+      return {acc, 0x1p-23};
+    case DType::BFloat16:
+      return {acc, 0x1p-8};  // half an ulp, relative
+    case DType::Float16:
+      return {acc, 0x1p-11};
+    default:
+      return {0, 0};
   }
 }
 
@@ -210,10 +215,12 @@ std::vector<double> ref_reduce(const Ref& full, const Shape& full_shape, const S
 
 TEST_P(LinalgTyped, MatmulBackwardMatchesReference) {
   const DType dt = GetParam();
-  struct Case { Shape a, b; };
+  struct Case {
+    Shape a, b;
+  };
   for (const Case& c : std::vector<Case>{{{6, 5}, {5, 4}},
-                                         {{3, 6, 5}, {5, 4}},      // shared weight: folded grad
-                                         {{6, 5}, {3, 5, 4}},      // shared left operand
+                                         {{3, 6, 5}, {5, 4}},  // shared weight: folded grad
+                                         {{6, 5}, {3, 5, 4}},  // shared left operand
                                          {{2, 1, 6, 5}, {3, 5, 4}},
                                          {{1, 3, 6, 5}, {2, 1, 5, 4}}}) {
     Tensor a = uniform(c.a, dt, -1, 1, 40).requires_grad_(), b = uniform(c.b, dt, -1, 1, 41).requires_grad_();
@@ -284,28 +291,70 @@ TEST(Linalg, ErrorMessages) {
   Tensor x = zeros({64, 784}), w = zeros({10, 784});
   expect_exact_error([&] { matmul(x, w); }, "[matmul] shapes (64, 784) and (10, 784) cannot be multiplied");
   expect_exact_error([&] { mm(x, w); }, "[mm] shapes (64, 784) and (10, 784) cannot be multiplied");
-  expect_exact_error([&] { bmm(zeros({2, 3, 4}), zeros({3, 4, 5})); }, "[bmm] shapes (2, 3, 4) and (3, 4, 5) cannot be multiplied");
-  expect_exact_error([&] { bmm(zeros({2, 3, 4}), zeros({2, 5, 5})); }, "[bmm] shapes (2, 3, 4) and (2, 5, 5) cannot be multiplied");
-  expect_exact_error([&] { matmul(zeros({2, 3, 4}), zeros({5, 4, 6})); },
-               "[matmul] shapes (2, 3, 4) and (5, 4, 6) cannot be multiplied");
+  expect_exact_error(
+      [&] {
+        bmm(zeros({2, 3, 4}), zeros({3, 4, 5}));
+      },
+      "[bmm] shapes (2, 3, 4) and (3, 4, 5) cannot be multiplied");
+  expect_exact_error(
+      [&] {
+        bmm(zeros({2, 3, 4}), zeros({2, 5, 5}));
+      },
+      "[bmm] shapes (2, 3, 4) and (2, 5, 5) cannot be multiplied");
+  expect_exact_error(
+      [&] {
+        matmul(zeros({2, 3, 4}), zeros({5, 4, 6}));
+      },
+      "[matmul] shapes (2, 3, 4) and (5, 4, 6) cannot be multiplied");
   expect_exact_error([&] { matmul(zeros({3}), zeros({4})); }, "[matmul] shapes (3,) and (4,) cannot be multiplied");
-  expect_exact_error([&] { linear(zeros({64, 784}), zeros({10, 785})); },
-               "[linear] shapes (64, 784) and (10, 785) cannot be multiplied");
-  expect_exact_error([&] { matmul(x, zeros({784, 10}, kBFloat16)); },
-               "[matmul] expected both inputs to have the same dtype, got float32 and bfloat16");
-  expect_exact_error([&] { mm(zeros({2, 2}, kFloat16), zeros({2, 2}, kBFloat16)); },
-               "[mm] expected both inputs to have the same dtype, got float16 and bfloat16");
-  expect_exact_error([&] { linear(zeros({2, 2}, kBFloat16), zeros({2, 2})); },
-               "[linear] expected both inputs to have the same dtype, got bfloat16 and float32");
-  expect_exact_error([&] { linear(zeros({2, 2}), zeros({3, 2}), zeros({3}, kBFloat16)); },
-               "[linear] expected bias to have dtype float32, got bfloat16");
-  expect_exact_error([&] { linear(zeros({2, 2}), zeros({3, 2}), zeros({2})); }, "[linear] expected bias of shape (3,), got (2,)");
+  expect_exact_error(
+      [&] {
+        linear(zeros({64, 784}), zeros({10, 785}));
+      },
+      "[linear] shapes (64, 784) and (10, 785) cannot be multiplied");
+  expect_exact_error(
+      [&] {
+        matmul(x, zeros({784, 10}, kBFloat16));
+      },
+      "[matmul] expected both inputs to have the same dtype, got float32 and bfloat16");
+  expect_exact_error(
+      [&] {
+        mm(zeros({2, 2}, kFloat16), zeros({2, 2}, kBFloat16));
+      },
+      "[mm] expected both inputs to have the same dtype, got float16 and bfloat16");
+  expect_exact_error(
+      [&] {
+        linear(zeros({2, 2}, kBFloat16), zeros({2, 2}));
+      },
+      "[linear] expected both inputs to have the same dtype, got bfloat16 and float32");
+  expect_exact_error(
+      [&] {
+        linear(zeros({2, 2}), zeros({3, 2}), zeros({3}, kBFloat16));
+      },
+      "[linear] expected bias to have dtype float32, got bfloat16");
+  expect_exact_error(
+      [&] {
+        linear(zeros({2, 2}), zeros({3, 2}), zeros({2}));
+      },
+      "[linear] expected bias of shape (3,), got (2,)");
   expect_exact_error([&] { matmul(scalar_tensor(1.0), zeros({2})); },
-               "[matmul] both arguments to matmul need to be at least 1D, but they are 0D and 1D");
+                     "[matmul] both arguments to matmul need to be at least 1D, but they are 0D and 1D");
   expect_exact_error([&] { mm(zeros({2}), zeros({2, 2})); }, "[mm] expected 2-D tensors, got (2,) and (2, 2)");
-  expect_exact_error([&] { bmm(zeros({2, 2}), zeros({2, 2, 2})); }, "[bmm] expected 3-D tensors, got (2, 2) and (2, 2, 2)");
-  expect_exact_error([&] { linear(scalar_tensor(1.0), zeros({2, 2})); }, "[linear] expected an input with at least 1 dim, got ()");
-  expect_exact_error([&] { mm(zeros({2, 2}, kInt64), zeros({2, 2}, kInt64)); }, "[mm] expected floating inputs, got int64");
+  expect_exact_error(
+      [&] {
+        bmm(zeros({2, 2}), zeros({2, 2, 2}));
+      },
+      "[bmm] expected 3-D tensors, got (2, 2) and (2, 2, 2)");
+  expect_exact_error(
+      [&] {
+        linear(scalar_tensor(1.0), zeros({2, 2}));
+      },
+      "[linear] expected an input with at least 1 dim, got ()");
+  expect_exact_error(
+      [&] {
+        mm(zeros({2, 2}, kInt64), zeros({2, 2}, kInt64));
+      },
+      "[mm] expected floating inputs, got int64");
   expect_exact_error([&] { matmul(Tensor(), zeros({2})); }, "[matmul] got an undefined tensor");
 }
 

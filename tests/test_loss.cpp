@@ -43,8 +43,7 @@ using testing::expect_error;
 // Logits/log-probs `x` of `shape` ((C), (N, C) or (N, C, d...)), row-major.
 // nll: x already holds log-probabilities.
 std::vector<double> class_loss_ref(const std::vector<double>& x, const Shape& shape, const std::vector<int64_t>& t,
-                                   const std::vector<double>& w, int64_t ignore, Reduction red, double eps,
-                                   bool nll) {
+                                   const std::vector<double>& w, int64_t ignore, Reduction red, double eps, bool nll) {
   const bool unbatched = shape.size() == 1;
   const int64_t n = unbatched ? 1 : shape[0], c = unbatched ? shape[0] : shape[1];
   int64_t inner = 1;
@@ -183,8 +182,11 @@ TEST_P(ClassLossTest, BadInputsThrow) {
   auto run = [&](const Tensor& xx, const Tensor& t, const Tensor& w = Tensor()) {
     class_loss(nll, xx, t, w, -100, kMean, 0);
   };
-  expect_error([&] { run(x, tensor(std::vector<int64_t>{0, 12, 1, 2})); },
-               {op + " target 12 is out of bounds for 10 classes"});
+  expect_error(
+      [&] {
+        run(x, tensor(std::vector<int64_t>{0, 12, 1, 2}));
+      },
+      {op + " target 12 is out of bounds for 10 classes"});
   expect_error([&] { run(x, tensor(std::vector<int64_t>{0, -1, 1, 2})); }, {op, "target -1 is out of bounds"});
   expect_error([&] { run(x, tensor(std::vector<int64_t>{0, 10, 1, 2}).to(kInt32)); }, {op, "target 10"});
   expect_error([&] { run(x, zeros({4})); }, {op, "int64", "float32"});
@@ -197,8 +199,9 @@ TEST_P(ClassLossTest, BadInputsThrow) {
   expect_error([&] { run(scalar_tensor(1.0), zeros({}, kInt64)); }, {op, "0-d"});
   // An in-range ignore_index is skipped, not checked.
   EXPECT_NO_THROW(class_loss(nll, x, tensor(std::vector<int64_t>{3, 3, 1, 2}), Tensor(), 3, kMean, 0));
-  if (!nll) expect_error([&] { cross_entropy(x, zeros({4}, kInt64), Tensor(), -100, kMean, 1.5); },
-                         {"[cross_entropy]", "label_smoothing"});
+  if (!nll)
+    expect_error([&] { cross_entropy(x, zeros({4}, kInt64), Tensor(), -100, kMean, 1.5); },
+                 {"[cross_entropy]", "label_smoothing"});
 }
 
 TEST_P(ClassLossTest, BackwardMatchesNumericalGradient) {
@@ -228,9 +231,8 @@ TEST_P(ClassLossTest, BackwardMatchesNumericalGradient) {
         const Tensor xi = k.transpose ? in[0].t().contiguous().t() : in[0];  // column-major logits
         return class_loss(nll, xi, t, w, k.ignore, k.red, eps);
       };
-      EXPECT_TRUE(gradcheck(f, {x}, grad_tol(dt)))
-          << dtype_name(dt) << " " << shape_str(k.shape) << " weighted " << k.weighted << " " << red_name(k.red)
-          << " eps " << eps;
+      EXPECT_TRUE(gradcheck(f, {x}, grad_tol(dt))) << dtype_name(dt) << " " << shape_str(k.shape) << " weighted "
+                                                   << k.weighted << " " << red_name(k.red) << " eps " << eps;
     }
 }
 
@@ -336,10 +338,16 @@ TEST(BceWithLogits, Errors) {
   const std::string op = "[binary_cross_entropy_with_logits]";
   expect_error([] { binary_cross_entropy_with_logits(zeros({2, 3}), zeros({3})); }, {op, "(3,)", "(2, 3)"});
   expect_error([] { binary_cross_entropy_with_logits(zeros({2, 3}), zeros({2, 3}, kInt64)); }, {op, "int64"});
-  expect_error([] { binary_cross_entropy_with_logits(zeros({2, 3}), zeros({2, 3}), ones({4})); },
-               {op, "weight", "(4,)"});
-  expect_error([] { binary_cross_entropy_with_logits(zeros({2, 3}), zeros({2, 3}), Tensor(), ones({2, 2})); },
-               {op, "pos_weight", "(2, 2)"});
+  expect_error(
+      [] {
+        binary_cross_entropy_with_logits(zeros({2, 3}), zeros({2, 3}), ones({4}));
+      },
+      {op, "weight", "(4,)"});
+  expect_error(
+      [] {
+        binary_cross_entropy_with_logits(zeros({2, 3}), zeros({2, 3}), Tensor(), ones({2, 2}));
+      },
+      {op, "pos_weight", "(2, 2)"});
   EXPECT_TRUE(std::isnan(binary_cross_entropy_with_logits(zeros({0}), zeros({0})).item<double>()));
 }
 

@@ -54,8 +54,8 @@ TEST(LRSchedule, LinearWarmupConstantAndWrapped) {
     auto cosine = std::make_shared<optim::CosineAnnealingLR>(opt, 20);
     optim::LinearWarmup sched(opt, 5, 0.1, cosine);
     for (int e = 0; e < 30; ++e) {
-      const double want = e < 5 ? 1e-3 * (0.1 + 0.9 * e / 5.0)
-                                : 1e-3 * (1 + std::cos(std::numbers::pi * (e - 5) / 20)) / 2;
+      const double want =
+          e < 5 ? 1e-3 * (0.1 + 0.9 * e / 5.0) : 1e-3 * (1 + std::cos(std::numbers::pi * (e - 5) / 20)) / 2;
       EXPECT_NEAR(lr0(opt), want, 1e-15) << e;
       EXPECT_NEAR(sched.get_last_lr()[0], want, 1e-15);
       sched.step();

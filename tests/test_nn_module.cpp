@@ -54,9 +54,8 @@ TEST(NNModule, CnnParameterCountAndNames) {
   auto cnn = make_cnn();
   EXPECT_EQ(nn::parameter_count(*cnn), 421642);
   EXPECT_EQ(cnn->size(), 10u);
-  EXPECT_EQ(names_of(cnn->named_parameters()),
-            (std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias", "7.weight", "7.bias", "9.weight",
-                                      "9.bias"}));
+  EXPECT_EQ(names_of(cnn->named_parameters()), (std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias",
+                                                                         "7.weight", "7.bias", "9.weight", "9.bias"}));
   EXPECT_EQ(cnn->parameters().size(), 8u);
   EXPECT_EQ(cnn->parameters(/*recurse=*/false).size(), 0u);
   EXPECT_EQ(cnn->children().size(), 10u);
@@ -137,8 +136,8 @@ TEST(NNModule, ForwardMatchesFunctionalOps) {
     EXPECT_EQ(nb->parameters().size(), 1u);
     EXPECT_TRUE(equal(nb(x), tc::linear(x, nb->weight)));
   }
-  EXPECT_TRUE(equal(nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1))(x),
-                    tc::max_pool2d(x, {3, 3}, {2, 2}, {1, 1})));
+  EXPECT_TRUE(
+      equal(nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1))(x), tc::max_pool2d(x, {3, 3}, {2, 2}, {1, 1})));
   EXPECT_TRUE(equal(nn::AvgPool2d(2)(x), tc::avg_pool2d(x, {2, 2})));
   EXPECT_TRUE(equal(nn::AdaptiveAvgPool2d(1)(x), tc::adaptive_avg_pool2d(x, {1, 1})));
   EXPECT_TRUE(equal(nn::ReLU()(x), tc::relu(x)));
@@ -356,7 +355,8 @@ TEST(NNModule, StateDictRoundTripAndErrors) {
 // ---------------------------------------------------------------- clip_grad_norm_
 
 TEST(NNModule, ClipGradNorm) {
-  Tensor a = tc::zeros({3}).requires_grad_(), b = tc::zeros({2, 2}).requires_grad_(), c = tc::zeros({2}).requires_grad_();
+  Tensor a = tc::zeros({3}).requires_grad_(), b = tc::zeros({2, 2}).requires_grad_(),
+         c = tc::zeros({2}).requires_grad_();
   a.set_grad(tc::tensor({3.0, 0.0, 4.0}));
   b.set_grad(tc::tensor({0.0, 12.0, 0.0, 0.0}).view({2, 2}));
   // total 2-norm = sqrt(9 + 16 + 144) = 13; c has no gradient and is skipped

@@ -170,17 +170,17 @@ TEST(Cat, LegacyEmptyOneDimTensorsAreSkipped) {
 
 TEST(Cat, GradcheckAllInputsMixedDtypes) {
   auto f = [](const std::vector<Tensor>& in) { return cat({in[0], in[1], in[2]}, 1); };
-  EXPECT_TRUE(gradcheck(f,
-                        {uniform({2, 3}, kFloat64, -1, 1, 41).requires_grad_(),
-                         uniform({2, 1}, kFloat64, -1, 1, 42).requires_grad_(),
-                         uniform({2, 2}, kFloat64, -1, 1, 43).requires_grad_()},
-                        {1e-7, 1e-6}));
+  EXPECT_TRUE(gradcheck(
+      f,
+      {uniform({2, 3}, kFloat64, -1, 1, 41).requires_grad_(), uniform({2, 1}, kFloat64, -1, 1, 42).requires_grad_(),
+       uniform({2, 2}, kFloat64, -1, 1, 43).requires_grad_()},
+      {1e-7, 1e-6}));
   // Each gradient arrives in its own input's dtype.
-  EXPECT_TRUE(gradcheck(f,
-                        {uniform({2, 3}, kBFloat16, -1, 1, 44).requires_grad_(),
-                         uniform({2, 1}, kFloat32, -1, 1, 45).requires_grad_(),
-                         uniform({2, 2}, kFloat16, -1, 1, 46).requires_grad_()},
-                        {1e-2, 1e-2}));
+  EXPECT_TRUE(gradcheck(
+      f,
+      {uniform({2, 3}, kBFloat16, -1, 1, 44).requires_grad_(), uniform({2, 1}, kFloat32, -1, 1, 45).requires_grad_(),
+       uniform({2, 2}, kFloat16, -1, 1, 46).requires_grad_()},
+      {1e-2, 1e-2}));
 }
 
 TEST(Cat, BackwardSlicesTheGradient) {
@@ -194,8 +194,11 @@ TEST(Cat, BackwardSlicesTheGradient) {
 
 TEST(Cat, Errors) {
   Tensor a = zeros({2, 3}), b = zeros({2, 4}), c = zeros({2, 3, 1});
-  EXPECT_TRUE(throws_with([&] { cat({a, b}, 0); },
-                          {"[cat]", "dimension 0", "tensor 0 has shape (2, 3)", "tensor 1 has shape (2, 4)"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        cat({a, b}, 0);
+      },
+      {"[cat]", "dimension 0", "tensor 0 has shape (2, 3)", "tensor 1 has shape (2, 4)"}));
   EXPECT_TRUE(throws_with([&] { cat({a, a, c}, 0); }, {"[cat]", "tensor 2 has shape (2, 3, 1)"}));
   EXPECT_TRUE(throws_with([&] { cat({a, zeros({})}, 0); }, {"[cat]", "position 1"}));
   EXPECT_TRUE(throws_with([&] { cat({}, 0); }, {"[cat]", "non-empty"}));
@@ -233,15 +236,17 @@ TEST(Stack, ForwardEveryDim) {
 
 TEST(Stack, Gradcheck) {
   auto f = [](const std::vector<Tensor>& in) { return stack({in[0], in[1]}, 1); };
-  EXPECT_TRUE(gradcheck(f,
-                        {uniform({3, 2}, kFloat64, -1, 1, 53).requires_grad_(),
-                         uniform({3, 2}, kFloat32, -1, 1, 54).requires_grad_()},
-                        {1e-5, 1e-5}));
+  EXPECT_TRUE(gradcheck(
+      f, {uniform({3, 2}, kFloat64, -1, 1, 53).requires_grad_(), uniform({3, 2}, kFloat32, -1, 1, 54).requires_grad_()},
+      {1e-5, 1e-5}));
 }
 
 TEST(Stack, Errors) {
-  EXPECT_TRUE(throws_with([&] { stack({zeros({2, 3}), zeros({3, 2})}); },
-                          {"[stack]", "tensor 0 has shape (2, 3)", "tensor 1 has shape (3, 2)"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        stack({zeros({2, 3}), zeros({3, 2})});
+      },
+      {"[stack]", "tensor 0 has shape (2, 3)", "tensor 1 has shape (3, 2)"}));
   EXPECT_TRUE(throws_with([&] { stack({}); }, {"[stack]"}));
   EXPECT_TRUE(throws_with([&] { stack({zeros({2}), zeros({2})}, 3); }, {"[stack]"}));
 }

@@ -76,7 +76,11 @@ TEST(LayerNorm, Errors) {
   EXPECT_TRUE(throws_with([&] { layer_norm(x, {3}); }, {"[layer_norm]", "(3,)", "(2, 3, 4)"}));
   EXPECT_TRUE(throws_with([&] { layer_norm(x, {2, 3, 4, 1}); }, {"[layer_norm]", "normalized_shape"}));
   EXPECT_TRUE(throws_with([&] { layer_norm(x, {}); }, {"[layer_norm]"}));
-  EXPECT_TRUE(throws_with([&] { layer_norm(x, {3, 4}, zeros({4})); }, {"[layer_norm]", "weight of shape (4,)", "(3, 4)"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        layer_norm(x, {3, 4}, zeros({4}));
+      },
+      {"[layer_norm]", "weight of shape (4,)", "(3, 4)"}));
   EXPECT_TRUE(throws_with([&] { layer_norm(x, {4}, Tensor(), zeros({3})); }, {"[layer_norm]", "bias of shape (3,)"}));
   EXPECT_TRUE(throws_with([&] { layer_norm(zeros({2, 4}, kInt64), {4}); }, {"[layer_norm]", "int64"}));
 }
@@ -107,8 +111,11 @@ TEST(BatchNorm, Errors) {
   EXPECT_TRUE(throws_with([&] { batch_norm(x, zeros({2}), ones({2}), Tensor(), Tensor(), false); },
                           {"[batch_norm]", "running_mean of shape (2,)"}));
   EXPECT_TRUE(throws_with([&] { batch_norm(x, zeros({3}), Tensor(), Tensor(), Tensor(), false); }, {"[batch_norm]"}));
-  EXPECT_TRUE(throws_with([&] { batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true); },
-                          {"[batch_norm]", "more than 1 value per channel", "(1, 3)"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true);
+      },
+      {"[batch_norm]", "more than 1 value per channel", "(1, 3)"}));
   EXPECT_TRUE(throws_with([&] { batch_norm(zeros({5}), Tensor(), Tensor(), Tensor(), Tensor(), true); },
                           {"[batch_norm]", "(5,)"}));
   // Eval mode with a single sample is fine: it uses the running stats.

@@ -265,8 +265,8 @@ void Check::autocast() const {
     EXPECT_EQ(got->size(), expected->size());
     for (size_t k = 0; k < std::min(got->size(), expected->size()); ++k) {
       EXPECT_EQ(dtype_name((*got)[k].dtype()), dtype_name((*expected)[k].dtype()))
-          << "output " << k << " under autocast (" << dtype_name(region) << " region, policy "
-          << amp::policy_name(want) << ")";
+          << "output " << k << " under autocast (" << dtype_name(region) << " region, policy " << amp::policy_name(want)
+          << ")";
       EXPECT_TRUE(testing::equal((*got)[k], (*expected)[k])) << "output " << k;
     }
     ++checked;
@@ -334,7 +334,8 @@ TEST(OpDbCoverage, EveryDispatchedOpHasAnEntry) {
     EXPECT_TRUE(amp::has_policy(op.name)) << op.name << " is not in the policy table";
   }
   for (const std::string& op : dispatched)
-    EXPECT_TRUE(names.count(op)) << op << " is dispatched (tensorcast/ops.def) but has no entry in tests/common/op_db.cpp";
+    EXPECT_TRUE(names.count(op)) << op
+                                 << " is dispatched (tensorcast/ops.def) but has no entry in tests/common/op_db.cpp";
   EXPECT_GT(dispatched.size(), 40u);
 }
 

@@ -109,7 +109,9 @@ TEST(SGD, MatchesReferenceForEveryOptionCombination) {
             Tensor p = make_param({3, 5}, dt, 7);
             std::vector<double> ref = p.to_vector();
             RefSGD r{0.1, momentum, dampening, wd, nesterov};
-            optim::SGD opt({p}, optim::SGDOptions(0.1).momentum(momentum).dampening(dampening).nesterov(nesterov).weight_decay(wd));
+            optim::SGD opt(
+                {p},
+                optim::SGDOptions(0.1).momentum(momentum).dampening(dampening).nesterov(nesterov).weight_decay(wd));
             for (int s = 0; s < 5; ++s) {
               Tensor g = grad_for(p, s);
               p.set_grad(g);
@@ -139,11 +141,11 @@ TEST(Adam, MatchesReferenceAdamAndAdamW) {
             RefAdam r{0.01, b1, b2, 1e-8, wd, amsgrad, decoupled};
             std::unique_ptr<optim::Optimizer> opt;
             if (decoupled)
-              opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p},
-                  optim::AdamWOptions(0.01).betas({b1, b2}).weight_decay(wd).amsgrad(amsgrad));
+              opt = std::make_unique<optim::AdamW>(
+                  std::vector<Tensor>{p}, optim::AdamWOptions(0.01).betas({b1, b2}).weight_decay(wd).amsgrad(amsgrad));
             else
-              opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p},
-                  optim::AdamOptions(0.01).betas({b1, b2}).weight_decay(wd).amsgrad(amsgrad));
+              opt = std::make_unique<optim::Adam>(
+                  std::vector<Tensor>{p}, optim::AdamOptions(0.01).betas({b1, b2}).weight_decay(wd).amsgrad(amsgrad));
             for (int s = 0; s < 6; ++s) {
               // Shrinking gradients make v fall, so amsgrad's maximum matters.
               Tensor g = mul(grad_for(p, s), 1.0 / (1 + 3 * s));
@@ -156,7 +158,8 @@ TEST(Adam, MatchesReferenceAdamAndAdamW) {
             EXPECT_EQ(sd.at("state.0.step").item<int64_t>(), 6);
             EXPECT_EQ(sd.at("state.0.exp_avg").dtype(), dt);
             EXPECT_TRUE(tc::testing::all_close(sd.at("state.0.exp_avg"), r.m, dt == kFloat64 ? tol_f64() : tol_f32()));
-            EXPECT_TRUE(tc::testing::all_close(sd.at("state.0.exp_avg_sq"), r.v, dt == kFloat64 ? tol_f64() : tol_f32()));
+            EXPECT_TRUE(
+                tc::testing::all_close(sd.at("state.0.exp_avg_sq"), r.v, dt == kFloat64 ? tol_f64() : tol_f32()));
             EXPECT_EQ(sd.count("state.0.max_exp_avg_sq"), amsgrad ? 1u : 0u);
           }
         }
@@ -184,7 +187,8 @@ TEST(Optimizer, ParamGroupsUseTheirOwnOptions) {
   Tensor a = make_param({5}, kFloat32, 1), b = make_param({5}, kFloat32, 2), c = make_param({5}, kFloat32, 3);
   std::vector<optim::OptimizerParamGroup> groups;
   groups.emplace_back(std::vector<Tensor>{a});
-  groups.emplace_back(std::vector<Tensor>{b}, std::make_unique<optim::SGDOptions>(optim::SGDOptions(0.5).momentum(0.5)));
+  groups.emplace_back(std::vector<Tensor>{b},
+                      std::make_unique<optim::SGDOptions>(optim::SGDOptions(0.5).momentum(0.5)));
   optim::SGD opt(std::move(groups), optim::SGDOptions(0.1).momentum(0.9));
   opt.add_param_group(optim::OptimizerParamGroup({c}, std::make_unique<optim::SGDOptions>(0.01)));
   ASSERT_EQ(opt.param_groups().size(), 3u);
@@ -274,7 +278,7 @@ TEST(MasterWeights, SixteenBitParamsKeepFloat32Masters) {
     EXPECT_EQ(sd.at("state.0.exp_avg").dtype(), kFloat32);
     EXPECT_TRUE(bits_equal(master, p32.detach()));  // the master is exactly the float32 run
     EXPECT_EQ(p.dtype(), dt);
-    EXPECT_TRUE(bits_equal(p, master.to(dt)));      // the parameter is the master rounded to nearest
+    EXPECT_TRUE(bits_equal(p, master.to(dt)));  // the parameter is the master rounded to nearest
   }
 }
 
@@ -377,8 +381,10 @@ TEST(AmpStep, SkippedStepChangesNothing) {
   for (int which = 0; which < 3; ++which) {
     Tensor p = make_param({8, 9}, which == 2 ? kFloat16 : kFloat32, 4);
     std::unique_ptr<optim::Optimizer> opt;
-    if (which == 0) opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions(0.1).momentum(0.9));
-    else opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions(0.1).amsgrad(true));
+    if (which == 0)
+      opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions(0.1).momentum(0.9));
+    else
+      opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions(0.1).amsgrad(true));
     opt->set_rounding(optim::Rounding::Stochastic, 3);
     const Tensor inv = scalar_tensor(0.5, kFloat32);
     for (int s = 0; s < 2; ++s) {
@@ -436,13 +442,16 @@ RunResult run_with_resume(const Make& make, DType dt, int steps, int split) {
 
 TEST(StateDict, RoundTripMidRunContinuesBitIdentically) {
   const std::vector<std::pair<std::string, Make>> makers = {
-      {"SGD", [](std::vector<Tensor> p) {
+      {"SGD",
+       [](std::vector<Tensor> p) {
          return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
        }},
-      {"Adam", [](std::vector<Tensor> p) {
+      {"Adam",
+       [](std::vector<Tensor> p) {
          return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions(0.01).amsgrad(true).weight_decay(0.01));
        }},
-      {"AdamW+SR", [](std::vector<Tensor> p) {
+      {"AdamW+SR",
+       [](std::vector<Tensor> p) {
          auto o = std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions(0.01));
          o->set_rounding(optim::Rounding::Stochastic, 77);
          return o;
@@ -486,11 +495,18 @@ TEST(StateDict, LoadErrors) {
   using tc::testing::expect_error;
   expect_error([&] { opt.load_state_dict(with([](StateDict& s) { s.erase("state.0.exp_avg"); })); },
                {"[optim]", "state.0.exp_avg"});
-  expect_error([&] { opt.load_state_dict(with([](StateDict& s) { s["state.0.exp_avg"] = zeros({2, 4}); })); },
+  expect_error([&] { opt.load_state_dict(with([](StateDict& s) {
+                       s["state.0.exp_avg"] = zeros({2, 4});
+                     })); },
                {"[optim]", "state.0.exp_avg", "(2, 4)", "(4, 2)"});
-  expect_error([&] { opt.load_state_dict(with([](StateDict& s) { s["state.0.exp_avg_sq"] = zeros({4, 2}, kFloat64); })); },
-               {"[optim]", "state.0.exp_avg_sq", "float64", "float32"});
-  expect_error([&] { opt.load_state_dict(with([](StateDict& s) { s["state.0.momentum"] = zeros({4, 2}); })); },
+  expect_error(
+      [&] {
+        opt.load_state_dict(with([](StateDict& s) { s["state.0.exp_avg_sq"] = zeros({4, 2}, kFloat64); }));
+      },
+      {"[optim]", "state.0.exp_avg_sq", "float64", "float32"});
+  expect_error([&] { opt.load_state_dict(with([](StateDict& s) {
+                       s["state.0.momentum"] = zeros({4, 2});
+                     })); },
                {"[optim]", "unexpected key 'state.0.momentum'"});
   expect_error([&] { opt.load_state_dict(with([](StateDict& s) { s["param_groups.0.foo"] = state_scalar(1); })); },
                {"[optim]", "unexpected key 'param_groups.0.foo'"});
@@ -504,8 +520,12 @@ TEST(StateDict, LoadErrors) {
                {"[optim]", "param_groups.0.eps"});
   expect_error([&] { opt.load_state_dict(with([](StateDict& s) { s["param_groups.0.lr"] = state_scalar(-1); })); },
                {"[optim]", "learning rate"});
-  expect_error([&] { opt.load_state_dict(with([](StateDict& s) { s["param_groups.0.params"] = tensor(std::vector<int64_t>{0}, {1}); })); },
-               {"[optim]", "parameter group 0"});
+  expect_error(
+      [&] {
+        opt.load_state_dict(
+            with([](StateDict& s) { s["param_groups.0.params"] = tensor(std::vector<int64_t>{0}, {1}); }));
+      },
+      {"[optim]", "parameter group 0"});
   // A failed load leaves the optimizer as it was.
   EXPECT_TRUE(dicts_equal(opt.state_dict(), good));
   // Loading into a different optimizer type fails on its option names.
@@ -530,11 +550,13 @@ TEST(Optimizer, BadOptionsAndParameters) {
   expect_error([&] { optim::Adam({p}, optim::AdamOptions().weight_decay(-1)); }, {"[optim]", "weight_decay"});
   expect_error([&] { optim::SGD({p, p}, optim::SGDOptions(0.1)); }, {"[optim]", "more than once"});
   expect_error([&] { optim::SGD({tensor(std::vector<int64_t>{1, 2})}, optim::SGDOptions(0.1)); }, {"[optim]", "int64"});
-  expect_error([&] {
-    std::vector<optim::OptimizerParamGroup> g;
-    g.emplace_back(std::vector<Tensor>{p}, std::make_unique<optim::AdamOptions>());
-    optim::SGD(std::move(g), optim::SGDOptions(0.1));
-  }, {"[optim]", "SGDOptions"});
+  expect_error(
+      [&] {
+        std::vector<optim::OptimizerParamGroup> g;
+        g.emplace_back(std::vector<Tensor>{p}, std::make_unique<optim::AdamOptions>());
+        optim::SGD(std::move(g), optim::SGDOptions(0.1));
+      },
+      {"[optim]", "SGDOptions"});
   // Options changed after construction are checked at the next step.
   optim::SGD opt({p}, optim::SGDOptions(0.1));
   opt.param_groups()[0].options->set_lr(-1);

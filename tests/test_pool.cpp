@@ -52,8 +52,8 @@ struct PoolCase {
 };
 
 std::string describe(const PoolCase& c) {
-  return "x" + shape_str(c.x) + " k" + shape_str(c.kernel) + " s" + shape_str(c.stride) + " p" +
-         shape_str(c.padding) + " d" + shape_str(c.dilation) + (c.ceil_mode ? " ceil" : "");
+  return "x" + shape_str(c.x) + " k" + shape_str(c.kernel) + " s" + shape_str(c.stride) + " p" + shape_str(c.padding) +
+         " d" + shape_str(c.dilation) + (c.ceil_mode ? " ceil" : "");
 }
 
 const std::vector<PoolCase> kMaxCases = {
@@ -66,10 +66,9 @@ const std::vector<PoolCase> kMaxCases = {
 };
 
 const std::vector<PoolCase> kAvgCases = {
-    {{2, 3, 8, 8}, {2, 2}, {}, {0, 0}, {1, 1}, false},
-    {{2, 3, 9, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
-    {{2, 3, 9, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true},   // ceil window overhangs H + pad
-    {{2, 3, 7, 7}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true},   // overhang without padding
+    {{2, 3, 8, 8}, {2, 2}, {}, {0, 0}, {1, 1}, false},     {{2, 3, 9, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+    {{2, 3, 9, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true},  // ceil window overhangs H + pad
+    {{2, 3, 7, 7}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true},  // overhang without padding
     {{2, 2, 10, 9}, {3, 2}, {1, 3}, {1, 1}, {1, 1}, true},
 };
 
@@ -79,7 +78,8 @@ TEST(Pool, KnownValues) {
   Tensor x4 = iota({1, 1, 4, 4});
   EXPECT_TRUE(all_close(max_pool2d(x4, {2, 2}), {5, 7, 13, 15}, {0, 0}));
   Tensor x5 = iota({1, 1, 5, 5});
-  EXPECT_TRUE(all_close(max_pool2d(x5, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true), {6, 8, 9, 16, 18, 19, 21, 23, 24}, {0, 0}));
+  EXPECT_TRUE(
+      all_close(max_pool2d(x5, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true), {6, 8, 9, 16, 18, 19, 21, 23, 24}, {0, 0}));
   // torch.nn.functional.avg_pool2d(arange(9).view(1,1,3,3), 2, ceil_mode=True): the
   // overhanging windows divide by their clipped size even with count_include_pad.
   Tensor x3 = iota({1, 1, 3, 3});
@@ -97,15 +97,20 @@ TEST(Pool, KnownValues) {
 
 Tol grad_tol(DType dt) {
   switch (dt) {
-    case DType::Float64: return {1e-7, 1e-7};
-    case DType::Float32: return tol_for(dt, 32);
-    default: return tol_for(dt, 4);
+    case DType::Float64:
+      return {1e-7, 1e-7};
+    case DType::Float32:
+      return tol_for(dt, 32);
+    default:
+      return tol_for(dt, 4);
   }
 }
 
 TEST(Pool, MaxPoolGradientOfPermutedInput) {
   Tensor base = distinct({2, 6, 6, 3}, kFloat32, 9).requires_grad_();
-  auto f = [](const std::vector<Tensor>& in) { return max_pool2d(in[0].permute({0, 3, 1, 2}), {3, 3}, {2, 2}, {1, 1}); };
+  auto f = [](const std::vector<Tensor>& in) {
+    return max_pool2d(in[0].permute({0, 3, 1, 2}), {3, 3}, {2, 2}, {1, 1});
+  };
   EXPECT_TRUE(gradcheck(f, {base}, grad_tol(kFloat32)));
 }
 
@@ -125,9 +130,18 @@ TEST(Pool, JitShapesMatchFloat64) {
     std::function<Tensor(const Tensor&)> f;
   };
   const std::vector<Run> runs = {
-      {"max float32", kFloat32, [](const Tensor& x) { return max_pool2d(x, {2, 2}); }},
-      {"avg float32", kFloat32, [](const Tensor& x) { return avg_pool2d(x, {2, 2}); }},
-      {"avg bfloat16", kBFloat16, [](const Tensor& x) { return avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}, false, false); }},
+      {"max float32", kFloat32,
+       [](const Tensor& x) {
+         return max_pool2d(x, {2, 2});
+       }},
+      {"avg float32", kFloat32,
+       [](const Tensor& x) {
+         return avg_pool2d(x, {2, 2});
+       }},
+      {"avg bfloat16", kBFloat16,
+       [](const Tensor& x) {
+         return avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}, false, false);
+       }},
   };
   for (const Run& r : runs) {
     SCOPED_TRACE(r.name);
@@ -147,17 +161,31 @@ using testing::expect_error;
 
 TEST(Pool, ErrorMessages) {
   Tensor x = zeros({2, 3, 8, 8});
-  expect_error([&] { max_pool2d(zeros({3, 8, 8}), {2, 2}); },
-               "[max_pool2d] expected 4-d input (N, C, H, W), got shape (3, 8, 8)");
-  expect_error([&] { avg_pool2d(zeros({8, 8}), {2, 2}); }, "[avg_pool2d] expected 4-d input (N, C, H, W), got shape (8, 8)");
+  expect_error(
+      [&] {
+        max_pool2d(zeros({3, 8, 8}), {2, 2});
+      },
+      "[max_pool2d] expected 4-d input (N, C, H, W), got shape (3, 8, 8)");
+  expect_error(
+      [&] {
+        avg_pool2d(zeros({8, 8}), {2, 2});
+      },
+      "[avg_pool2d] expected 4-d input (N, C, H, W), got shape (8, 8)");
   expect_error([&] { adaptive_avg_pool2d(zeros({3, 8, 8}), {2, 2}); }, "[adaptive_avg_pool2d] expected 4-d input");
-  expect_error([&] { max_pool2d(x, {2, 2}, {2, 2}, {2, 2}); },
-               "[max_pool2d] padding (2, 2) should be at most half of kernel size (2, 2)");
+  expect_error(
+      [&] {
+        max_pool2d(x, {2, 2}, {2, 2}, {2, 2});
+      },
+      "[max_pool2d] padding (2, 2) should be at most half of kernel size (2, 2)");
   expect_error([&] { max_pool2d(x, {2, 2}, {0, 2}); }, "[max_pool2d] stride must be positive, got (0, 2)");
   expect_error([&] { avg_pool2d(x, {0, 2}); }, "[avg_pool2d] kernel_size must be positive");
   expect_error([&] { max_pool2d(x, {}); }, "[max_pool2d] kernel_size must have 1 or 2 elements, got ()");
   expect_error([&] { max_pool2d(x, {2, 2, 2}); }, "[max_pool2d] kernel_size must have 1 or 2 elements, got (2, 2, 2)");
-  expect_error([&] { max_pool2d(x, {9, 9}); }, "[max_pool2d] output size (0, 0) is too small for input of shape (2, 3, 8, 8)");
+  expect_error(
+      [&] {
+        max_pool2d(x, {9, 9});
+      },
+      "[max_pool2d] output size (0, 0) is too small for input of shape (2, 3, 8, 8)");
   expect_error([&] { max_pool2d(x, {3, 3}, {1, 1}, {0, 0}, {0, 1}); }, "[max_pool2d] dilation must be positive");
   expect_error([&] { adaptive_avg_pool2d(x, {0, 2}); }, "[adaptive_avg_pool2d] output_size must be positive");
   expect_error([&] { max_pool2d(x.to(kInt64), {2, 2}); }, "[max_pool2d] expected a floating dtype, got int64");
@@ -206,9 +234,10 @@ TEST_P(PoolChannelsLast, MaxMatchesNchw) {
   uint64_t seed = 700;
   for (const PoolCase& c : kMaxCases) {
     SCOPED_TRACE(describe(c));
-    check_layouts(distinct(c.x, dt, ++seed), [&](const Tensor& x) {
-      return max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
-    }, Tol{0, 0}, ++seed, dt == kFloat64 ? Tol{0, 0} : tol_for(dt, 2));
+    check_layouts(
+        distinct(c.x, dt, ++seed),
+        [&](const Tensor& x) { return max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode); },
+        Tol{0, 0}, ++seed, dt == kFloat64 ? Tol{0, 0} : tol_for(dt, 2));
   }
 }
 
@@ -219,9 +248,10 @@ TEST_P(PoolChannelsLast, AvgMatchesNchw) {
   for (const PoolCase& c : kAvgCases)
     for (bool include_pad : {true, false}) {
       SCOPED_TRACE(describe(c) + (include_pad ? " include_pad" : " exclude_pad"));
-      check_layouts(uniform(c.x, dt, -2.0, 2.0, ++seed), [&](const Tensor& x) {
-        return avg_pool2d(x, c.kernel, c.stride, c.padding, c.ceil_mode, include_pad);
-      }, tol, ++seed, tol);
+      check_layouts(
+          uniform(c.x, dt, -2.0, 2.0, ++seed),
+          [&](const Tensor& x) { return avg_pool2d(x, c.kernel, c.stride, c.padding, c.ceil_mode, include_pad); }, tol,
+          ++seed, tol);
     }
 }
 
@@ -253,8 +283,18 @@ TEST(PoolChannelsLastLayout, JitShapesMatchNchw) {
   for (DType dt : {kFloat32, kBFloat16}) {
     SCOPED_TRACE(std::string(dtype_name(dt)));
     const Tensor x = uniform({16, 32, 28, 28}, dt, -2.0, 2.0, 60);
-    check_layouts(x, [](const Tensor& t) { return max_pool2d(t, {2, 2}); }, Tol{0, 0}, 61, Tol{0, 0});
-    check_layouts(x, [](const Tensor& t) { return avg_pool2d(t, {2, 2}); }, tol_for(dt, 2), 62, tol_for(dt, 2));
+    check_layouts(
+        x,
+        [](const Tensor& t) {
+          return max_pool2d(t, {2, 2});
+        },
+        Tol{0, 0}, 61, Tol{0, 0});
+    check_layouts(
+        x,
+        [](const Tensor& t) {
+          return avg_pool2d(t, {2, 2});
+        },
+        tol_for(dt, 2), 62, tol_for(dt, 2));
   }
 }
 

@@ -21,8 +21,8 @@ TEST(Profiler, CountsCallsAndAllocatedBytesOfForwardAndBackward) {
   Tensor b = randn({16, 4}).requires_grad_();
   profiler::Profile prof;
   EXPECT_TRUE(profiler::is_recording());
-  Tensor y = mm(a, b);           // 8x4 fp32: 128 bytes
-  Tensor loss = relu(y).sum();   // relu 128 bytes, sum 4 bytes
+  Tensor y = mm(a, b);          // 8x4 fp32: 128 bytes
+  Tensor loss = relu(y).sum();  // relu 128 bytes, sum 4 bytes
   loss.backward();
   prof.stop();
   EXPECT_FALSE(profiler::is_recording());
@@ -59,7 +59,7 @@ TEST(Profiler, NestedRecordsSplitSelfFromTotal) {
   EXPECT_EQ(m["mm"].calls, 3);
   EXPECT_GE(m["outer"].total_ms, m["mm"].total_ms);
   EXPECT_NEAR(m["outer"].self_ms, m["outer"].total_ms - m["mm"].total_ms, 1e-9);
-  EXPECT_EQ(m["outer"].self_alloc_bytes, 0);            // the outputs are mm's
+  EXPECT_EQ(m["outer"].self_alloc_bytes, 0);  // the outputs are mm's
   EXPECT_EQ(m["mm"].self_alloc_bytes, 3 * 64 * 64 * 4);
   const std::string table = prof.table();
   EXPECT_NE(table.find("outer"), std::string::npos);

@@ -24,8 +24,8 @@ using testing::tol_for;
 using testing::uniform;
 
 using testing::kAllFloat;
-using testing::kNaN;
 using testing::kInf;
+using testing::kNaN;
 
 // ---- float64 references (independent of the library's reductions)
 
@@ -76,11 +76,16 @@ double ref_var(const std::vector<double>& g, int64_t correction) {
 // Unit roundoff of the result dtype.
 double unit_roundoff(DType dt) {
   switch (dt) {
-    case kFloat64: return 0x1p-53;
-    case kFloat32: return 0x1p-24;
-    case kBFloat16: return 0x1p-8;
-    case kFloat16: return 0x1p-11;
-    default: return 0;
+    case kFloat64:
+      return 0x1p-53;
+    case kFloat32:
+      return 0x1p-24;
+    case kBFloat16:
+      return 0x1p-8;
+    case kFloat16:
+      return 0x1p-11;
+    default:
+      return 0;
   }
 }
 
@@ -253,10 +258,10 @@ TEST(Var, MatchesFloat64Reference) {
 TEST(Var, CorrectionAtOrAboveCountGivesInfOrNan) {
   for (DType dt : kAllFloat) {
     Tensor one = tensor({3.0}, dt);
-    EXPECT_TRUE(std::isnan(var(one, {0}).item_double()));          // 0 / 0
+    EXPECT_TRUE(std::isnan(var(one, {0}).item_double()));  // 0 / 0
     Tensor two = tensor({1.0, 2.0}, dt);
-    EXPECT_EQ(var(two, {0}, 2).item_double(), kInf);               // 0.5 / 0
-    EXPECT_EQ(var(two, {0}, 5).item_double(), kInf);               // divisor clamps at 0
+    EXPECT_EQ(var(two, {0}, 2).item_double(), kInf);  // 0.5 / 0
+    EXPECT_EQ(var(two, {0}, 5).item_double(), kInf);  // divisor clamps at 0
     EXPECT_TRUE(std::isnan(var(zeros({0}, dt), {0}).item_double()));
     EXPECT_TRUE(std::isnan(var(tensor({1.0, kNaN}, dt), {0}).item_double()));
   }
@@ -397,8 +402,8 @@ TEST(SumToSize, ReducesBroadcastDims) {
       Shape size;
       std::vector<int64_t> dims;
     };
-    for (const Case& c : std::vector<Case>{{{4}, {0, 1}}, {{3, 1}, {0, 2}}, {{1, 4}, {0, 1}}, {{2, 1, 4}, {1}},
-                                           {{1, 1, 1}, {}}, {{3, 4}, {0}}}) {
+    for (const Case& c : std::vector<Case>{
+             {{4}, {0, 1}}, {{3, 1}, {0, 2}}, {{1, 4}, {0, 1}}, {{2, 1, 4}, {1}}, {{1, 1, 1}, {}}, {{3, 4}, {0}}}) {
       Tensor s = sum_to_size(x, c.size);
       EXPECT_EQ(s.sizes(), c.size);
       EXPECT_TRUE(check_sum(s, x, mask_of(3, c.dims))) << shape_str(c.size);

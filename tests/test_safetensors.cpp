@@ -21,8 +21,8 @@ struct TempDir {
   fs::path path;
   TempDir() {
     static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("tc_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    path =
+        fs::temp_directory_path() / ("tc_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -87,7 +87,10 @@ std::vector<int64_t> scan_ints(const std::string& h, size_t& pos) {
   std::vector<int64_t> v;
   pos = h.find('[', pos) + 1;
   while (h[pos] != ']') {
-    if (h[pos] == ',' || h[pos] == ' ') { ++pos; continue; }
+    if (h[pos] == ',' || h[pos] == ' ') {
+      ++pos;
+      continue;
+    }
     size_t used = 0;
     v.push_back(std::stoll(h.substr(pos), &used));
     pos += used;
@@ -204,7 +207,8 @@ TEST(Safetensors, NonContiguousAndViewsAreWrittenContiguous) {
 
 TEST(Safetensors, MetadataAndNamesWithEscapesAndUnicode) {
   TempDir dir;
-  const tc::io::Metadata meta = {{"quote\"back\\slash", "line\nbreak\ttab\x01"}, {"unicode", "h\xc3\xa9llo \xf0\x9f\x98\x80"}, {"empty", ""}};
+  const tc::io::Metadata meta = {
+      {"quote\"back\\slash", "line\nbreak\ttab\x01"}, {"unicode", "h\xc3\xa9llo \xf0\x9f\x98\x80"}, {"empty", ""}};
   tc::StateDict sd{{"layer.0/\"odd\" name\n", tc::ones({2})}, {"caf\xc3\xa9", tc::zeros({1}, tc::kInt64)}};
   tc::io::save_safetensors(dir / "m.safetensors", sd, meta);
   const auto back = tc::io::load_safetensors(dir / "m.safetensors");
@@ -217,7 +221,8 @@ TEST(Safetensors, MetadataAndNamesWithEscapesAndUnicode) {
 TEST(Safetensors, ReadsEscapesOtherWritersUse) {
   // \u escapes (including a surrogate pair), other whitespace, and a null __metadata__.
   const std::string header =
-      "{ \"__metadata__\" : null,\n\t\"caf\\u00e9\\ud83d\\ude00\\/x\" : {\"data_offsets\":[0,4], \"shape\":[1], \"dtype\":\"F32\"} }";
+      "{ \"__metadata__\" : null,\n\t\"caf\\u00e9\\ud83d\\ude00\\/x\" : {\"data_offsets\":[0,4], \"shape\":[1], "
+      "\"dtype\":\"F32\"} }";
   float one = 1.0f;
   const auto f = tc::io::parse_safetensors(make_file(header, std::string(reinterpret_cast<char*>(&one), 4)));
   EXPECT_TRUE(f.metadata.empty());
@@ -253,9 +258,17 @@ TEST(Safetensors, EmptyTensorWithAHugeDimensionIsUsable) {
 
 TEST(Safetensors, RefusesToSaveWhatTheFormatCannotHold) {
   TempDir dir;
-  EXPECT_TRUE(throws_with([&] { tc::io::save_safetensors(dir / "x", {{"__metadata__", tc::ones({1})}}); }, {"[io]", "reserved"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        tc::io::save_safetensors(dir / "x", {{"__metadata__", tc::ones({1})}});
+      },
+      {"[io]", "reserved"}));
   EXPECT_TRUE(throws_with([&] { tc::io::save_safetensors(dir / "x", {{"u", tc::Tensor()}}); }, {"[io]", "undefined"}));
-  EXPECT_TRUE(throws_with([&] { tc::io::save_safetensors(dir / "x", {{"bad\xff", tc::ones({1})}}); }, {"[io]", "UTF-8"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        tc::io::save_safetensors(dir / "x", {{"bad\xff", tc::ones({1})}});
+      },
+      {"[io]", "UTF-8"}));
   EXPECT_FALSE(fs::exists(dir / "x"));
   EXPECT_TRUE(fs::is_empty(dir.path)) << "no temporary file may be left behind";
 }
@@ -286,9 +299,11 @@ TEST(Safetensors, AtomicWriteLeavesOldFileOnCrash) {
 
 TEST(Safetensors, MissingFileAndDirectoryAreIoErrors) {
   TempDir dir;
-  EXPECT_TRUE(throws_with([&] { tc::io::load_safetensors(dir / "nope.safetensors"); }, {"[io]", "cannot open", "nope.safetensors"}));
+  EXPECT_TRUE(throws_with([&] { tc::io::load_safetensors(dir / "nope.safetensors"); },
+                          {"[io]", "cannot open", "nope.safetensors"}));
   EXPECT_TRUE(throws_with([&] { tc::io::load_safetensors(dir.path); }, {"[io]", "it is a directory"}));
-  EXPECT_TRUE(throws_with([&] { tc::io::save_safetensors(dir / "no" / "such" / "dir.st", {}); }, {"[io]", "cannot create"}));
+  EXPECT_TRUE(
+      throws_with([&] { tc::io::save_safetensors(dir / "no" / "such" / "dir.st", {}); }, {"[io]", "cannot create"}));
 }
 
 // The corpus: each malformed file, written to disk and loaded, names its problem.
@@ -314,31 +329,58 @@ TEST(Safetensors, MalformedCorpusGivesCleanErrors) {
       {"padded non-object", make_file(" \"str\"", ""), "does not start with '{'"},
       {"bad JSON", make_file(R"({"a":{"dtype":"F32",)", f32x2), "invalid JSON"},
       {"bad JSON trailing", make_file(ok_header + "x", f32x2), "after the end"},
-      {"bad JSON float", make_file(R"({"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", f32x2), "non-integer"},
-      {"invalid UTF-8", make_file("{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", f32x2), "UTF-8"},
-      {"lone surrogate", make_file(R"({"\ud800":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", f32x2), "surrogate"},
-      {"duplicate key", make_file(ok_header.substr(0, ok_header.size() - 1) + R"(,"a":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}})", f32x2), "duplicate key"},
-      {"deep nesting", make_file("{\"__metadata__\":" + std::string(1000, '[') + std::string(1000, ']') + "}", ""), "nested deeper"},
-      {"integer overflow", make_file(R"({"a":{"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,8]}})", f32x2), "64 bits"},
-      {"unknown dtype", make_file(R"({"a":{"dtype":"F8_E4M3","shape":[8],"data_offsets":[0,8]}})", f32x2), "unsupported dtype 'F8_E4M3'"},
-      {"dtype not a string", make_file(R"({"a":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", f32x2), "dtype is an integer"},
-      {"negative shape", make_file(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", f32x2), "negative shape"},
-      {"shape overflow", make_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", f32x2), "overflows"},
+      {"bad JSON float", make_file(R"({"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", f32x2),
+       "non-integer"},
+      {"invalid UTF-8", make_file("{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", f32x2),
+       "UTF-8"},
+      {"lone surrogate", make_file(R"({"\ud800":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", f32x2),
+       "surrogate"},
+      {"duplicate key",
+       make_file(
+           ok_header.substr(0, ok_header.size() - 1) + R"(,"a":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}})",
+           f32x2),
+       "duplicate key"},
+      {"deep nesting", make_file("{\"__metadata__\":" + std::string(1000, '[') + std::string(1000, ']') + "}", ""),
+       "nested deeper"},
+      {"integer overflow",
+       make_file(R"({"a":{"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,8]}})", f32x2), "64 bits"},
+      {"unknown dtype", make_file(R"({"a":{"dtype":"F8_E4M3","shape":[8],"data_offsets":[0,8]}})", f32x2),
+       "unsupported dtype 'F8_E4M3'"},
+      {"dtype not a string", make_file(R"({"a":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", f32x2),
+       "dtype is an integer"},
+      {"negative shape", make_file(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", f32x2),
+       "negative shape"},
+      {"shape overflow",
+       make_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", f32x2), "overflows"},
       {"wrong dtype size", make_file(R"({"a":{"dtype":"F64","shape":[2],"data_offsets":[0,8]}})", f32x2), "needs 16"},
-      {"wrong shape size", make_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", f32x2), "hold 8 bytes"},
-      {"offsets reversed", make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", f32x2), "end before they begin"},
-      {"offsets not a pair", make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", f32x2), "[begin, end]"},
-      {"negative offset", make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", f32x2), "negative data_offsets"},
-      {"out-of-range offsets", make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[1000000,1000008]}})", f32x2), "run past the data section"},
-      {"overlapping offsets", make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", f32x2), "overlap"},
+      {"wrong shape size", make_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", f32x2),
+       "hold 8 bytes"},
+      {"offsets reversed", make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", f32x2),
+       "end before they begin"},
+      {"offsets not a pair", make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", f32x2),
+       "[begin, end]"},
+      {"negative offset", make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", f32x2),
+       "negative data_offsets"},
+      {"out-of-range offsets",
+       make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[1000000,1000008]}})", f32x2),
+       "run past the data section"},
+      {"overlapping offsets",
+       make_file(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           f32x2),
+       "overlap"},
       {"hole", make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", f32x2), "hole"},
-      {"trailing bytes", make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", f32x2), "trailing bytes"},
+      {"trailing bytes", make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", f32x2),
+       "trailing bytes"},
       {"missing field", make_file(R"({"a":{"dtype":"F32","shape":[2]}})", f32x2), "lacks data_offsets"},
-      {"unknown field", make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", f32x2), "unknown field 'x'"},
+      {"unknown field", make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", f32x2),
+       "unknown field 'x'"},
       {"tensor not an object", make_file(R"({"a":[1,2]})", ""), "not an object"},
       {"metadata not an object", make_file(R"({"__metadata__":[1]})", ""), "__metadata__ is an array"},
       {"metadata value not a string", make_file(R"({"__metadata__":{"epoch":3}})", ""), "not a string"},
-      {"BOOL byte not 0/1", make_file(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x07", 2)), "not 0 or 1"},
+      {"BOOL byte not 0/1",
+       make_file(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x07", 2)),
+       "not 0 or 1"},
   };
   for (const auto& c : corpus) {
     SCOPED_TRACE(c.what);

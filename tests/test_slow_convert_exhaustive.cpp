@@ -34,9 +34,11 @@ TEST(SlowConvertExhaustive, StridedFloatPatternsOnEveryPath) {
   const uint64_t count = ((uint64_t{1} << 32) + stride - 1) / stride;
   std::vector<ConvertPath> paths;
   for (ConvertPath p : {ConvertPath::kPortable, ConvertPath::kF16C, ConvertPath::kAVX512, ConvertPath::kAVX512BF16}) {
-    if (convert_path_available(p)) paths.push_back(p);
-    else std::printf("conversion path '%s' is not available on this CPU: not checked\n",
-                     std::string(convert_path_name(p)).c_str());
+    if (convert_path_available(p))
+      paths.push_back(p);
+    else
+      std::printf("conversion path '%s' is not available on this CPU: not checked\n",
+                  std::string(convert_path_name(p)).c_str());
   }
 
   constexpr uint64_t kChunk = 1 << 16;

@@ -93,8 +93,9 @@ struct Trainer {
   data::DataLoader loader;
 
   Trainer(std::shared_ptr<data::TensorDataset> dataset, uint64_t init_seed)
-      : model((manual_seed(init_seed), nn::Sequential(nn::Linear(kIn, kHidden), nn::ReLU(), nn::Linear(kHidden, kHidden),
-                                                      nn::ReLU(), nn::Linear(kHidden, kClasses)))),
+      : model(
+            (manual_seed(init_seed), nn::Sequential(nn::Linear(kIn, kHidden), nn::ReLU(), nn::Linear(kHidden, kHidden),
+                                                    nn::ReLU(), nn::Linear(kHidden, kClasses)))),
         optimizer(model->parameters(), optim::AdamWOptions(1e-3).weight_decay(0.01)),
         scaler(scaler_options()),
         loader(std::move(dataset), data::DataLoaderOptions(kBatch).shuffle(true).seed(5).prefetch(2)) {}
@@ -121,13 +122,13 @@ struct Trainer {
 
 struct Counts {
   int64_t injected = 0;
-  int64_t injected_skipped = 0;      // injected steps skipped as they should be (train_step)
-  int64_t other_skipped = 0;         // skips nobody injected (must stay 0)
-  int64_t scale_out_of_bounds = 0;   // steps after which the scale was not finite or outside its bounds
-  int64_t weights_moved_on_skip = 0; // skipped steps that changed a parameter
+  int64_t injected_skipped = 0;       // injected steps skipped as they should be (train_step)
+  int64_t other_skipped = 0;          // skips nobody injected (must stay 0)
+  int64_t scale_out_of_bounds = 0;    // steps after which the scale was not finite or outside its bounds
+  int64_t weights_moved_on_skip = 0;  // skipped steps that changed a parameter
   int64_t steps_at_max_scale = 0;
   double last_loss = 0;
-  std::vector<double> losses;        // every step's loss, skipped steps included
+  std::vector<double> losses;  // every step's loss, skipped steps included
 };
 
 // The AdamW step count of the first parameter (every parameter steps together).
@@ -258,27 +259,31 @@ TEST(SlowSoak, LongFp16RunWithOverflowsAndCheckpointsStaysHealthyAndResumesExact
   auto on_epoch_end = [&](int64_t done) {
     if (done < kWarmupSteps) return;
     const MemoryStats m = memory_stats();
-    if (epochs_checked++ == 0) epoch_base = m;
+    if (epochs_checked++ == 0)
+      epoch_base = m;
     else if (m.current_bytes != epoch_base.current_bytes || m.current_allocations != epoch_base.current_allocations)
       ++epochs_with_other_memory;
   };
-  train(run, 0, steps, c, [&](int64_t done) {
-    if (done % kCheckpointEvery != 0) return;
-    const io::TrainingState st = run.state(done);
-    if (!all_finite(st.model) || !all_finite(st.optimizer)) ++bad_checkpoints;
-    io::save_checkpoint(dir.path, st);
-    ++checkpoints;
-    const int64_t rss = rss_kib();
-    if (done == kWarmupSteps) {
-      rss_warm = rss_min = rss_max = rss;
-    } else if (done > kWarmupSteps) {
-      rss_min = std::min(rss_min, rss);
-      rss_max = std::max(rss_max, rss);
-    }
-    std::printf("  step %5lld  loss %.3g  scale %g  skipped %lld  VmRSS %lld KiB\n", static_cast<long long>(done),
-                c.last_loss, run.scaler.get_scale(), static_cast<long long>(run.scaler.steps_skipped()),
-                static_cast<long long>(rss));
-  }, on_epoch_end);
+  train(
+      run, 0, steps, c,
+      [&](int64_t done) {
+        if (done % kCheckpointEvery != 0) return;
+        const io::TrainingState st = run.state(done);
+        if (!all_finite(st.model) || !all_finite(st.optimizer)) ++bad_checkpoints;
+        io::save_checkpoint(dir.path, st);
+        ++checkpoints;
+        const int64_t rss = rss_kib();
+        if (done == kWarmupSteps) {
+          rss_warm = rss_min = rss_max = rss;
+        } else if (done > kWarmupSteps) {
+          rss_min = std::min(rss_min, rss);
+          rss_max = std::max(rss_max, rss);
+        }
+        std::printf("  step %5lld  loss %.3g  scale %g  skipped %lld  VmRSS %lld KiB\n", static_cast<long long>(done),
+                    c.last_loss, run.scaler.get_scale(), static_cast<long long>(run.scaler.steps_skipped()),
+                    static_cast<long long>(rss));
+      },
+      on_epoch_end);
   const int64_t rss_end = rss_kib();
   // Mean losses over the first and the last 200 steps (a single batch is noisy).
   const auto mean_loss = [&](size_t from, size_t to) {
@@ -297,32 +302,36 @@ TEST(SlowSoak, LongFp16RunWithOverflowsAndCheckpointsStaysHealthyAndResumesExact
 
   // The uninterrupted run continues ...
   Counts c_cont;
-  train(run, steps, steps + kResumeSteps, c_cont, [](int64_t) {}, [](int64_t) {});
+  train(
+      run, steps, steps + kResumeSteps, c_cont, [](int64_t) {}, [](int64_t) {});
   // ... and a fresh trainer (different initial weights, so loading must matter) resumes.
   Trainer resumed(dataset, 99);
   resumed.load(saved);
   Counts c_res;
-  train(resumed, steps, steps + kResumeSteps, c_res, [](int64_t) {}, [](int64_t) {});
+  train(
+      resumed, steps, steps + kResumeSteps, c_res, [](int64_t) {}, [](int64_t) {});
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   set_num_threads(threads_before);
 
-  std::printf("soak (%s): %lld steps + %lld after resume, %lld checkpoints, "
-              "mean loss of the first/last 200 steps %.3g -> %.3g\n",
-              is_bounded ? "bounded; TC_SLOW_BOUNDED=0 for the full run" : "full", static_cast<long long>(steps),
-              static_cast<long long>(kResumeSteps), static_cast<long long>(checkpoints), first_loss, last_loss);
-  std::printf("overflows: %lld injected, %lld skipped with the scale halved, %lld other skips; "
-              "scale at max %lld steps, final %g\n",
-              static_cast<long long>(c.injected), static_cast<long long>(c.injected_skipped),
-              static_cast<long long>(c.other_skipped), static_cast<long long>(c.steps_at_max_scale),
-              run.scaler.get_scale());
+  std::printf(
+      "soak (%s): %lld steps + %lld after resume, %lld checkpoints, "
+      "mean loss of the first/last 200 steps %.3g -> %.3g\n",
+      is_bounded ? "bounded; TC_SLOW_BOUNDED=0 for the full run" : "full", static_cast<long long>(steps),
+      static_cast<long long>(kResumeSteps), static_cast<long long>(checkpoints), first_loss, last_loss);
+  std::printf(
+      "overflows: %lld injected, %lld skipped with the scale halved, %lld other skips; "
+      "scale at max %lld steps, final %g\n",
+      static_cast<long long>(c.injected), static_cast<long long>(c.injected_skipped),
+      static_cast<long long>(c.other_skipped), static_cast<long long>(c.steps_at_max_scale), run.scaler.get_scale());
   std::printf("VmRSS: %lld KiB at warm-up (step %lld), %lld..%lld KiB after, %lld KiB at the end (%+.2f%%)\n",
               static_cast<long long>(rss_warm), static_cast<long long>(kWarmupSteps), static_cast<long long>(rss_min),
               static_cast<long long>(rss_max), static_cast<long long>(rss_end),
               rss_warm > 0 ? 100.0 * static_cast<double>(rss_end - rss_warm) / static_cast<double>(rss_warm) : 0.0);
-  std::printf("live tensors at the %lld epoch ends after warm-up: %lld B in %lld allocations at the first, "
-              "%lld differ\n",
-              static_cast<long long>(epochs_checked), static_cast<long long>(epoch_base.current_bytes),
-              static_cast<long long>(epoch_base.current_allocations), static_cast<long long>(epochs_with_other_memory));
+  std::printf(
+      "live tensors at the %lld epoch ends after warm-up: %lld B in %lld allocations at the first, "
+      "%lld differ\n",
+      static_cast<long long>(epochs_checked), static_cast<long long>(epoch_base.current_bytes),
+      static_cast<long long>(epoch_base.current_allocations), static_cast<long long>(epochs_with_other_memory));
   std::printf("time: %.1f s training, %.1f s in all\n", train_s, total_s);
 
   // Memory is flat after warm-up. (Not VmRSS under a sanitizer: its shadow memory, access

@@ -6,8 +6,8 @@
 #include <limits>
 #include <string>
 
-#include "common/testing.h"
 #include "backend/cpu/fast_math.h"
+#include "common/testing.h"
 
 namespace tc {
 namespace {
@@ -35,8 +35,7 @@ std::vector<double> softmax_ref(const std::vector<double>& v, const Shape& shape
       for (int64_t k = 0; k < n; ++k) m = std::max(m, v[at(k)]);
       double s = 0;
       for (int64_t k = 0; k < n; ++k) s += std::exp(v[at(k)] - m);
-      for (int64_t k = 0; k < n; ++k)
-        out[at(k)] = log ? v[at(k)] - m - std::log(s) : std::exp(v[at(k)] - m) / s;
+      for (int64_t k = 0; k < n; ++k) out[at(k)] = log ? v[at(k)] - m - std::log(s) : std::exp(v[at(k)] - m) / s;
     }
   return out;
 }
@@ -144,8 +143,7 @@ TEST_P(SoftmaxTest, BackwardMatchesNumericalGradient) {
     }
     // A strided input: the backward must read the view's rows correctly too.
     Tensor xt = uniform({6, 4}, dt, -3, 3, 12).requires_grad_();
-    EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return apply(log, in[0].t(), 1); }, {xt},
-                          grad_tol(dt)))
+    EXPECT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return apply(log, in[0].t(), 1); }, {xt}, grad_tol(dt)))
         << dtype_name(dt) << " transposed";
     ASSERT_TRUE(gradcheck([&](const std::vector<Tensor>& in) { return apply(log, in[0], 1); },
                           {uniform({2, 300}, dt, -5, 5, 13).requires_grad_()}, grad_tol(dt),

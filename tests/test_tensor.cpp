@@ -60,8 +60,8 @@ TEST(DType, TraitsMatchPyTorch) {
 
 TEST(DType, PromoteTypesAll64PairsAgainstPyTorchTable) {
   // torch.promote_types for (row, col) in the order f32 f16 bf16 f64 i64 i32 u8 bool.
-  const DType F32 = kFloat32, F16 = kFloat16, BF = kBFloat16, F64 = kFloat64, I64 = kInt64,
-              I32 = kInt32, U8 = kUInt8, B = kBool;
+  const DType F32 = kFloat32, F16 = kFloat16, BF = kBFloat16, F64 = kFloat64, I64 = kInt64, I32 = kInt32, U8 = kUInt8,
+              B = kBool;
   const DType table[8][8] = {
       {F32, F32, F32, F64, F32, F32, F32, F32},  // f32
       {F32, F16, F32, F64, F16, F16, F16, F16},  // f16
@@ -74,8 +74,7 @@ TEST(DType, PromoteTypesAll64PairsAgainstPyTorchTable) {
   };
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 8; ++j)
-      EXPECT_EQ(promote_types(kAll[i], kAll[j]), table[i][j])
-          << dtype_name(kAll[i]) << " + " << dtype_name(kAll[j]);
+      EXPECT_EQ(promote_types(kAll[i], kAll[j]), table[i][j]) << dtype_name(kAll[i]) << " + " << dtype_name(kAll[j]);
 }
 
 TEST(DType, DispatchFloatingRejectsIntegers) {
@@ -119,7 +118,7 @@ TEST(Factories, ShapesWhoseSizeOverflowsAreRefused) {
   EXPECT_EQ(shape_numel({big, 1}), big);
   TC_EXPECT_ERROR(shape_numel({big, 4}), "shape (4611686018427387904, 4) is too large");
   TC_EXPECT_ERROR(contiguous_strides({0, big, 4}), "is too large");  // the stride of dim 0 is 2^64
-  EXPECT_EQ(contiguous_strides({big, 2}), (Shape{2, 1}));           // the outermost extent is no stride
+  EXPECT_EQ(contiguous_strides({big, 2}), (Shape{2, 1}));            // the outermost extent is no stride
   TC_EXPECT_ERROR(empty({0, big, 4}), "is too large");
   TC_EXPECT_ERROR(empty({int64_t{1} << 40, int64_t{1} << 40}), "is too large");
 }
@@ -454,7 +453,8 @@ TEST(Accessors, FillEveryDtype) {
     s.fill_(v);
     Tensor ref = full({1}, v, kFloat64).to(dt);
     for (int64_t i : {int64_t{0}, int64_t{12345}, int64_t{70000}})
-      EXPECT_EQ(std::memcmp(static_cast<char*>(c.raw_data()) + i * element_size(dt), ref.raw_data(), element_size(dt)), 0)
+      EXPECT_EQ(std::memcmp(static_cast<char*>(c.raw_data()) + i * element_size(dt), ref.raw_data(), element_size(dt)),
+                0)
           << dtype_name(dt) << " at " << i;
     EXPECT_TRUE(tc::testing::equal(s.contiguous().reshape({-1}), full({15}, v, kFloat64).to(dt))) << dtype_name(dt);
     c.zero_();
@@ -549,9 +549,10 @@ TEST(Threads, ParallelForCoversRangeAndPropagatesErrors) {
   });
   EXPECT_EQ(std::accumulate(hits.begin(), hits.end(), 0), 100000);
   EXPECT_EQ(*std::min_element(hits.begin(), hits.end()), 1);
-  EXPECT_THROW(parallel_for(0, 100000, 1000, [](int64_t b, int64_t) {
-                 if (b > 0) throw Error("[test] boom");
-               }),
+  EXPECT_THROW(parallel_for(0, 100000, 1000,
+                            [](int64_t b, int64_t) {
+                              if (b > 0) throw Error("[test] boom");
+                            }),
                Error);
   set_num_threads(orig);
 }

@@ -182,9 +182,10 @@ TEST(Views, WritesThroughViewsReachTheBase) {
   base.view({12}).narrow(0, 0, 1).fill_(-1);  // element 0
   base.unsqueeze(0).squeeze(0).select(0, 0).select(0, 3).fill_(9);
   base.permute({1, 0}).slice(0, 0, 4, 3).select(1, 1).copy_(tensor({2.0, 3.0}));  // (1,0), (1,3)
-  EXPECT_TRUE(all_close(base, {-1, 7, 0, 9,   //
-                               2, 7, 0, 3,    //
-                               0, 7, 5, 5},   //
+  EXPECT_TRUE(all_close(base,
+                        {-1, 7, 0, 9,  //
+                         2, 7, 0, 3,   //
+                         0, 7, 5, 5},  //
                         {0, 0}));
   // ... and writes to the base are visible in the views.
   Tensor v = base.t();
@@ -276,8 +277,7 @@ TEST(ViewGrads, NarrowSliceSelect) {
             (std::vector<double>{0, 0, 1, 2, 0}));
   EXPECT_EQ(grad_through(iota({2, 3}), [](const Tensor& t) { return t.select(1, -1); }),
             (std::vector<double>{0, 0, 1, 0, 0, 2}));
-  EXPECT_EQ(grad_through(iota({2, 3}), [](const Tensor& t) { return t[1]; }),
-            (std::vector<double>{0, 0, 0, 1, 2, 3}));
+  EXPECT_EQ(grad_through(iota({2, 3}), [](const Tensor& t) { return t[1]; }), (std::vector<double>{0, 0, 0, 1, 2, 3}));
   // A chain of views: x.t()[0:3:2, 0] = [x00, x02].
   EXPECT_EQ(grad_through(iota({2, 3}), [](const Tensor& t) { return t.t().slice(0, 0, 3, 2).select(1, 0); }),
             (std::vector<double>{1, 0, 2, 0, 0, 0}));
@@ -335,8 +335,7 @@ TEST(ViewGrads, Expand) {
     for (int i = 0; i < 3; ++i)
       for (int k = 0; k < 4; ++k) expected[i] += 1 + 12 * a + 4 * i + k;
   EXPECT_EQ(grad_through(iota({3, 1}), [](const Tensor& t) { return t.expand({2, 3, 4}); }), expected);
-  EXPECT_EQ(grad_through(iota({3}), [](const Tensor& t) { return t.expand({2, 3}); }),
-            (std::vector<double>{5, 7, 9}));
+  EXPECT_EQ(grad_through(iota({3}), [](const Tensor& t) { return t.expand({2, 3}); }), (std::vector<double>{5, 7, 9}));
 }
 
 TEST(ViewGrads, ViewsOfNonLeafs) {

@@ -37,9 +37,7 @@ constexpr ConvertPath kPaths[] = {ConvertPath::kPortable, ConvertPath::kF16C, Co
 constexpr int kNumPaths = 4;
 constexpr const char* kFormat[2] = {"float->bf16", "float->fp16"};
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 struct Options {
   uint64_t start = 0, end = uint64_t{1} << 32, stride = 1;
@@ -119,10 +117,11 @@ int run_check(const Options& o) {
         const int slot = static_cast<int>(std::find(std::begin(kPaths), std::end(kPaths), paths[pi]) - kPaths);
         for (int fmt = 0; fmt < 2; ++fmt) {
           const auto tp = Clock::now();
-          if (fmt == 0) tc::float_to_bf16(in.data(), out_b.data(), n, paths[pi]);
-          else tc::float_to_half(in.data(), out_h.data(), n, paths[pi]);
-          results[fmt][slot].nanos +=
-              std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - tp).count();
+          if (fmt == 0)
+            tc::float_to_bf16(in.data(), out_b.data(), n, paths[pi]);
+          else
+            tc::float_to_half(in.data(), out_h.data(), n, paths[pi]);
+          results[fmt][slot].nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - tp).count();
           const std::vector<uint16_t>& ref = fmt == 0 ? ref_b : ref_h;
           uint64_t bad = 0;
           for (int64_t i = 0; i < n; ++i) {
@@ -132,8 +131,8 @@ int run_check(const Options& o) {
             std::lock_guard<std::mutex> lock(print_mutex);
             if (printed++ < 20)
               std::printf("MISMATCH %s on %s: input 0x%08x -> 0x%04x, reference 0x%04x\n", kFormat[fmt],
-                          std::string(tc::convert_path_name(paths[pi])).c_str(), std::bit_cast<uint32_t>(in[i]),
-                          got, ref[i]);
+                          std::string(tc::convert_path_name(paths[pi])).c_str(), std::bit_cast<uint32_t>(in[i]), got,
+                          ref[i]);
           }
           results[fmt][slot].mismatches += bad;
         }
@@ -162,8 +161,8 @@ int run_check(const Options& o) {
       }
     }
   }
-  std::printf("reference: %.2f s; wall time: %.2f s on %u threads\n",
-              static_cast<double>(ref_nanos.load()) * 1e-9, wall, threads);
+  std::printf("reference: %.2f s; wall time: %.2f s on %u threads\n", static_cast<double>(ref_nanos.load()) * 1e-9,
+              wall, threads);
   std::printf("%s\n", ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
 }
@@ -172,7 +171,8 @@ int run_check(const Options& o) {
 
 // Best time of many short batches (~20 ms each): on a shared machine the best batch is
 // the one that ran undisturbed.
-template <class F> double best_seconds_per_call(F&& f) {
+template <class F>
+double best_seconds_per_call(F&& f) {
   f();  // warm caches and page in the buffers
   int reps = 1;
   for (;;) {
@@ -229,13 +229,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a(argv[i]);
     uint64_t v = 0;
-    if (a == "--bench") o.bench = true;
-    else if (a == "--help" || a == "-h") return usage(), 0;
-    else if (parse_u64(a, "--start=", v)) o.start = v;
-    else if (parse_u64(a, "--end=", v)) o.end = v;
-    else if (parse_u64(a, "--stride=", v)) o.stride = v;
-    else if (parse_u64(a, "--threads=", v)) o.threads = static_cast<unsigned>(v);
-    else if (parse_u64(a, "--n=", v)) o.bench_n = static_cast<int64_t>(v);
+    if (a == "--bench")
+      o.bench = true;
+    else if (a == "--help" || a == "-h")
+      return usage(), 0;
+    else if (parse_u64(a, "--start=", v))
+      o.start = v;
+    else if (parse_u64(a, "--end=", v))
+      o.end = v;
+    else if (parse_u64(a, "--stride=", v))
+      o.stride = v;
+    else if (parse_u64(a, "--threads=", v))
+      o.threads = static_cast<unsigned>(v);
+    else if (parse_u64(a, "--n=", v))
+      o.bench_n = static_cast<int64_t>(v);
     else {
       std::fprintf(stderr, "tc_convert_check: unknown argument '%s'\n", argv[i]);
       usage();

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   std::printf("add(4, 4 floats):   %.1f ns/call\n", ns_per_call(iters, [&] { sink = sink + tc::add(a, b).numel(); }));
   std::printf("mul(4 floats, 2.0): %.1f ns/call\n", ns_per_call(iters, [&] { sink = sink + tc::mul(a, 2.0).numel(); }));
   std::printf("sum(4 floats):      %.1f ns/call\n", ns_per_call(iters, [&] { sink = sink + tc::sum(a).numel(); }));
-  std::printf("matmul(2x2, 2x2):   %.1f ns/call\n", ns_per_call(iters / 4, [&] { sink = sink + tc::matmul(m, m).numel(); }));
+  std::printf("matmul(2x2, 2x2):   %.1f ns/call\n",
+              ns_per_call(iters / 4, [&] { sink = sink + tc::matmul(m, m).numel(); }));
   return 0;
 }

@@ -30,10 +30,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 tc::DType dtype_of(const std::string& name) {
-  const std::pair<const char*, tc::DType> names[] = {{"F64", tc::kFloat64}, {"F32", tc::kFloat32},
-                                                     {"BF16", tc::kBFloat16}, {"F16", tc::kFloat16},
-                                                     {"I64", tc::kInt64},    {"I32", tc::kInt32},
-                                                     {"U8", tc::kUInt8}};
+  const std::pair<const char*, tc::DType> names[] = {
+      {"F64", tc::kFloat64}, {"F32", tc::kFloat32}, {"BF16", tc::kBFloat16}, {"F16", tc::kFloat16},
+      {"I64", tc::kInt64},   {"I32", tc::kInt32},   {"U8", tc::kUInt8}};
   for (const auto& [n, dt] : names)
     if (name == n) return dt;
   throw tc::Error("unknown dtype '" + name + "' (use F64 F32 BF16 F16 I64 I32 U8)");
@@ -42,7 +41,8 @@ tc::DType dtype_of(const std::string& name) {
 // NAME=DTYPE:SHAPE:VALUES
 std::pair<std::string, tc::Tensor> parse_tensor(const std::string& spec) {
   const size_t eq = spec.find('=');
-  const std::vector<std::string> parts = eq == std::string::npos ? std::vector<std::string>{} : split(spec.substr(eq + 1), ':');
+  const std::vector<std::string> parts =
+      eq == std::string::npos ? std::vector<std::string>{} : split(spec.substr(eq + 1), ':');
   if (parts.size() != 3) throw tc::Error("--tensor expects NAME=DTYPE:SHAPE:VALUES, got '" + spec + "'");
   tc::Shape shape;
   for (const auto& s : split(parts[1], ',')) shape.push_back(std::stoll(s));
@@ -57,7 +57,9 @@ std::pair<std::string, tc::Tensor> parse_tensor(const std::string& spec) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: tc_safetensors_edit IN OUT [--meta K=V]... [--drop NAME]... [--tensor NAME=DTYPE:SHAPE:VALUES]...\n");
+    std::fprintf(
+        stderr,
+        "usage: tc_safetensors_edit IN OUT [--meta K=V]... [--drop NAME]... [--tensor NAME=DTYPE:SHAPE:VALUES]...\n");
     return 2;
   }
   try {
@@ -69,7 +71,8 @@ int main(int argc, char** argv) {
         if (eq == std::string::npos) throw tc::Error("--meta expects KEY=VALUE, got '" + value + "'");
         f.metadata[value.substr(0, eq)] = value.substr(eq + 1);
       } else if (flag == "--drop") {
-        if (f.tensors.erase(value) == 0 && f.metadata.erase(value) == 0) throw tc::Error("no entry '" + value + "' to drop");
+        if (f.tensors.erase(value) == 0 && f.metadata.erase(value) == 0)
+          throw tc::Error("no entry '" + value + "' to drop");
       } else if (flag == "--tensor") {
         auto [name, t] = parse_tensor(value);
         f.tensors[name] = t;

@@ -52,8 +52,7 @@ void ArgParser::flag(const std::string& name, bool* out, const std::string& help
   specs_.push_back({name, "", help, false, [out](const std::string&) { *out = true; }});
 }
 
-void ArgParser::string(const std::string& name, std::string* out, const std::string& metavar,
-                       const std::string& help) {
+void ArgParser::string(const std::string& name, std::string* out, const std::string& metavar, const std::string& help) {
   specs_.push_back({name, metavar, help, true, [name, out](const std::string& v) {
                       if (v.empty()) throw UsageError(name + " expects a value, got ''");
                       *out = v;
@@ -74,8 +73,8 @@ void ArgParser::choice(const std::string& name, std::string* out, std::vector<st
                     }});
 }
 
-void ArgParser::positive_int(const std::string& name, int64_t* out, const std::string& metavar,
-                             const std::string& help, int64_t max) {
+void ArgParser::positive_int(const std::string& name, int64_t* out, const std::string& metavar, const std::string& help,
+                             int64_t max) {
   specs_.push_back(
       {name, metavar, help, true, [name, out, max](const std::string& v) { *out = parse_positive_int(name, v, max); }});
 }
@@ -126,7 +125,8 @@ bool ArgParser::parse(int argc, char** argv, int first) {
       if (!spec->takes_value) {
         if (inline_value) throw UsageError(name + " takes no value, got " + quoted(value));
       } else if (!inline_value) {
-        if (i + 1 >= argc) throw UsageError(name + " expects a value" + (spec->metavar.empty() ? "" : " (" + spec->metavar + ")"));
+        if (i + 1 >= argc)
+          throw UsageError(name + " expects a value" + (spec->metavar.empty() ? "" : " (" + spec->metavar + ")"));
         value = argv[++i];
       }
       spec->set(value);
@@ -142,15 +142,16 @@ bool ArgParser::parse(int argc, char** argv, int first) {
     }
     throw UsageError("unexpected argument " + quoted(arg) + " for '" + command_ + "'" + see);
   }
-  if (positional_ && !have_positional)
-    throw UsageError("'" + command_ + "' needs " + positional_name_ + see);
+  if (positional_ && !have_positional) throw UsageError("'" + command_ + "' needs " + positional_name_ + see);
   return true;
 }
 
 std::string ArgParser::help() const {
-  std::string out = "usage: tensorcast " + command_ + " [flags]" + (positional_ ? " " + positional_name_ : "") + "\n\n" +
-                    summary_ + "\n";
-  if (positional_) out += "\n  " + positional_name_ + std::string(std::max<int>(2, 26 - int(positional_name_.size())), ' ') + positional_help_ + "\n";
+  std::string out = "usage: tensorcast " + command_ + " [flags]" + (positional_ ? " " + positional_name_ : "") +
+                    "\n\n" + summary_ + "\n";
+  if (positional_)
+    out += "\n  " + positional_name_ + std::string(std::max<int>(2, 26 - int(positional_name_.size())), ' ') +
+           positional_help_ + "\n";
   out += "\nflags:\n";
   for (const auto& s : specs_) {
     std::string left = "  " + s.name + (s.metavar.empty() ? "" : " " + s.metavar);

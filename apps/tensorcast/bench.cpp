@@ -92,17 +92,27 @@ BenchResult run_bench(const BenchConfig& cfg) {
 
 std::string bench_json(const BenchResult& r) {
   JsonObject o;
-  o.add("model", r.model).add("precision", r.precision).add("batch_size", r.batch_size).add("inference", r.inference)
-      .add("ms_per_step", r.ms_per_step).add("peak_memory_bytes", r.peak_memory_bytes).add("steps", r.steps)
-      .add("scaler", r.scaler).add("ms_min", r.ms_min).add("ms_max", r.ms_max).add("samples_per_s", r.samples_per_s)
+  o.add("model", r.model)
+      .add("precision", r.precision)
+      .add("batch_size", r.batch_size)
+      .add("inference", r.inference)
+      .add("ms_per_step", r.ms_per_step)
+      .add("peak_memory_bytes", r.peak_memory_bytes)
+      .add("steps", r.steps)
+      .add("scaler", r.scaler)
+      .add("ms_min", r.ms_min)
+      .add("ms_max", r.ms_max)
+      .add("samples_per_s", r.samples_per_s)
       .add("threads", tc::get_num_threads());
   if (!r.profile.empty()) {
     std::string list;
     for (const tc::profiler::OpStat& st : r.profile) {
       JsonObject e;
       const double per = static_cast<double>(r.steps);
-      e.add("name", st.name).add("calls_per_step", static_cast<double>(st.calls) / per)
-          .add("self_ms_per_step", st.self_ms / per).add("total_ms_per_step", st.total_ms / per)
+      e.add("name", st.name)
+          .add("calls_per_step", static_cast<double>(st.calls) / per)
+          .add("self_ms_per_step", st.self_ms / per)
+          .add("total_ms_per_step", st.total_ms / per)
           .add("self_alloc_bytes_per_step", static_cast<double>(st.self_alloc_bytes) / per);
       list += (list.empty() ? "" : ", ") + e.str();
     }
@@ -154,7 +164,8 @@ MemoryBudgetResult run_memory_budget(const BenchConfig& config, int64_t budget_b
     int64_t mid;
     if (phase == 0 && hi_peak > lo_peak) {
       const double est = static_cast<double>(lo) + static_cast<double>(budget_bytes - lo_peak) *
-                                                       static_cast<double>(hi - lo) / static_cast<double>(hi_peak - lo_peak);
+                                                       static_cast<double>(hi - lo) /
+                                                       static_cast<double>(hi_peak - lo_peak);
       mid = guess = static_cast<int64_t>(std::floor(est));
     } else if (phase == 1) {
       mid = guess <= lo ? lo + 1 : hi - 1;  // the interpolated guess's neighbour on the open side
@@ -183,19 +194,29 @@ MemoryBudgetResult run_memory_budget(const BenchConfig& config, int64_t budget_b
 
 std::string memory_budget_json(const MemoryBudgetResult& r) {
   JsonObject o;
-  o.add("model", r.model).add("precision", r.precision).add("inference", r.inference).add("scaler", r.scaler)
-      .add("memory_budget_bytes", r.budget_bytes).add("max_batch_size", r.max_batch_size)
-      .add("peak_memory_bytes", r.peak_memory_bytes).add("bytes_per_sample",
-           r.max_batch_size > 0 ? static_cast<double>(r.peak_memory_bytes) / static_cast<double>(r.max_batch_size) : 0.0);
+  o.add("model", r.model)
+      .add("precision", r.precision)
+      .add("inference", r.inference)
+      .add("scaler", r.scaler)
+      .add("memory_budget_bytes", r.budget_bytes)
+      .add("max_batch_size", r.max_batch_size)
+      .add("peak_memory_bytes", r.peak_memory_bytes)
+      .add("bytes_per_sample", r.max_batch_size > 0
+                                   ? static_cast<double>(r.peak_memory_bytes) / static_cast<double>(r.max_batch_size)
+                                   : 0.0);
   if (r.over_batch_size > 0)
     o.add("over_batch_size", r.over_batch_size).add("over_peak_memory_bytes", r.over_peak_memory_bytes);
   else
     o.add_raw("over_batch_size", "null").add_raw("over_peak_memory_bytes", "null");
-  o.add("batch_cap", r.batch_cap).add("capped", r.capped).add("probes", static_cast<int64_t>(r.probes.size()))
-      .add("seconds", r.seconds).add("threads", tc::get_num_threads());
+  o.add("batch_cap", r.batch_cap)
+      .add("capped", r.capped)
+      .add("probes", static_cast<int64_t>(r.probes.size()))
+      .add("seconds", r.seconds)
+      .add("threads", tc::get_num_threads());
   std::string list;
   for (const MemoryProbe& p : r.probes)  // [batch_size, peak_memory_bytes] pairs, in the order probed
-    list += (list.empty() ? "[" : ", [") + std::to_string(p.batch_size) + ", " + std::to_string(p.peak_memory_bytes) + "]";
+    list +=
+        (list.empty() ? "[" : ", [") + std::to_string(p.batch_size) + ", " + std::to_string(p.peak_memory_bytes) + "]";
   o.add_raw("probe_log", "[" + list + "]");
   return o.str();
 }
@@ -206,9 +227,10 @@ int cmd_bench(int argc, char** argv) {
   bool json = false, no_scaler = false;
   double budget_mib = 0;
   int64_t batch_cap = int64_t{1} << 16;
-  ArgParser p("bench",
-              "Times training steps (forward, backward, GradScaler, AdamW) or, with --inference, forward passes\n"
-              "of a model on a synthetic batch: warm-up steps, then the median of --steps, and the peak tensor memory.");
+  ArgParser p(
+      "bench",
+      "Times training steps (forward, backward, GradScaler, AdamW) or, with --inference, forward passes\n"
+      "of a model on a synthetic batch: warm-up steps, then the median of --steps, and the peak tensor memory.");
   p.choice("--model", &c.model, {"cnn", "mlp", "mlp-large", "gpt"}, "model (default cnn)");
   p.choice("--precision", &c.precision, {"auto", "fp32", "bf16", "fp16"}, "compute precision (default auto)");
   p.positive_int("--batch-size", &c.batch_size, "B", "batch size (default 128)");
@@ -223,11 +245,14 @@ int cmd_bench(int argc, char** argv) {
          "(self/total ms, calls and MiB allocated per step for every op, backward formula, cast, optimizer step)");
   p.positive_double("--memory-budget", &budget_mib, "MIB",
                     "instead of timing: find the largest batch size whose step's peak tensor memory\n"
-                    "(weights, AdamW state, gradients, activations, the batch) is <= MIB MiB (doubling, then interpolation/bisection)");
-  p.positive_int("--max-batch-size", &batch_cap, "B", "with --memory-budget: the largest batch size probed (default 65536)");
-  p.epilog("examples:\n  tensorcast bench --model mlp-large --precision bf16 --batch-size 256 --steps 50 --json\n"
-           "  tensorcast bench --model gpt --precision bf16 --batch-size 16 --steps 5 --profile\n"
-           "  tensorcast bench --model cnn --precision bf16 --memory-budget 256 --json\n");
+                    "(weights, AdamW state, gradients, activations, the batch) is <= MIB MiB (doubling, then "
+                    "interpolation/bisection)");
+  p.positive_int("--max-batch-size", &batch_cap, "B",
+                 "with --memory-budget: the largest batch size probed (default 65536)");
+  p.epilog(
+      "examples:\n  tensorcast bench --model mlp-large --precision bf16 --batch-size 256 --steps 50 --json\n"
+      "  tensorcast bench --model gpt --precision bf16 --batch-size 16 --steps 5 --profile\n"
+      "  tensorcast bench --model cnn --precision bf16 --memory-budget 256 --json\n");
   if (!p.parse(argc, argv, 2)) return 0;
   c.scaler = !no_scaler;
   if (threads > 0) tc::set_num_threads(static_cast<int>(threads));
@@ -236,21 +261,27 @@ int cmd_bench(int argc, char** argv) {
   if (p.given("--memory-budget")) {
     for (const char* f : {"--batch-size", "--steps", "--warmup", "--profile"})
       if (p.given(f))
-        throw UsageError(std::string(f) + " does not apply with --memory-budget (each probe runs 1 warm-up and 1 measured step at the batch size it tries)");
+        throw UsageError(std::string(f) +
+                         " does not apply with --memory-budget (each probe runs 1 warm-up and 1 measured step at the "
+                         "batch size it tries)");
     const double bytes = budget_mib * 1048576.0;
-    if (bytes < 1 || bytes > 9.0e18) throw UsageError("--memory-budget expects MiB between 1 byte and 8 EiB, got " + std::to_string(budget_mib));
+    if (bytes < 1 || bytes > 9.0e18)
+      throw UsageError("--memory-budget expects MiB between 1 byte and 8 EiB, got " + std::to_string(budget_mib));
     if (parse_only) return 0;
     const MemoryBudgetResult m = run_memory_budget(c, static_cast<int64_t>(std::llround(bytes)), batch_cap);
     if (json) {
       std::printf("%s\n", memory_budget_json(m).c_str());
     } else {
       std::printf("%s %s%s %s: largest batch size within %.1f MiB of peak tensor memory: %lld (peak %.3f MiB",
-                  m.model.c_str(), m.precision.c_str(), m.scaler ? "+scaler" : "", m.inference ? "inference" : "training",
-                  m.budget_bytes / 1048576.0, static_cast<long long>(m.max_batch_size), m.peak_memory_bytes / 1048576.0);
+                  m.model.c_str(), m.precision.c_str(), m.scaler ? "+scaler" : "",
+                  m.inference ? "inference" : "training", m.budget_bytes / 1048576.0,
+                  static_cast<long long>(m.max_batch_size), m.peak_memory_bytes / 1048576.0);
       if (m.over_batch_size > 0)
-        std::printf("; batch %lld needs %.3f MiB", static_cast<long long>(m.over_batch_size), m.over_peak_memory_bytes / 1048576.0);
+        std::printf("; batch %lld needs %.3f MiB", static_cast<long long>(m.over_batch_size),
+                    m.over_peak_memory_bytes / 1048576.0);
       else
-        std::printf("; the --max-batch-size cap %lld fits, the maximum may be larger", static_cast<long long>(m.batch_cap));
+        std::printf("; the --max-batch-size cap %lld fits, the maximum may be larger",
+                    static_cast<long long>(m.batch_cap));
       std::printf("), %zu probes in %.1f s, %d threads\n", m.probes.size(), m.seconds, tc::get_num_threads());
     }
     return 0;
@@ -260,11 +291,13 @@ int cmd_bench(int argc, char** argv) {
   if (json) {
     std::printf("%s\n", bench_json(r).c_str());
   } else {
-    std::printf("%s %s%s batch %lld, %s: %.3f ms per %s (median of %lld; min %.3f, max %.3f), %.0f samples/s, peak tensor memory %.1f MiB, %d threads\n",
-                r.model.c_str(), r.precision.c_str(), r.scaler ? "+scaler" : "", static_cast<long long>(r.batch_size),
-                r.inference ? "inference" : "training", r.ms_per_step, r.inference ? "forward pass" : "step",
-                static_cast<long long>(r.steps), r.ms_min, r.ms_max, r.samples_per_s, r.peak_memory_bytes / 1048576.0,
-                tc::get_num_threads());
+    std::printf(
+        "%s %s%s batch %lld, %s: %.3f ms per %s (median of %lld; min %.3f, max %.3f), %.0f samples/s, peak tensor "
+        "memory %.1f MiB, %d threads\n",
+        r.model.c_str(), r.precision.c_str(), r.scaler ? "+scaler" : "", static_cast<long long>(r.batch_size),
+        r.inference ? "inference" : "training", r.ms_per_step, r.inference ? "forward pass" : "step",
+        static_cast<long long>(r.steps), r.ms_min, r.ms_max, r.samples_per_s, r.peak_memory_bytes / 1048576.0,
+        tc::get_num_threads());
     if (c.profile)
       std::printf("\nper-op profile, per %s (mean over %lld profiled %s):\n%s", r.inference ? "forward pass" : "step",
                   static_cast<long long>(r.steps), r.inference ? "passes" : "steps", r.profile_table.c_str());

@@ -1,10 +1,10 @@
 // Timing whole training steps (or forward passes) of the CLI's models on synthetic data.
 #pragma once
+#include <tensorcast/profiler.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <tensorcast/profiler.h>
 
 namespace tcli {
 

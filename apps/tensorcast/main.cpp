@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return tcli::cmd_bench(argc, argv);
     if (cmd == "report") return tcli::cmd_report(argc, argv);
     if (cmd == "inspect") return tcli::cmd_inspect(argc, argv);
-    throw tcli::UsageError("unknown command '" + cmd + "' (use train, bench, report or inspect; see 'tensorcast --help')");
+    throw tcli::UsageError("unknown command '" + cmd +
+                           "' (use train, bench, report or inspect; see 'tensorcast --help')");
   } catch (const tcli::UsageError& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "tensorcast: %s\n", one_line(e.what()).c_str());

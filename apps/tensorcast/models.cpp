@@ -41,10 +41,10 @@ Model build_model(const std::string& name) {
                                      nn::Linear(512, 10)),
                       "MLP 784-512-512-10");
   if (name == "mlp-large")
-    return sequential(name,
-                      nn::Sequential(nn::Linear(1024, 4096), nn::GELU(), nn::Linear(4096, 1024), nn::GELU(),
-                                     nn::Linear(1024, 10)),
-                      "MLP 1024-4096-1024-10 (GELU)");
+    return sequential(
+        name,
+        nn::Sequential(nn::Linear(1024, 4096), nn::GELU(), nn::Linear(4096, 1024), nn::GELU(), nn::Linear(1024, 10)),
+        "MLP 1024-4096-1024-10 (GELU)");
   if (name == "gpt") {
     Model m;
     m.name = name;
@@ -67,8 +67,7 @@ tc::Tensor model_loss(const Model& model, const tc::Tensor& logits, const tc::Te
 }
 
 tc::data::Example synthetic_batch(const std::string& name, int64_t batch_size) {
-  if (name == "cnn" || name == "mlp")
-    return {tc::randn({batch_size, 1, 28, 28}), tc::randint(0, 10, {batch_size})};
+  if (name == "cnn" || name == "mlp") return {tc::randn({batch_size, 1, 28, 28}), tc::randint(0, 10, {batch_size})};
   if (name == "mlp-large") return {tc::randn({batch_size, 1024}), tc::randint(0, 10, {batch_size})};
   if (name == "gpt")
     return {tc::randint(0, 256, {batch_size, kGptContext}), tc::randint(0, 256, {batch_size, kGptContext})};

@@ -23,8 +23,8 @@ struct Model {
   std::string name;
   std::shared_ptr<tc::nn::Module> module;
   std::function<tc::Tensor(const tc::Tensor&)> forward;  // logits
-  bool language_model = false;                            // logits (B,T,256), targets (B,T)
-  std::string description;                                // one line, for logs
+  bool language_model = false;                           // logits (B,T,256), targets (B,T)
+  std::string description;                               // one line, for logs
 };
 
 const std::vector<std::string>& model_names();  // cnn, mlp, mlp-large, gpt

@@ -25,7 +25,8 @@ std::string format_duration(double seconds) {
 std::string Progress::render(const ProgressInfo& p) const {
   char buf[256];
   std::string out;
-  std::snprintf(buf, sizeof buf, "epoch %lld/%lld  ", static_cast<long long>(p.epoch), static_cast<long long>(p.epochs));
+  std::snprintf(buf, sizeof buf, "epoch %lld/%lld  ", static_cast<long long>(p.epoch),
+                static_cast<long long>(p.epochs));
   out += buf;
   if (live_ && p.steps_in_epoch > 0) {
     constexpr int kWidth = 20;

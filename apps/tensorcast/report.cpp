@@ -44,9 +44,15 @@ std::vector<double> smooth(const std::vector<double>& v, size_t window) {
   double sum = 0;
   size_t n = 0, bad = 0;
   for (size_t i = 0; i < v.size(); ++i) {
-    if (std::isfinite(v[i])) sum += v[i], ++n; else ++bad;
+    if (std::isfinite(v[i]))
+      sum += v[i], ++n;
+    else
+      ++bad;
     if (i >= window) {
-      if (std::isfinite(v[i - window])) sum -= v[i - window], --n; else --bad;
+      if (std::isfinite(v[i - window]))
+        sum -= v[i - window], --n;
+      else
+        --bad;
     }
     out[i] = bad ? NAN : (n ? sum / n : NAN);
   }
@@ -69,9 +75,14 @@ std::string explain_no_scaler(const Run& fp32, const Run& scaled, const Run& bar
   int64_t nonfinite = 0;
   for (const auto& s : b.steps_log) nonfinite += !std::isfinite(s.loss);
   const double z_bare = mean_tail(b.steps_log, b.steps_log.size(), &StepRecord::zero_grad_fraction);
-  const double z_scaled = mean_tail(scaled.result.steps_log, scaled.result.steps_log.size(), &StepRecord::zero_grad_fraction);
+  const double z_scaled =
+      mean_tail(scaled.result.steps_log, scaled.result.steps_log.size(), &StepRecord::zero_grad_fraction);
   const double z_fp32 = mean_tail(fp32.result.steps_log, fp32.result.steps_log.size(), &StepRecord::zero_grad_fraction);
-  const double first = b.steps_log.empty() ? NAN : mean_tail({b.steps_log.begin(), b.steps_log.begin() + std::min<size_t>(20, b.steps_log.size())}, 20, &StepRecord::loss);
+  const double first =
+      b.steps_log.empty()
+          ? NAN
+          : mean_tail({b.steps_log.begin(), b.steps_log.begin() + std::min<size_t>(20, b.steps_log.size())}, 20,
+                      &StepRecord::loss);
   const double last = mean_tail(b.steps_log, 50, &StepRecord::loss);
   const double last_fp32 = mean_tail(fp32.result.steps_log, 50, &StepRecord::loss);
   // Steps where fp16 lost clearly more gradient values to zero than fp32 did at the same step.
@@ -82,26 +93,30 @@ std::string explain_no_scaler(const Run& fp32, const Run& scaled, const Run& bar
 
   std::string s;
   s += "Without loss scaling, fp16 gradients smaller than 2^-24 (about 6e-8) flush to zero in the backward pass. ";
-  s += "On average " + percent(z_bare) + " of the gradient values were exactly zero per step in fp16 without a scaler, against " +
-       percent(z_scaled) + " in fp16 with the GradScaler (loss scale " + fmt("%g", scaled.result.final_loss_scale) + " at the end) and " +
+  s += "On average " + percent(z_bare) +
+       " of the gradient values were exactly zero per step in fp16 without a scaler, against " + percent(z_scaled) +
+       " in fp16 with the GradScaler (loss scale " + fmt("%g", scaled.result.final_loss_scale) + " at the end) and " +
        percent(z_fp32) + " in fp32 (zeros there come from the model, e.g. inactive ReLUs, not from underflow). ";
   s += "In " + std::to_string(underflow_steps) + " of " + std::to_string(n) +
        " steps fp16 without a scaler had at least one percentage point more zero gradients than fp32. ";
   if (nonfinite > 0) {
-    s += "The loss became inf/NaN in " + std::to_string(nonfinite) + " steps: the run diverged (nothing skips those steps without a scaler). ";
+    s += "The loss became inf/NaN in " + std::to_string(nonfinite) +
+         " steps: the run diverged (nothing skips those steps without a scaler). ";
   } else if (std::isfinite(first) && std::isfinite(last) && last > 0.9 * first) {
-    s += "The loss stalled: it went from " + fmt("%.3f", first) + " (first 20 steps) to only " + fmt("%.3f", last) + " (last 50 steps). ";
+    s += "The loss stalled: it went from " + fmt("%.3f", first) + " (first 20 steps) to only " + fmt("%.3f", last) +
+         " (last 50 steps). ";
   } else {
-    s += "The loss still fell, from " + fmt("%.3f", first) + " (first 20 steps) to " + fmt("%.3f", last) + " (last 50 steps; fp32: " +
-         fmt("%.3f", last_fp32) + "). ";
+    s += "The loss still fell, from " + fmt("%.3f", first) + " (first 20 steps) to " + fmt("%.3f", last) +
+         " (last 50 steps; fp32: " + fmt("%.3f", last_fp32) + "). ";
   }
   if (b.test_accuracy >= 0 && fp32.result.test_accuracy >= 0) {
     const double gap = 100 * (fp32.result.test_accuracy - b.test_accuracy);
-    s += "Test accuracy: " + percent(b.test_accuracy) + " against " + percent(fp32.result.test_accuracy) + " in fp32 (" +
-         fmt("%+.2f", -gap) + " points). ";
+    s += "Test accuracy: " + percent(b.test_accuracy) + " against " + percent(fp32.result.test_accuracy) +
+         " in fp32 (" + fmt("%+.2f", -gap) + " points). ";
     if (std::fabs(gap) < 0.5 && nonfinite == 0)
       s += "Here the damage is small: AdamW divides each update by the gradient's running RMS, so a gradient that is "
-           "uniformly small still moves the weights; what underflow costs is the information in the values lost to zero, "
+           "uniformly small still moves the weights; what underflow costs is the information in the values lost to "
+           "zero, "
            "which grows with deeper models, smaller losses and longer training, and hurts more with plain SGD, whose "
            "update is proportional to the gradient itself.";
     else
@@ -136,9 +151,11 @@ int cmd_report(int argc, char** argv) {
   if (!p.parse(argc, argv, 2)) return 0;
   if (threads > 0) tc::set_num_threads(static_cast<int>(threads));
   std::error_code ec;
-  if (fs::exists(out, ec) && !fs::is_directory(out, ec)) throw tc::Error("[cli] --out " + out + " is a file; pass a directory");
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+    throw tc::Error("[cli] --out " + out + " is a file; pass a directory");
   if (!fs::is_directory(fs::absolute(out).parent_path(), ec))
-    throw tc::Error("[cli] --out " + out + ": directory " + fs::absolute(out).parent_path().string() + " does not exist; create it first");
+    throw tc::Error("[cli] --out " + out + ": directory " + fs::absolute(out).parent_path().string() +
+                    " does not exist; create it first");
   if (parse_only) return 0;
 
   std::vector<Run> runs = {{"fp32", "fp32", true, {}, {}},
@@ -231,7 +248,8 @@ int cmd_report(int argc, char** argv) {
       svg::Series s;
       s.name = runs[i].label;
       std::vector<double> y;
-      for (const auto& st : runs[i].result.steps_log) s.x.push_back(double(st.step)), y.push_back(st.zero_grad_fraction);
+      for (const auto& st : runs[i].result.steps_log)
+        s.x.push_back(double(st.step)), y.push_back(st.zero_grad_fraction);
       s.y = smooth(y, 10);
       s.dashed = i == 3;
       lp.series.push_back(std::move(s));
@@ -248,64 +266,78 @@ int cmd_report(int argc, char** argv) {
     }
     return svg::render(c);
   };
-  write_svg(dir, "step_time.svg",
-            bars("Median time per training step", "ms", [](const Run& r) { return r.result.median_step_ms; }, "%.2f ms"));
+  write_svg(
+      dir, "step_time.svg",
+      bars(
+          "Median time per training step", "ms", [](const Run& r) { return r.result.median_step_ms; }, "%.2f ms"));
   write_svg(dir, "inference_time.svg",
-            bars("Median time per forward pass (batch " + std::to_string(batch) + ")", "ms",
-                 [](const Run& r) { return r.inference.ms_per_step; }, "%.2f ms"));
+            bars(
+                "Median time per forward pass (batch " + std::to_string(batch) + ")", "ms",
+                [](const Run& r) { return r.inference.ms_per_step; }, "%.2f ms"));
   write_svg(dir, "memory.svg",
-            bars("Peak tensor memory during training", "MiB",
-                 [](const Run& r) { return r.result.peak_memory_bytes / 1048576.0; }, "%.1f MiB"));
+            bars(
+                "Peak tensor memory during training", "MiB",
+                [](const Run& r) { return r.result.peak_memory_bytes / 1048576.0; }, "%.1f MiB"));
   const bool lm = runs[0].result.test_accuracy < 0;
   write_svg(dir, "accuracy.svg",
-            lm ? bars("Held-out loss (lower is better)", "bits per byte",
-                      [](const Run& r) { return r.result.test_bits_per_byte; }, "%.3f")
-               : bars("Test accuracy", "%", [](const Run& r) { return 100 * r.result.test_accuracy; }, "%.2f%%"));
+            lm ? bars(
+                     "Held-out loss (lower is better)", "bits per byte",
+                     [](const Run& r) { return r.result.test_bits_per_byte; }, "%.3f")
+               : bars(
+                     "Test accuracy", "%", [](const Run& r) { return 100 * r.result.test_accuracy; }, "%.2f%%"));
 
   // ---- the Markdown
   std::string md;
   md += "# tensorcast mixed-precision report: " + model + "\n\n";
   md += "Generated by `tensorcast report --model " + model + " --epochs " + std::to_string(epochs) +
-        (max_steps ? " --max-steps " + std::to_string(max_steps) : std::string()) + " --batch-size " + std::to_string(batch) +
-        " --seed " + std::to_string(seed) + "` (tensorcast " + TENSORCAST_VERSION + ", " + std::to_string(tc::get_num_threads()) +
-        " threads). Same model, data order and initialization (seed " + std::to_string(seed) +
-        ") in every run; AdamW lr 1e-3, weight decay 0.\n\n";
+        (max_steps ? " --max-steps " + std::to_string(max_steps) : std::string()) + " --batch-size " +
+        std::to_string(batch) + " --seed " + std::to_string(seed) + "` (tensorcast " + TENSORCAST_VERSION + ", " +
+        std::to_string(tc::get_num_threads()) + " threads). Same model, data order and initialization (seed " +
+        std::to_string(seed) + ") in every run; AdamW lr 1e-3, weight decay 0.\n\n";
   md += "Data: " + runs[0].result.data_description + ".\n\n";
   md += std::string("| run | test ") + (lm ? "bits/byte" : "accuracy") +
-        " | loss (last 50 steps) | steps | skipped | final loss scale | zero grads | ms/step (train) | ms/forward | peak memory |\n";
+        " | loss (last 50 steps) | steps | skipped | final loss scale | zero grads | ms/step (train) | ms/forward | "
+        "peak memory |\n";
   md += "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : runs) {
     const auto& t = r.result;
     md += "| " + r.label + " | " + (lm ? fmt("%.4f", t.test_bits_per_byte) : percent(t.test_accuracy)) + " | " +
           fmt("%.4f", mean_tail(t.steps_log, 50, &StepRecord::loss)) + " | " + std::to_string(t.steps) + " | " +
-          std::to_string(t.skipped_steps) + " | " + (t.scaler ? fmt("%g", t.final_loss_scale) : std::string("—")) + " | " +
-          percent(mean_tail(t.steps_log, t.steps_log.size(), &StepRecord::zero_grad_fraction)) + " | " +
+          std::to_string(t.skipped_steps) + " | " + (t.scaler ? fmt("%g", t.final_loss_scale) : std::string("—")) +
+          " | " + percent(mean_tail(t.steps_log, t.steps_log.size(), &StepRecord::zero_grad_fraction)) + " | " +
           fmt("%.2f", t.median_step_ms) + " | " + fmt("%.2f", r.inference.ms_per_step) + " | " +
           fmt("%.1f MiB", t.peak_memory_bytes / 1048576.0) + " |\n";
   }
   md += "\n## Loss\n\n![training loss](loss.svg)\n\n";
   md += "## fp16 without a GradScaler: what happened\n\n" + explain_no_scaler(runs[0], runs[2], runs[3]) + "\n\n";
   md += "![gradient zeros](zero_grads.svg)\n\n";
-  md += "## Loss scale\n\nThe GradScaler starts at 65536, halves the scale and skips the step when a gradient overflows "
-        "(inf/NaN), and doubles it after 2000 clean steps. " +
-        std::to_string(runs[2].result.skipped_steps) + " of " + std::to_string(runs[2].result.steps) +
-        " fp16 steps were skipped; the final scale was " + fmt("%g", runs[2].result.final_loss_scale) + ".\n\n";
+  md +=
+      "## Loss scale\n\nThe GradScaler starts at 65536, halves the scale and skips the step when a gradient overflows "
+      "(inf/NaN), and doubles it after 2000 clean steps. " +
+      std::to_string(runs[2].result.skipped_steps) + " of " + std::to_string(runs[2].result.steps) +
+      " fp16 steps were skipped; the final scale was " + fmt("%g", runs[2].result.final_loss_scale) + ".\n\n";
   md += "![loss scale](loss_scale.svg)\n\n";
   md += "## Speed and memory\n\n";
-  md += "Training-step times are medians over the training run (data loading included); forward-pass times are "
-        "`tensorcast bench --inference` medians of " + std::to_string(bench_steps) +
-        " passes. Peak memory counts every tensor alive during training: fp32 master weights, AdamW state, "
-        "activations and the 16-bit weight copies autocast caches. On a CPU without native bf16 (AVX-512 BF16/AMX) "
-        "or fp16 math, 16-bit autocast is slower than fp32.\n\n";
-  md += "![time per step](step_time.svg)\n\n![time per forward pass](inference_time.svg)\n\n![peak memory](memory.svg)\n\n";
+  md +=
+      "Training-step times are medians over the training run (data loading included); forward-pass times are "
+      "`tensorcast bench --inference` medians of " +
+      std::to_string(bench_steps) +
+      " passes. Peak memory counts every tensor alive during training: fp32 master weights, AdamW state, "
+      "activations and the 16-bit weight copies autocast caches. On a CPU without native bf16 (AVX-512 BF16/AMX) "
+      "or fp16 math, 16-bit autocast is slower than fp32.\n\n";
+  md +=
+      "![time per step](step_time.svg)\n\n![time per forward pass](inference_time.svg)\n\n![peak "
+      "memory](memory.svg)\n\n";
   md += std::string("## ") + (lm ? "Held-out loss" : "Test accuracy") + "\n\n![accuracy](accuracy.svg)\n";
   write_file_atomic(dir / "report.md", md);
   for (const auto& r : runs) {
     std::string name = r.precision + (r.scaler || r.precision != "fp16" ? "" : "-noscaler");
     write_file_atomic(dir / ("summary-" + name + ".json"), summary_json(r.result));
   }
-  std::printf("report: %s (plots: loss.svg, loss_scale.svg, zero_grads.svg, step_time.svg, inference_time.svg, memory.svg, accuracy.svg)\n",
-              (dir / "report.md").string().c_str());
+  std::printf(
+      "report: %s (plots: loss.svg, loss_scale.svg, zero_grads.svg, step_time.svg, inference_time.svg, memory.svg, "
+      "accuracy.svg)\n",
+      (dir / "report.md").string().c_str());
   return 0;
 }
 

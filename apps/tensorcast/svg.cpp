@@ -14,11 +14,16 @@ constexpr double kLeft = 72, kRight = 24, kTop = 40, kBottom = 56;
 std::string esc(const std::string& s) {
   std::string out;
   for (const char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else if (c == '"')
+      out += "&quot;";
+    else
+      out += c;
   }
   return out;
 }
@@ -42,11 +47,11 @@ std::string tick_label(double v) {
 }
 
 std::string header(int w, int h, const std::string& title) {
-  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(w) + "\" height=\"" +
-         std::to_string(h) + "\" viewBox=\"0 0 " + std::to_string(w) + " " + std::to_string(h) +
-         "\" font-family=\"sans-serif\" font-size=\"12\">\n" + "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n" +
-         "<text x=\"" + num(w / 2.0) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" +
-         esc(title) + "</text>\n";
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(w) + "\" height=\"" + std::to_string(h) +
+         "\" viewBox=\"0 0 " + std::to_string(w) + " " + std::to_string(h) +
+         "\" font-family=\"sans-serif\" font-size=\"12\">\n" +
+         "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n" + "<text x=\"" + num(w / 2.0) +
+         "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" + esc(title) + "</text>\n";
 }
 
 }  // namespace
@@ -113,26 +118,35 @@ std::string render(const LinePlot& p) {
       if (e >= y0 && e <= y1) yticks.push_back(std::pow(10.0, e));
     if (yticks.size() < 2) {
       yticks.clear();
-      for (double t : nice_ticks(std::pow(10.0, y0), std::pow(10.0, y1))) if (t > 0) yticks.push_back(t);
+      for (double t : nice_ticks(std::pow(10.0, y0), std::pow(10.0, y1)))
+        if (t > 0) yticks.push_back(t);
     }
   } else {
     yticks = nice_ticks(y0, y1);
   }
   const auto xticks = nice_ticks(x0, x1, 8);
-  for (double t : yticks) out += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + pw) + "\" y1=\"" + num(Y(t)) + "\" y2=\"" + num(Y(t)) + "\"/>\n";
-  for (double t : xticks) out += "<line y1=\"" + num(kTop) + "\" y2=\"" + num(kTop + ph) + "\" x1=\"" + num(X(t)) + "\" x2=\"" + num(X(t)) + "\"/>\n";
+  for (double t : yticks)
+    out += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + pw) + "\" y1=\"" + num(Y(t)) + "\" y2=\"" + num(Y(t)) +
+           "\"/>\n";
+  for (double t : xticks)
+    out += "<line y1=\"" + num(kTop) + "\" y2=\"" + num(kTop + ph) + "\" x1=\"" + num(X(t)) + "\" x2=\"" + num(X(t)) +
+           "\"/>\n";
   out += "</g>\n<rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(pw) + "\" height=\"" + num(ph) +
          "\" fill=\"none\" stroke=\"#333\"/>\n";
   for (double t : yticks)
-    out += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(Y(t) + 4) + "\" text-anchor=\"end\">" + tick_label(t) + "</text>\n";
+    out += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(Y(t) + 4) + "\" text-anchor=\"end\">" + tick_label(t) +
+           "</text>\n";
   for (double t : xticks)
-    out += "<text x=\"" + num(X(t)) + "\" y=\"" + num(kTop + ph + 16) + "\" text-anchor=\"middle\">" + tick_label(t) + "</text>\n";
-  out += "<text x=\"" + num(kLeft + pw / 2) + "\" y=\"" + num(H - 12) + "\" text-anchor=\"middle\">" + esc(p.x_label) + "</text>\n";
+    out += "<text x=\"" + num(X(t)) + "\" y=\"" + num(kTop + ph + 16) + "\" text-anchor=\"middle\">" + tick_label(t) +
+           "</text>\n";
+  out += "<text x=\"" + num(kLeft + pw / 2) + "\" y=\"" + num(H - 12) + "\" text-anchor=\"middle\">" + esc(p.x_label) +
+         "</text>\n";
   out += "<text transform=\"translate(16," + num(kTop + ph / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
          esc(p.y_label) + (p.log_y ? " (log scale)" : "") + "</text>\n";
 
   // Series, clipped to the plot area.
-  out += "<clipPath id=\"plot\"><rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(pw) + "\" height=\"" + num(ph) + "\"/></clipPath>\n";
+  out += "<clipPath id=\"plot\"><rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(pw) +
+         "\" height=\"" + num(ph) + "\"/></clipPath>\n";
   out += "<g clip-path=\"url(#plot)\">\n";
   for (size_t k = 0; k < p.series.size(); ++k) {
     const auto& s = p.series[k];
@@ -162,7 +176,8 @@ std::string render(const LinePlot& p) {
       if (!usable(my)) continue;
       const double cx = X(mx), cy = Y(my);
       out += "<path d=\"M" + num(cx - 4) + " " + num(cy - 4) + " L" + num(cx + 4) + " " + num(cy + 4) + " M" +
-             num(cx - 4) + " " + num(cy + 4) + " L" + num(cx + 4) + " " + num(cy - 4) + "\" stroke=\"#d62728\" stroke-width=\"1.5\"/>\n";
+             num(cx - 4) + " " + num(cy + 4) + " L" + num(cx + 4) + " " + num(cy - 4) +
+             "\" stroke=\"#d62728\" stroke-width=\"1.5\"/>\n";
     }
   }
   out += "</g>\n";
@@ -183,11 +198,12 @@ std::string render(const LinePlot& p) {
   for (size_t i = 0; i < entries.size(); ++i) {
     const double y = ly + 16 + 18.0 * i;
     if (entries[i].second == "x")
-      out += "<path d=\"M" + num(lx + 14) + " " + num(y - 8) + " L" + num(lx + 22) + " " + num(y) + " M" + num(lx + 14) +
-             " " + num(y) + " L" + num(lx + 22) + " " + num(y - 8) + "\" stroke=\"#d62728\" stroke-width=\"1.5\"/>\n";
+      out += "<path d=\"M" + num(lx + 14) + " " + num(y - 8) + " L" + num(lx + 22) + " " + num(y) + " M" +
+             num(lx + 14) + " " + num(y) + " L" + num(lx + 22) + " " + num(y - 8) +
+             "\" stroke=\"#d62728\" stroke-width=\"1.5\"/>\n";
     else
-      out += "<line x1=\"" + num(lx + 8) + "\" x2=\"" + num(lx + 28) + "\" y1=\"" + num(y - 4) + "\" y2=\"" + num(y - 4) +
-             "\" stroke=\"" + entries[i].second + "\" stroke-width=\"2\"/>\n";
+      out += "<line x1=\"" + num(lx + 8) + "\" x2=\"" + num(lx + 28) + "\" y1=\"" + num(y - 4) + "\" y2=\"" +
+             num(y - 4) + "\" stroke=\"" + entries[i].second + "\" stroke-width=\"2\"/>\n";
     out += "<text x=\"" + num(lx + 32) + "\" y=\"" + num(y) + "\">" + esc(entries[i].first) + "</text>\n";
   }
   return out + "</svg>\n";
@@ -206,25 +222,32 @@ std::string render(const BarChart& c) {
 
   std::string out = header(c.width, c.height, c.title);
   out += "<g stroke=\"#ddd\">\n";
-  for (double t : ticks) out += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + pw) + "\" y1=\"" + num(Y(t)) + "\" y2=\"" + num(Y(t)) + "\"/>\n";
+  for (double t : ticks)
+    out += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + pw) + "\" y1=\"" + num(Y(t)) + "\" y2=\"" + num(Y(t)) +
+           "\"/>\n";
   out += "</g>\n";
   for (double t : ticks)
-    out += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(Y(t) + 4) + "\" text-anchor=\"end\">" + tick_label(t) + "</text>\n";
-  out += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + pw) + "\" y1=\"" + num(kTop + ph) + "\" y2=\"" + num(kTop + ph) + "\" stroke=\"#333\"/>\n";
-  out += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft) + "\" y1=\"" + num(kTop) + "\" y2=\"" + num(kTop + ph) + "\" stroke=\"#333\"/>\n";
-  out += "<text transform=\"translate(16," + num(kTop + ph / 2) + ") rotate(-90)\" text-anchor=\"middle\">" + esc(c.y_label) + "</text>\n";
+    out += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(Y(t) + 4) + "\" text-anchor=\"end\">" + tick_label(t) +
+           "</text>\n";
+  out += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + pw) + "\" y1=\"" + num(kTop + ph) + "\" y2=\"" +
+         num(kTop + ph) + "\" stroke=\"#333\"/>\n";
+  out += "<line x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft) + "\" y1=\"" + num(kTop) + "\" y2=\"" + num(kTop + ph) +
+         "\" stroke=\"#333\"/>\n";
+  out += "<text transform=\"translate(16," + num(kTop + ph / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
+         esc(c.y_label) + "</text>\n";
   const double slot = pw / std::max<size_t>(1, c.bars.size()), bw = slot * 0.6;
   for (size_t i = 0; i < c.bars.size(); ++i) {
     const auto& b = c.bars[i];
     const double v = std::isfinite(b.value) ? std::max(0.0, b.value) : 0;
     const double x = kLeft + slot * i + (slot - bw) / 2;
-    out += "<rect x=\"" + num(x) + "\" y=\"" + num(Y(v)) + "\" width=\"" + num(bw) + "\" height=\"" + num(kTop + ph - Y(v)) +
-           "\" fill=\"" + (b.color.empty() ? palette(i) : b.color) + "\"/>\n";
+    out += "<rect x=\"" + num(x) + "\" y=\"" + num(Y(v)) + "\" width=\"" + num(bw) + "\" height=\"" +
+           num(kTop + ph - Y(v)) + "\" fill=\"" + (b.color.empty() ? palette(i) : b.color) + "\"/>\n";
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.4g", b.value);
     out += "<text x=\"" + num(x + bw / 2) + "\" y=\"" + num(Y(v) - 5) + "\" text-anchor=\"middle\">" +
            esc(b.note.empty() ? std::string(buf) : b.note) + "</text>\n";
-    out += "<text x=\"" + num(x + bw / 2) + "\" y=\"" + num(kTop + ph + 16) + "\" text-anchor=\"middle\">" + esc(b.label) + "</text>\n";
+    out += "<text x=\"" + num(x + bw / 2) + "\" y=\"" + num(kTop + ph + 16) + "\" text-anchor=\"middle\">" +
+           esc(b.label) + "</text>\n";
   }
   return out + "</svg>\n";
 }

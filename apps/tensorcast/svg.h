@@ -28,8 +28,8 @@ struct LinePlot {
 struct Bar {
   std::string label;
   double value = 0;
-  std::string color;   // empty: from the palette
-  std::string note;    // printed above the bar instead of the value when non-empty
+  std::string color;  // empty: from the palette
+  std::string note;   // printed above the bar instead of the value when non-empty
 };
 
 struct BarChart {

@@ -38,7 +38,8 @@ TaskData synthetic_task(uint64_t seed) {
 
 TaskData fashion_mnist(const std::string& dir) {
   const std::string hint =
-      "pass --data DIR with the four Fashion-MNIST IDX files, or install them with 'apt-get install dataset-fashion-mnist'";
+      "pass --data DIR with the four Fashion-MNIST IDX files, or install them with 'apt-get install "
+      "dataset-fashion-mnist'";
   std::error_code ec;
   if (!fs::exists(dir, ec)) throw tc::Error("[data] dataset directory " + dir + " does not exist; " + hint);
   if (!fs::is_directory(dir, ec)) throw tc::Error("[data] " + dir + " is not a directory; " + hint);
@@ -54,7 +55,8 @@ TaskData text(const std::string& path) {
   const std::string hint = "pass --data FILE with any text file (e.g. a book in plain text)";
   std::error_code ec;
   if (!fs::exists(path, ec)) throw tc::Error("[data] text file " + path + " does not exist; " + hint);
-  if (fs::is_directory(path, ec)) throw tc::Error("[data] " + path + " is a directory, --model gpt reads one text file; " + hint);
+  if (fs::is_directory(path, ec))
+    throw tc::Error("[data] " + path + " is a directory, --model gpt reads one text file; " + hint);
   const tc::Tensor bytes = tc::data::read_bytes(path);
   const int64_t n = bytes.numel();
   const int64_t held_out = std::max<int64_t>(n / 10, kGptContext + 1);

@@ -59,7 +59,8 @@ int cmd_train(int argc, char** argv) {
   if (p.given("--checkpoint-every") && checkpoint.empty())
     throw UsageError("--checkpoint-every needs --checkpoint DIR (where to save)");
 
-  for (const char* f : {"--model", "--precision", "--batch-size", "--seed", "--lr", "--lr-schedule", "--no-scaler", "--data"})
+  for (const char* f :
+       {"--model", "--precision", "--batch-size", "--seed", "--lr", "--lr-schedule", "--no-scaler", "--data"})
     if (p.given(f)) c.explicit_flags.push_back(f);
   c.model = model;
   c.data = data;
@@ -85,12 +86,15 @@ int cmd_train(int argc, char** argv) {
   if (parse_only) return 0;
   const TrainResult r = run_training(c);
   char buf[512];
-  std::snprintf(buf, sizeof buf, "done: %lld steps (%lld skipped), final loss scale %g, peak tensor memory %.1f MiB, %.1f s training",
+  std::snprintf(buf, sizeof buf,
+                "done: %lld steps (%lld skipped), final loss scale %g, peak tensor memory %.1f MiB, %.1f s training",
                 static_cast<long long>(r.steps), static_cast<long long>(r.skipped_steps), r.final_loss_scale,
                 r.peak_memory_bytes / 1048576.0, r.train_seconds);
   std::puts(buf);
-  if (r.test_accuracy >= 0) std::printf("test accuracy %.2f%% (%s, %s)\n", 100 * r.test_accuracy, r.model.c_str(), r.precision.c_str());
-  if (r.test_bits_per_byte >= 0) std::printf("held-out loss %.4f bits/byte (%s, %s)\n", r.test_bits_per_byte, r.model.c_str(), r.precision.c_str());
+  if (r.test_accuracy >= 0)
+    std::printf("test accuracy %.2f%% (%s, %s)\n", 100 * r.test_accuracy, r.model.c_str(), r.precision.c_str());
+  if (r.test_bits_per_byte >= 0)
+    std::printf("held-out loss %.4f bits/byte (%s, %s)\n", r.test_bits_per_byte, r.model.c_str(), r.precision.c_str());
   if (!summary.empty()) {
     write_file_atomic(summary, summary_json(r));
     std::printf("summary: %s\n", summary.c_str());

@@ -1,6 +1,8 @@
 // The training loop (see trainer.h).
 #include "trainer.h"
 
+#include <fcntl.h>
+#include <tensorcast/allocator.h>
 #include <tensorcast/amp/autocast.h>
 #include <tensorcast/amp/grad_scaler.h>
 #include <tensorcast/autograd.h>
@@ -8,24 +10,21 @@
 #include <tensorcast/error.h>
 #include <tensorcast/io/checkpoint.h>
 #include <tensorcast/io/safetensors.h>
-#include <tensorcast/allocator.h>
 #include <tensorcast/ops.h>
 #include <tensorcast/optim/adamw.h>
 #include <tensorcast/optim/schedulers.h>
-
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <filesystem>
+#include <limits>
 #include <numbers>
 
 #include "json.h"
@@ -115,11 +114,11 @@ fs::path normalized(const std::string& p) {
 void check_output_path(const std::string& path, const std::string& flag) {
   if (path.empty()) return;
   std::error_code ec;
-  if (fs::is_directory(path, ec))
-    throw tc::Error("[cli] " + flag + " " + path + " is a directory; pass a file name");
+  if (fs::is_directory(path, ec)) throw tc::Error("[cli] " + flag + " " + path + " is a directory; pass a file name");
   const fs::path parent = fs::absolute(path).parent_path();
   if (!fs::is_directory(parent, ec))
-    throw tc::Error("[cli] " + flag + " " + path + ": directory " + parent.string() + " does not exist; create it first");
+    throw tc::Error("[cli] " + flag + " " + path + ": directory " + parent.string() +
+                    " does not exist; create it first");
   // Can a file be created there? Asked now, by creating one, rather than after training
   // (permissions, a read-only mount or a pseudo-filesystem all answer here).
   const fs::path probe = parent / (".tensorcast-write-probe-" + std::to_string(::getpid()));
@@ -184,8 +183,8 @@ double zero_fraction(const std::vector<tc::Tensor>& params) {
 // Whether this step's loss or gradients hold inf/NaN (no GradScaler watches them). With
 // --on-nonfinite stop, throws before anything is applied or saved, naming the step and the
 // first non-finite gradient; with skip, returns true so the caller drops the step.
-bool nonfinite_step(double loss, const std::vector<tc::Tensor>& params, const tc::nn::NamedTensors& named,
-                    int64_t step, const TrainConfig& cfg) {
+bool nonfinite_step(double loss, const std::vector<tc::Tensor>& params, const tc::nn::NamedTensors& named, int64_t step,
+                    const TrainConfig& cfg) {
   std::vector<tc::Tensor> grads;
   grads.reserve(params.size());
   for (const auto& p : params) grads.push_back(p.grad());
@@ -199,17 +198,18 @@ bool nonfinite_step(double loss, const std::vector<tc::Tensor>& params, const tc
     if (first < static_cast<int64_t>(named.size())) name = named[static_cast<size_t>(first)].first;
     what += (bad_loss ? " and" : " but") + std::string(" the gradient of ") + name + " holds inf/NaN";
   }
-  throw tc::Error("[train] step " + std::to_string(step) + ": " + what +
-                  "; the run diverged and was stopped before applying that step" +
-                  (cfg.checkpoint_dir.empty() ? "" : " (the last checkpoint in " + cfg.checkpoint_dir + " is untouched)") +
-                  ". Lower --lr, use fp16 with its GradScaler, or pass --on-nonfinite skip|continue");
+  throw tc::Error(
+      "[train] step " + std::to_string(step) + ": " + what +
+      "; the run diverged and was stopped before applying that step" +
+      (cfg.checkpoint_dir.empty() ? "" : " (the last checkpoint in " + cfg.checkpoint_dir + " is untouched)") +
+      ". Lower --lr, use fp16 with its GradScaler, or pass --on-nonfinite skip|continue");
 }
 
 }  // namespace
 
-int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Module& module, tc::optim::Optimizer& optimizer,
-                               tc::amp::GradScaler& scaler, bool use_scaler, tc::data::DataLoader& loader,
-                               tc::optim::LRScheduler* scheduler) {
+int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Module& module,
+                               tc::optim::Optimizer& optimizer, tc::amp::GradScaler& scaler, bool use_scaler,
+                               tc::data::DataLoader& loader, tc::optim::LRScheduler* scheduler) {
   module.load_state_dict(state.model);
   optimizer.load_state_dict(state.optimizer);
   if (use_scaler && !state.scaler.empty()) scaler.load_state_dict(state.scaler);
@@ -219,9 +219,10 @@ int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Modul
   int64_t expected = 0;
   if (__builtin_mul_overflow(loader.epoch(), loader.size(), &expected) ||
       __builtin_add_overflow(expected, loader.batch_index(), &expected) || expected != state.step)
-    throw tc::Error("[cli] checkpoint step " + std::to_string(state.step) + " does not match its data loader position (epoch " +
-                    std::to_string(loader.epoch()) + ", batch " + std::to_string(loader.batch_index()) + " of " +
-                    std::to_string(loader.size()) + "); the checkpoint is damaged");
+    throw tc::Error("[cli] checkpoint step " + std::to_string(state.step) +
+                    " does not match its data loader position (epoch " + std::to_string(loader.epoch()) + ", batch " +
+                    std::to_string(loader.batch_index()) + " of " + std::to_string(loader.size()) +
+                    "); the checkpoint is damaged");
   if (state.rng.defined()) tc::set_rng_state(state.rng);
   if (scheduler) {  // the lr is a closed-form function of the step: jump to it
     tc::StateDict sd = scheduler->state_dict();
@@ -241,32 +242,48 @@ TrainResult run_training(const TrainConfig& config) {
   if (!cfg.resume_dir.empty()) {
     std::error_code ec;
     if (!fs::exists(cfg.resume_dir, ec))
-      throw tc::Error("[cli] --resume " + cfg.resume_dir + ": no such directory; pass the --checkpoint DIR of an earlier run");
+      throw tc::Error("[cli] --resume " + cfg.resume_dir +
+                      ": no such directory; pass the --checkpoint DIR of an earlier run");
     if (fs::is_directory(cfg.resume_dir, ec) && !tc::io::has_checkpoint(cfg.resume_dir))
       throw tc::Error("[cli] --resume " + cfg.resume_dir + " holds no " + tc::io::kCheckpointFileName +
                       "; pass the --checkpoint DIR of an earlier run");
     try {
       resume = tc::io::load_checkpoint(cfg.resume_dir);
     } catch (const tc::Error& e) {
-      throw tc::Error(std::string(e.what()) + " (a damaged checkpoint.safetensors may have an intact checkpoint.prev.safetensors " +
+      throw tc::Error(std::string(e.what()) +
+                      " (a damaged checkpoint.safetensors may have an intact checkpoint.prev.safetensors " +
                       "beside it: move it into place, or pass another --resume directory)");
     }
     const auto& meta = resume->metadata;
     const std::string& dir = cfg.resume_dir;
-    adopt(cfg, meta, "model", "--model", cfg.model, [&](const std::string& v) { cfg.model = v; }, dir);
-    adopt(cfg, meta, "precision", "--precision", resolve_precision(cfg.precision).name,
-          [&](const std::string& v) { cfg.precision = v; }, dir);
-    adopt(cfg, meta, "batch_size", "--batch-size", std::to_string(cfg.batch_size),
-          [&](const std::string& v) { cfg.batch_size = meta_int(v, "batch_size", dir, 1, INT32_MAX); }, dir);
-    adopt(cfg, meta, "seed", "--seed", std::to_string(cfg.seed), [&](const std::string& v) {
-      cfg.seed = static_cast<uint64_t>(meta_int(v, "seed", dir, 0, std::numeric_limits<int64_t>::max()));
-    }, dir);
-    adopt(cfg, meta, "lr", "--lr", fmt_double(cfg.lr), [&](const std::string& v) {
-      cfg.lr = meta_double(v, "lr", dir);
-      if (cfg.lr <= 0) throw tc::Error("[cli] --resume " + dir + ": checkpoint metadata 'lr' is " + v + ", expected > 0");
-    }, dir);
-    adopt(cfg, meta, "lr_schedule", "--lr-schedule", cfg.lr_schedule, [&](const std::string& v) { cfg.lr_schedule = v; }, dir);
-    adopt(cfg, meta, "scaler", "--no-scaler", cfg.scaler ? "1" : "0", [&](const std::string& v) { cfg.scaler = v == "1"; }, dir);
+    adopt(
+        cfg, meta, "model", "--model", cfg.model, [&](const std::string& v) { cfg.model = v; }, dir);
+    adopt(
+        cfg, meta, "precision", "--precision", resolve_precision(cfg.precision).name,
+        [&](const std::string& v) { cfg.precision = v; }, dir);
+    adopt(
+        cfg, meta, "batch_size", "--batch-size", std::to_string(cfg.batch_size),
+        [&](const std::string& v) { cfg.batch_size = meta_int(v, "batch_size", dir, 1, INT32_MAX); }, dir);
+    adopt(
+        cfg, meta, "seed", "--seed", std::to_string(cfg.seed),
+        [&](const std::string& v) {
+          cfg.seed = static_cast<uint64_t>(meta_int(v, "seed", dir, 0, std::numeric_limits<int64_t>::max()));
+        },
+        dir);
+    adopt(
+        cfg, meta, "lr", "--lr", fmt_double(cfg.lr),
+        [&](const std::string& v) {
+          cfg.lr = meta_double(v, "lr", dir);
+          if (cfg.lr <= 0)
+            throw tc::Error("[cli] --resume " + dir + ": checkpoint metadata 'lr' is " + v + ", expected > 0");
+        },
+        dir);
+    adopt(
+        cfg, meta, "lr_schedule", "--lr-schedule", cfg.lr_schedule, [&](const std::string& v) { cfg.lr_schedule = v; },
+        dir);
+    adopt(
+        cfg, meta, "scaler", "--no-scaler", cfg.scaler ? "1" : "0",
+        [&](const std::string& v) { cfg.scaler = v == "1"; }, dir);
     if (!is_explicit(cfg, "--data"))
       if (const auto it = meta.find("data"); it != meta.end()) cfg.data = it->second;
     if (const auto it = meta.find("train_seconds"); it != meta.end())
@@ -279,12 +296,15 @@ TrainResult run_training(const TrainConfig& config) {
     if (fs::exists(cfg.checkpoint_dir, ec) && !fs::is_directory(cfg.checkpoint_dir, ec))
       throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir + " is a file; pass a directory");
     const bool same_run = !cfg.resume_dir.empty() && normalized(cfg.resume_dir) == normalized(cfg.checkpoint_dir);
-    if (fs::is_directory(cfg.checkpoint_dir, ec) && tc::io::has_checkpoint(cfg.checkpoint_dir) && !same_run && !cfg.overwrite)
-      throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir + " already holds a checkpoint of another run; pass --resume " +
-                      cfg.checkpoint_dir + " to continue it, --overwrite to replace it, or another directory");
+    if (fs::is_directory(cfg.checkpoint_dir, ec) && tc::io::has_checkpoint(cfg.checkpoint_dir) && !same_run &&
+        !cfg.overwrite)
+      throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir +
+                      " already holds a checkpoint of another run; pass --resume " + cfg.checkpoint_dir +
+                      " to continue it, --overwrite to replace it, or another directory");
     const fs::path parent = fs::absolute(cfg.checkpoint_dir).parent_path();
     if (!fs::is_directory(parent, ec))
-      throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir + ": directory " + parent.string() + " does not exist; create it first");
+      throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir + ": directory " + parent.string() +
+                      " does not exist; create it first");
   }
   check_output_path(cfg.metrics_path, "--metrics");
 
@@ -304,10 +324,11 @@ TrainResult run_training(const TrainConfig& config) {
   if (data.train->size() == 0 || data.test->size() == 0)
     throw tc::Error("[cli] " + data_name + ": the " + (data.train->size() == 0 ? "training" : "test") +
                     " set has 0 examples; pass --data with a non-empty data set");
-  tc::data::DataLoader loader(data.train, tc::data::DataLoaderOptions(cfg.batch_size).shuffle(true).seed(cfg.seed).prefetch(2));
-  const int64_t planned_steps =
-      checked_steps(cfg.epochs, loader.size(), "--epochs " + std::to_string(cfg.epochs) + " x " +
-                                                   std::to_string(loader.size()) + " steps per epoch");
+  tc::data::DataLoader loader(data.train,
+                              tc::data::DataLoaderOptions(cfg.batch_size).shuffle(true).seed(cfg.seed).prefetch(2));
+  const int64_t planned_steps = checked_steps(
+      cfg.epochs, loader.size(),
+      "--epochs " + std::to_string(cfg.epochs) + " x " + std::to_string(loader.size()) + " steps per epoch");
   // Cosine decay over the planned epochs (not --max-steps, which only stops a run early, so
   // a run cut short and resumed follows the same schedule as one that was not).
   std::unique_ptr<tc::optim::LRScheduler> scheduler;
@@ -336,15 +357,18 @@ TrainResult run_training(const TrainConfig& config) {
   };
   {
     char buf[512];
-    std::snprintf(buf, sizeof buf, "tensorcast train: %s (%lld parameters), %s%s, batch %lld, AdamW lr %g (%s), seed %llu, %d threads",
+    std::snprintf(buf, sizeof buf,
+                  "tensorcast train: %s (%lld parameters), %s%s, batch %lld, AdamW lr %g (%s), seed %llu, %d threads",
                   model.description.c_str(), static_cast<long long>(result.parameters), prec.name.c_str(),
                   use_scaler ? " + GradScaler" : "", static_cast<long long>(cfg.batch_size), cfg.lr,
-                  cfg.lr_schedule == "cosine" ? "cosine decay" : "constant", static_cast<unsigned long long>(cfg.seed), tc::get_num_threads());
+                  cfg.lr_schedule == "cosine" ? "cosine decay" : "constant", static_cast<unsigned long long>(cfg.seed),
+                  tc::get_num_threads());
     say(buf);
     if (cfg.precision == "auto") say("precision auto -> " + prec.name + ": " + prec.reason);
     if (prec.compute == tc::kFloat16 && !cfg.scaler)
       say("fp16 without a GradScaler: small gradients may underflow to zero (this run shows what the scaler prevents)");
-    if (prec.compute != tc::kFloat16 && !cfg.scaler) say("note: --no-scaler has no effect in " + prec.name + " (only fp16 uses a GradScaler)");
+    if (prec.compute != tc::kFloat16 && !cfg.scaler)
+      say("note: --no-scaler has no effect in " + prec.name + " (only fp16 uses a GradScaler)");
     say("data: " + data.description);
     if (resume)
       say("resumed from " + cfg.resume_dir + " at step " + std::to_string(step) + " (epoch " +
@@ -406,7 +430,7 @@ TrainResult run_training(const TrainConfig& config) {
       scaler.scale(loss).backward();
       StepRecord rec;
       if (cfg.track_zero_grads) rec.zero_grad_fraction = zero_fraction(params);
-      rec.loss_scale = scaler.get_scale();  // the scale this step's gradients carry
+      rec.loss_scale = scaler.get_scale();                     // the scale this step's gradients carry
       rec.lr = optimizer.param_groups()[0].options->get_lr();  // the lr of this step
       rec.loss = loss.item<double>();
       bool stepped = false;
@@ -435,8 +459,14 @@ TrainResult run_training(const TrainConfig& config) {
 
       if (metrics.is_open() && (step % cfg.log_every == 0 || step == total_steps || limit_reached())) {
         JsonObject o;
-        o.add("step", step).add("epoch", rec.epoch).add("loss", rec.loss).add("loss_scale", rec.loss_scale)
-            .add("skipped", rec.skipped_total).add("skipped_step", rec.skipped).add("lr", rec.lr).add("seconds", rec.seconds);
+        o.add("step", step)
+            .add("epoch", rec.epoch)
+            .add("loss", rec.loss)
+            .add("loss_scale", rec.loss_scale)
+            .add("skipped", rec.skipped_total)
+            .add("skipped_step", rec.skipped)
+            .add("lr", rec.lr)
+            .add("seconds", rec.seconds);
         if (rec.zero_grad_fraction >= 0) o.add("zero_grad_fraction", rec.zero_grad_fraction);
         metrics.write(o);
       }
@@ -481,24 +511,29 @@ TrainResult run_training(const TrainConfig& config) {
         const double secs = previous_seconds + step_seconds;
         if (model.language_model)
           std::snprintf(buf, sizeof buf, "epoch %lld%s  step %lld  train loss %.4f  held-out %.4f bits/byte  %s%.1f s",
-                        static_cast<long long>(epoch + 1), complete ? "" : " (stopped early)", static_cast<long long>(step),
-                        er.train_loss, ev.bits_per_byte,
+                        static_cast<long long>(epoch + 1), complete ? "" : " (stopped early)",
+                        static_cast<long long>(step), er.train_loss, ev.bits_per_byte,
                         use_scaler ? ("loss scale " + std::to_string(int64_t(scaler.get_scale())) + "  skipped " +
-                                      std::to_string(scaler.steps_skipped()) + "  ").c_str() : "",
+                                      std::to_string(scaler.steps_skipped()) + "  ")
+                                         .c_str()
+                                   : "",
                         secs);
         else
           std::snprintf(buf, sizeof buf, "epoch %lld%s  step %lld  train loss %.4f  test accuracy %.2f%%  %s%.1f s",
-                        static_cast<long long>(epoch + 1), complete ? "" : " (stopped early)", static_cast<long long>(step),
-                        er.train_loss, 100 * ev.accuracy,
+                        static_cast<long long>(epoch + 1), complete ? "" : " (stopped early)",
+                        static_cast<long long>(step), er.train_loss, 100 * ev.accuracy,
                         use_scaler ? ("loss scale " + std::to_string(int64_t(scaler.get_scale())) + "  skipped " +
-                                      std::to_string(scaler.steps_skipped()) + "  ").c_str() : "",
+                                      std::to_string(scaler.steps_skipped()) + "  ")
+                                         .c_str()
+                                   : "",
                         secs);
         say(buf);
       }
       save(complete ? epoch + 1 : epoch);
     }
   }
-  if (steps_here == 0 && !cfg.quiet) say("nothing to do: the run already reached --epochs/--max-steps (" + std::to_string(step) + " steps)");
+  if (steps_here == 0 && !cfg.quiet)
+    say("nothing to do: the run already reached --epochs/--max-steps (" + std::to_string(step) + " steps)");
 
   result.epochs = std::min<int64_t>(loader.epoch(), cfg.epochs);
   result.steps = step;
@@ -519,8 +554,13 @@ TrainResult run_training(const TrainConfig& config) {
 
 std::string summary_json(const TrainResult& r) {
   JsonObject o;
-  o.add("model", r.model).add("precision", r.precision).add("scaler", r.scaler).add("epochs", r.epochs)
-      .add("steps", r.steps).add("skipped_steps", r.skipped_steps).add("final_loss_scale", r.final_loss_scale)
+  o.add("model", r.model)
+      .add("precision", r.precision)
+      .add("scaler", r.scaler)
+      .add("epochs", r.epochs)
+      .add("steps", r.steps)
+      .add("skipped_steps", r.skipped_steps)
+      .add("final_loss_scale", r.final_loss_scale)
       .add("final_loss", r.final_loss);
   if (r.test_accuracy >= 0)
     o.add("test_accuracy", r.test_accuracy);
@@ -528,8 +568,11 @@ std::string summary_json(const TrainResult& r) {
     o.add_raw("test_accuracy", "null");
   o.add("test_loss", r.test_loss);
   if (r.test_bits_per_byte >= 0) o.add("test_bits_per_byte", r.test_bits_per_byte);
-  o.add("train_seconds", r.train_seconds).add("peak_memory_bytes", r.peak_memory_bytes)
-      .add("median_step_ms", r.median_step_ms).add("batch_size", r.batch_size).add("parameters", r.parameters)
+  o.add("train_seconds", r.train_seconds)
+      .add("peak_memory_bytes", r.peak_memory_bytes)
+      .add("median_step_ms", r.median_step_ms)
+      .add("batch_size", r.batch_size)
+      .add("parameters", r.parameters)
       .add("resumed_from_step", r.resumed_from_step);
   return o.str() + "\n";
 }

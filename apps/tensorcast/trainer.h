@@ -2,20 +2,31 @@
 // (an autocast region around forward + loss, a GradScaler for fp16, AdamW), evaluation
 // at each epoch end, checkpoints, exact resume, metrics and the progress display.
 #pragma once
+#include <tensorcast/dtype.h>
+
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <tensorcast/dtype.h>
-
 namespace tc {
-namespace io { struct TrainingState; }
-namespace nn { class Module; }
-namespace optim { class Optimizer; class LRScheduler; }
-namespace amp { class GradScaler; }
-namespace data { class DataLoader; }
+namespace io {
+struct TrainingState;
+}
+namespace nn {
+class Module;
+}
+namespace optim {
+class Optimizer;
+class LRScheduler;
+}  // namespace optim
+namespace amp {
+class GradScaler;
+}
+namespace data {
+class DataLoader;
+}
 }  // namespace tc
 
 namespace tcli {
@@ -32,18 +43,18 @@ Precision resolve_precision(const std::string& flag);
 
 struct TrainConfig {
   std::string model = "cnn";
-  std::string data;               // empty: the model's default
+  std::string data;  // empty: the model's default
   std::string precision = "auto";
-  bool scaler = true;             // fp16 only: false = --no-scaler
+  bool scaler = true;  // fp16 only: false = --no-scaler
   int64_t epochs = 2;
   int64_t batch_size = 128;
   double lr = 1e-3;
   std::string lr_schedule = "cosine";  // cosine (to 0 over the planned epochs) or constant
   uint64_t seed = 0;
-  int64_t max_steps = 0;          // 0: no limit (total steps, counting resumed ones)
-  std::string checkpoint_dir;     // empty: no checkpoints
-  int64_t checkpoint_every = 0;   // steps; 0: only at epoch ends and at the end
-  bool overwrite = false;         // allow replacing a checkpoint of another run
+  int64_t max_steps = 0;         // 0: no limit (total steps, counting resumed ones)
+  std::string checkpoint_dir;    // empty: no checkpoints
+  int64_t checkpoint_every = 0;  // steps; 0: only at epoch ends and at the end
+  bool overwrite = false;        // allow replacing a checkpoint of another run
   std::string resume_dir;
   std::string metrics_path;       // JSON Lines
   int64_t log_every = 10;         // metrics record every N steps (and the last step)
@@ -68,9 +79,9 @@ struct StepRecord {
 
 struct EpochRecord {
   int64_t epoch = 0, step = 0;
-  double train_loss = 0;         // mean over the epoch's steps run in this process
-  double test_accuracy = -1;     // classification
-  double test_loss = 0;          // mean cross-entropy on the test set / held-out text
+  double train_loss = 0;           // mean over the epoch's steps run in this process
+  double test_accuracy = -1;       // classification
+  double test_loss = 0;            // mean cross-entropy on the test set / held-out text
   double test_bits_per_byte = -1;  // gpt
 };
 
@@ -98,9 +109,9 @@ TrainResult run_training(const TrainConfig& config);
 // --resume after the checks: puts a checkpoint into a freshly built run (weights, optimizer
 // state, the scaler's when it is used, the loader's position, the generator), replays the
 // LR schedule (may be null) to the checkpoint's step and returns that step. fuzz/ drives it.
-int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Module& module, tc::optim::Optimizer& optimizer,
-                               tc::amp::GradScaler& scaler, bool use_scaler, tc::data::DataLoader& loader,
-                               tc::optim::LRScheduler* scheduler);
+int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Module& module,
+                               tc::optim::Optimizer& optimizer, tc::amp::GradScaler& scaler, bool use_scaler,
+                               tc::data::DataLoader& loader, tc::optim::LRScheduler* scheduler);
 
 // Throws a one-line tc::Error when `path` (an output file of `flag`) cannot be written:
 // it names a directory, or its directory does not exist. Empty path: nothing to check.

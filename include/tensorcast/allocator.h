@@ -12,7 +12,7 @@ struct MemoryStats {
   int64_t peak_bytes = 0;        // high-water mark of current_bytes since the last reset
   int64_t allocation_count = 0;  // storages allocated since the process started
   int64_t current_allocations = 0;
-  int64_t cached_bytes = 0;      // freed blocks kept for reuse (not counted in current/peak)
+  int64_t cached_bytes = 0;           // freed blocks kept for reuse (not counted in current/peak)
   int64_t total_allocated_bytes = 0;  // bytes of all storages allocated since the process started
 };
 

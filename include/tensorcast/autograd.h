@@ -21,6 +21,7 @@ class NoGradGuard {
   ~NoGradGuard();
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
+
  private:
   bool prev_;
 };
@@ -41,29 +42,27 @@ struct Edge {
 
 // Receives dL/d(output), returns dL/d(input_i) for every input (undefined = no gradient).
 // `needs[i]` says whether input i wants a gradient, so formulas can skip work.
-using BackwardFn =
-    std::function<std::vector<Tensor>(const Tensor& grad_output, const std::vector<bool>& needs)>;
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output, const std::vector<bool>& needs)>;
 
 struct Node {
   std::string name;
-  std::vector<Edge> next;   // one per input of the forward op
-  virtual ~Node();  // iterative: freeing a 100k-op graph must not recurse 100k deep
+  std::vector<Edge> next;  // one per input of the forward op
+  virtual ~Node();         // iterative: freeing a 100k-op graph must not recurse 100k deep
   virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
   virtual void release() {}  // drop saved tensors once the graph is not retained
 };
 
 // Records `fn` as the backward of `output` = op(inputs) when grad mode is on and some
 // floating input requires grad. Returns `output` (now requiring grad if recorded).
-Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs,
-              BackwardFn fn);
+Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn);
 bool any_requires_grad(const std::vector<Tensor>& inputs);
 
 // The engine behind Tensor::backward.
 void backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
 
 // d(outputs)/d(inputs) without touching .grad(): returns one gradient per input.
-std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs,
-                         const Tensor& grad_output = Tensor(), bool retain_graph = false);
+std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& grad_output = Tensor(),
+                         bool retain_graph = false);
 
 }  // namespace autograd
 }  // namespace tc

@@ -62,7 +62,8 @@ class AutogradContext {
   DType autocast_dtype = kBFloat16;
 
  private:
-  template <class T> friend struct Function;
+  template <class T>
+  friend struct Function;
   std::vector<Tensor> saved_;
   std::vector<bool> needs_;
 };
@@ -70,9 +71,13 @@ class AutogradContext {
 namespace detail {
 
 template <class T>
-concept HasCastInputs = requires { T::autocast_cast_inputs; };
+concept HasCastInputs = requires {
+  T::autocast_cast_inputs;
+};
 template <class T>
-concept HasName = requires { T::name; };
+concept HasName = requires {
+  T::name;
+};
 
 inline void collect_inputs(std::vector<Tensor>& out, const Tensor& t) { out.push_back(t); }
 template <class A>
@@ -83,8 +88,7 @@ inline Tensor cast_input(const Tensor& t, DType to) {
   return t.defined() && t.device().is_cpu() && t.is_floating_point() ? t.to(to) : t;
 }
 template <class A>
-  requires(!std::is_same_v<std::remove_cvref_t<A>, Tensor>)
-A&& cast_input(A&& a, DType) { return std::forward<A>(a); }
+requires(!std::is_same_v<std::remove_cvref_t<A>, Tensor>) A && cast_input(A&& a, DType) { return std::forward<A>(a); }
 
 // A forward that returns one of its own inputs must not have that input's history
 // replaced: give it a fresh handle over the same storage.

@@ -29,13 +29,13 @@ inline constexpr DType kByte = DType::UInt8;
 inline constexpr DType kBool = DType::Bool;
 
 struct DTypeTraits {
-  std::string_view name;       // PyTorch's spelling: "float32", "bfloat16", ...
-  std::string_view short_name; // "f32", "bf16", ... (safetensors and reports use these)
+  std::string_view name;        // PyTorch's spelling: "float32", "bfloat16", ...
+  std::string_view short_name;  // "f32", "bf16", ... (safetensors and reports use these)
   size_t size;
   bool is_floating;
-  DType accumulate;            // dtype reductions and GEMMs accumulate in
-  double epsilon;              // machine epsilon (1 for integers)
-  double max;                  // largest finite value
+  DType accumulate;  // dtype reductions and GEMMs accumulate in
+  double epsilon;    // machine epsilon (1 for integers)
+  double max;        // largest finite value
 };
 
 inline constexpr DTypeTraits kDTypeTraits[kNumDTypes] = {
@@ -61,30 +61,64 @@ std::ostream& operator<<(std::ostream& os, DType t);
 DType promote_types(DType a, DType b);
 
 // C++ type <-> DType.
-template <class T> struct CppToDType;
-template <> struct CppToDType<float> { static constexpr DType value = DType::Float32; };
-template <> struct CppToDType<Half> { static constexpr DType value = DType::Float16; };
-template <> struct CppToDType<BFloat16> { static constexpr DType value = DType::BFloat16; };
-template <> struct CppToDType<double> { static constexpr DType value = DType::Float64; };
-template <> struct CppToDType<int64_t> { static constexpr DType value = DType::Int64; };
-template <> struct CppToDType<int32_t> { static constexpr DType value = DType::Int32; };
-template <> struct CppToDType<uint8_t> { static constexpr DType value = DType::UInt8; };
-template <> struct CppToDType<bool> { static constexpr DType value = DType::Bool; };
-template <class T> inline constexpr DType dtype_of = CppToDType<T>::value;
+template <class T>
+struct CppToDType;
+template <>
+struct CppToDType<float> {
+  static constexpr DType value = DType::Float32;
+};
+template <>
+struct CppToDType<Half> {
+  static constexpr DType value = DType::Float16;
+};
+template <>
+struct CppToDType<BFloat16> {
+  static constexpr DType value = DType::BFloat16;
+};
+template <>
+struct CppToDType<double> {
+  static constexpr DType value = DType::Float64;
+};
+template <>
+struct CppToDType<int64_t> {
+  static constexpr DType value = DType::Int64;
+};
+template <>
+struct CppToDType<int32_t> {
+  static constexpr DType value = DType::Int32;
+};
+template <>
+struct CppToDType<uint8_t> {
+  static constexpr DType value = DType::UInt8;
+};
+template <>
+struct CppToDType<bool> {
+  static constexpr DType value = DType::Bool;
+};
+template <class T>
+inline constexpr DType dtype_of = CppToDType<T>::value;
 
 // Calls fn.template operator()<T>() with the C++ type of `t`.
 // Usage: dispatch_all(t, "op", [&]<class T>() { ... });
 template <class F>
 decltype(auto) dispatch_all(DType t, const char* op, F&& fn) {
   switch (t) {
-    case DType::Float32: return fn.template operator()<float>();
-    case DType::Float16: return fn.template operator()<Half>();
-    case DType::BFloat16: return fn.template operator()<BFloat16>();
-    case DType::Float64: return fn.template operator()<double>();
-    case DType::Int64: return fn.template operator()<int64_t>();
-    case DType::Int32: return fn.template operator()<int32_t>();
-    case DType::UInt8: return fn.template operator()<uint8_t>();
-    case DType::Bool: return fn.template operator()<bool>();
+    case DType::Float32:
+      return fn.template operator()<float>();
+    case DType::Float16:
+      return fn.template operator()<Half>();
+    case DType::BFloat16:
+      return fn.template operator()<BFloat16>();
+    case DType::Float64:
+      return fn.template operator()<double>();
+    case DType::Int64:
+      return fn.template operator()<int64_t>();
+    case DType::Int32:
+      return fn.template operator()<int32_t>();
+    case DType::UInt8:
+      return fn.template operator()<uint8_t>();
+    case DType::Bool:
+      return fn.template operator()<bool>();
   }
   TC_FAIL(op, "unsupported dtype ", static_cast<int>(t));
 }
@@ -93,11 +127,16 @@ decltype(auto) dispatch_all(DType t, const char* op, F&& fn) {
 template <class F>
 decltype(auto) dispatch_floating(DType t, const char* op, F&& fn) {
   switch (t) {
-    case DType::Float32: return fn.template operator()<float>();
-    case DType::Float16: return fn.template operator()<Half>();
-    case DType::BFloat16: return fn.template operator()<BFloat16>();
-    case DType::Float64: return fn.template operator()<double>();
-    default: TC_FAIL(op, "expected a floating dtype, got ", dtype_name(t));
+    case DType::Float32:
+      return fn.template operator()<float>();
+    case DType::Float16:
+      return fn.template operator()<Half>();
+    case DType::BFloat16:
+      return fn.template operator()<BFloat16>();
+    case DType::Float64:
+      return fn.template operator()<double>();
+    default:
+      TC_FAIL(op, "expected a floating dtype, got ", dtype_name(t));
   }
 }
 

@@ -24,10 +24,10 @@ std::string concat(const Args&... args) {
 }  // namespace tc
 
 // TC_CHECK(cond, "op", message parts...) throws tc::Error("[op] message").
-#define TC_CHECK(cond, op, ...)                                                  \
-  do {                                                                           \
-    if (!(cond)) [[unlikely]]                                                    \
-      throw ::tc::Error(::tc::detail::concat("[", op, "] ", __VA_ARGS__));       \
+#define TC_CHECK(cond, op, ...)                                            \
+  do {                                                                     \
+    if (!(cond)) [[unlikely]]                                              \
+      throw ::tc::Error(::tc::detail::concat("[", op, "] ", __VA_ARGS__)); \
   } while (0)
 
 #define TC_FAIL(op, ...) throw ::tc::Error(::tc::detail::concat("[", op, "] ", __VA_ARGS__))

@@ -22,9 +22,7 @@ constexpr uint16_t float_to_bf16_bits(float f) noexcept {
   return static_cast<uint16_t>(u >> 16);
 }
 
-constexpr float bf16_bits_to_float(uint16_t b) noexcept {
-  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
-}
+constexpr float bf16_bits_to_float(uint16_t b) noexcept { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
 constexpr uint16_t float_to_half_bits(float f) noexcept {
   const uint32_t x = std::bit_cast<uint32_t>(f);
@@ -69,7 +67,7 @@ struct alignas(2) BFloat16 {
   struct from_bits_t {};
   constexpr BFloat16() = default;
   constexpr BFloat16(uint16_t b, from_bits_t) noexcept : bits(b) {}
-  constexpr BFloat16(float f) noexcept : bits(detail::float_to_bf16_bits(f)) {}  // NOLINT
+  constexpr BFloat16(float f) noexcept : bits(detail::float_to_bf16_bits(f)) {}           // NOLINT
   constexpr operator float() const noexcept { return detail::bf16_bits_to_float(bits); }  // NOLINT
   static constexpr BFloat16 from_bits(uint16_t b) noexcept { return {b, from_bits_t{}}; }
 };
@@ -79,26 +77,26 @@ struct alignas(2) Half {
   struct from_bits_t {};
   constexpr Half() = default;
   constexpr Half(uint16_t b, from_bits_t) noexcept : bits(b) {}
-  constexpr Half(float f) noexcept : bits(detail::float_to_half_bits(f)) {}  // NOLINT
+  constexpr Half(float f) noexcept : bits(detail::float_to_half_bits(f)) {}               // NOLINT
   constexpr operator float() const noexcept { return detail::half_bits_to_float(bits); }  // NOLINT
   static constexpr Half from_bits(uint16_t b) noexcept { return {b, from_bits_t{}}; }
 };
 
 // Arithmetic through float (the result rounds back on assignment to a 16-bit variable).
-#define TC_HALF_ARITH(T)                                                              \
-  inline float operator+(T a, T b) { return float(a) + float(b); }                    \
-  inline float operator-(T a, T b) { return float(a) - float(b); }                    \
-  inline float operator*(T a, T b) { return float(a) * float(b); }                    \
-  inline float operator/(T a, T b) { return float(a) / float(b); }                    \
-  inline float operator-(T a) { return -float(a); }                                   \
-  inline T& operator+=(T& a, T b) { return a = T(float(a) + float(b)); }              \
-  inline T& operator-=(T& a, T b) { return a = T(float(a) - float(b)); }              \
-  inline T& operator*=(T& a, T b) { return a = T(float(a) * float(b)); }              \
-  inline T& operator/=(T& a, T b) { return a = T(float(a) / float(b)); }              \
-  inline bool operator==(T a, T b) { return float(a) == float(b); }                   \
-  inline bool operator<(T a, T b) { return float(a) < float(b); }                     \
-  inline bool operator>(T a, T b) { return float(a) > float(b); }                     \
-  inline bool operator<=(T a, T b) { return float(a) <= float(b); }                   \
+#define TC_HALF_ARITH(T)                                                 \
+  inline float operator+(T a, T b) { return float(a) + float(b); }       \
+  inline float operator-(T a, T b) { return float(a) - float(b); }       \
+  inline float operator*(T a, T b) { return float(a) * float(b); }       \
+  inline float operator/(T a, T b) { return float(a) / float(b); }       \
+  inline float operator-(T a) { return -float(a); }                      \
+  inline T& operator+=(T& a, T b) { return a = T(float(a) + float(b)); } \
+  inline T& operator-=(T& a, T b) { return a = T(float(a) - float(b)); } \
+  inline T& operator*=(T& a, T b) { return a = T(float(a) * float(b)); } \
+  inline T& operator/=(T& a, T b) { return a = T(float(a) / float(b)); } \
+  inline bool operator==(T a, T b) { return float(a) == float(b); }      \
+  inline bool operator<(T a, T b) { return float(a) < float(b); }        \
+  inline bool operator>(T a, T b) { return float(a) > float(b); }        \
+  inline bool operator<=(T a, T b) { return float(a) <= float(b); }      \
   inline bool operator>=(T a, T b) { return float(a) >= float(b); }
 TC_HALF_ARITH(BFloat16)
 TC_HALF_ARITH(Half)
@@ -143,6 +141,7 @@ namespace std {
 template <>
 class numeric_limits<tc::BFloat16> {
   using T = tc::BFloat16;
+
  public:
   static constexpr bool is_specialized = true;
   static constexpr bool is_signed = true;
@@ -181,6 +180,7 @@ class numeric_limits<tc::BFloat16> {
 template <>
 class numeric_limits<tc::Half> {
   using T = tc::Half;
+
  public:
   static constexpr bool is_specialized = true;
   static constexpr bool is_signed = true;

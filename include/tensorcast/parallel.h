@@ -15,7 +15,6 @@ bool in_parallel_region();
 
 // Splits [begin, end) into chunks of at least `grain` and runs fn(chunk_begin, chunk_end)
 // on the intra-op threads; runs inline when the range is small or already in parallel.
-void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& fn);
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 }  // namespace tc

@@ -22,8 +22,8 @@ namespace tc::profiler {
 struct OpStat {
   std::string name;
   int64_t calls = 0;
-  double total_ms = 0;  // wall time from entry to exit, nested records included
-  double self_ms = 0;   // total minus the nested records' totals
+  double total_ms = 0;           // wall time from entry to exit, nested records included
+  double self_ms = 0;            // total minus the nested records' totals
   int64_t self_alloc_bytes = 0;  // bytes of tensor storage allocated by this record, not its children
 };
 
@@ -35,7 +35,7 @@ class Profile {
   Profile& operator=(const Profile&) = delete;
 
   void stop();
-  double wall_ms() const;           // start to stop (or to now)
+  double wall_ms() const;                    // start to stop (or to now)
   std::vector<OpStat> key_averages() const;  // sorted by self time, largest first
   // A text table of key_averages(): the `top` largest by self time, then a line for the
   // time spent outside any record (graph bookkeeping, user code). Times divided by `per`

@@ -25,22 +25,28 @@ std::string shape_str(const Shape& s);  // "(64, 784)"
 enum class MemoryFormat { Contiguous, ChannelsLast };
 
 struct TensorImpl;  // src/core/tensor_impl.h
-namespace autograd { struct Node; }
+namespace autograd {
+struct Node;
+}
 
 // Declares a typed option with a fluent setter, as libtorch's TORCH_ARG does:
 // `Options().lr(0.1).momentum(0.9)`.
-#define TC_ARG(T, name)                                     \
- public:                                                    \
-  auto& name(const T& v) { name##_ = v; return *this; }     \
-  const T& name() const noexcept { return name##_; }        \
- private:                                                   \
+#define TC_ARG(T, name)                              \
+ public:                                             \
+  auto& name(const T& v) {                           \
+    name##_ = v;                                     \
+    return *this;                                    \
+  }                                                  \
+  const T& name() const noexcept { return name##_; } \
+                                                     \
+ private:                                            \
   T name##_
 
 struct TensorOptions {
   TensorOptions() = default;
-  TensorOptions(DType d) : dtype_(d) {}             // NOLINT: tc::zeros({2}, tc::kBFloat16)
-  TensorOptions(Device d) : device_(d) {}           // NOLINT
-  TensorOptions(DeviceType d) : device_(d) {}       // NOLINT
+  TensorOptions(DType d) : dtype_(d) {}        // NOLINT: tc::zeros({2}, tc::kBFloat16)
+  TensorOptions(Device d) : device_(d) {}      // NOLINT
+  TensorOptions(DeviceType d) : device_(d) {}  // NOLINT
   TC_ARG(DType, dtype) = kFloat32;
   TC_ARG(Device, device) = Device{};
   TC_ARG(bool, requires_grad) = false;
@@ -61,52 +67,54 @@ class Tensor {
   Device device() const;
   const Shape& sizes() const;
   const Shape& strides() const;
-  int64_t size(int64_t dim) const;    // negative dims count from the end
+  int64_t size(int64_t dim) const;  // negative dims count from the end
   int64_t stride(int64_t dim) const;
   int64_t dim() const;
   int64_t numel() const;
   int64_t storage_offset() const;
-  size_t nbytes() const;              // numel * element size
+  size_t nbytes() const;  // numel * element size
   bool is_contiguous() const;
   bool is_contiguous(MemoryFormat format) const;  // ChannelsLast: 4-d with NHWC strides
   bool is_floating_point() const { return is_floating(dtype()); }
 
   // --- data access (CPU). data_ptr<T> checks T against the dtype.
-  void* raw_data() const;             // address of the first element
+  void* raw_data() const;  // address of the first element
   template <class T>
   T* data_ptr() const {
-    TC_CHECK(dtype() == dtype_of<T>, "data_ptr", "tensor has dtype ", dtype_name(dtype()),
-             " but data_ptr<", dtype_name(dtype_of<T>), "> was requested");
+    TC_CHECK(dtype() == dtype_of<T>, "data_ptr", "tensor has dtype ", dtype_name(dtype()), " but data_ptr<",
+             dtype_name(dtype_of<T>), "> was requested");
     return static_cast<T*>(raw_data());
   }
-  double item_double() const;         // numel must be 1
+  double item_double() const;  // numel must be 1
   template <class T>
-  T item() const { return static_cast<T>(item_double()); }
+  T item() const {
+    return static_cast<T>(item_double());
+  }
   std::vector<double> to_vector() const;  // all elements in row-major order, as double
 
   // --- conversions and copies (differentiable where it makes sense)
-  Tensor to(DType dtype) const;       // returns *this when the dtype already matches
+  Tensor to(DType dtype) const;  // returns *this when the dtype already matches
   Tensor to(Device device) const;
   Tensor clone() const;
-  Tensor contiguous() const;          // *this when already contiguous
+  Tensor contiguous() const;  // *this when already contiguous
   // The same values in `format`'s memory layout, sizes unchanged (libtorch's
   // contiguous(MemoryFormat)): ChannelsLast gives a 4-d (N, C, H, W) tensor with NHWC
   // strides, which convolutions and pooling run on without layout reorders.
   Tensor contiguous(MemoryFormat format) const;
-  Tensor detach() const;              // shares storage, no autograd history
+  Tensor detach() const;  // shares storage, no autograd history
 
   // --- views: share storage with *this
   Tensor view(const Shape& shape) const;     // one -1 is inferred; strides must allow it
   Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
-  Tensor t() const;                          // 2-d transpose (0-d and 1-d unchanged)
+  Tensor t() const;  // 2-d transpose (0-d and 1-d unchanged)
   Tensor permute(const Shape& dims) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
-  Tensor expand(const Shape& shape) const;   // -1 keeps a size
+  Tensor expand(const Shape& shape) const;  // -1 keeps a size
   Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
   Tensor unsqueeze(int64_t dim) const;
   Tensor squeeze() const;
@@ -116,7 +124,7 @@ class Tensor {
   Tensor& requires_grad_(bool requires_grad = true);
   bool requires_grad() const;
   bool is_leaf() const;
-  const Tensor& grad() const;                // undefined until a backward reaches it
+  const Tensor& grad() const;  // undefined until a backward reaches it
   void set_grad(const Tensor& grad) const;
   std::shared_ptr<autograd::Node> grad_fn() const;
   // Gradient of this (scalar) tensor, or with an explicit `gradient` of the same shape.
@@ -126,7 +134,7 @@ class Tensor {
   //     while grad mode is on, like PyTorch)
   Tensor& zero_();
   Tensor& fill_(double value);
-  Tensor& copy_(const Tensor& src);          // broadcasts src, converts dtype
+  Tensor& copy_(const Tensor& src);  // broadcasts src, converts dtype
   Tensor& add_(const Tensor& other, double alpha = 1.0);
   Tensor& mul_(const Tensor& other);
   Tensor& mul_(double value);

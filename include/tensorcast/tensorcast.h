@@ -2,8 +2,8 @@
 #pragma once
 #include "tensorcast/allocator.h"
 #include "tensorcast/amp/autocast.h"
-#include "tensorcast/amp/policy.h"
 #include "tensorcast/amp/grad_scaler.h"
+#include "tensorcast/amp/policy.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/autograd_function.h"
 #include "tensorcast/convert.h"

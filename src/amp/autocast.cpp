@@ -32,9 +32,7 @@ thread_local ThreadState t_state;
 
 DeviceState& device_state(DeviceType d) { return d == kCUDA ? t_state.cuda : t_state.cpu; }
 
-void refresh_active() {
-  t_autocast_active = (t_state.cpu.enabled || t_state.cuda.enabled) && !t_state.excluded;
-}
+void refresh_active() { t_autocast_active = (t_state.cpu.enabled || t_state.cuda.enabled) && !t_state.excluded; }
 
 void check_dtype(DType dtype) {
   TC_CHECK(dtype == kBFloat16 || dtype == kFloat16, "autocast",

@@ -27,8 +27,7 @@ thread_local Cache t_cache;
 }  // namespace
 
 Tensor cached_cast(DType to, const Tensor& t, DeviceType device) {
-  if (!t.defined() || t.device().type != device || !is_floating(t.dtype()) || t.dtype() == kFloat64 ||
-      t.dtype() == to)
+  if (!t.defined() || t.device().type != device || !is_floating(t.dtype()) || t.dtype() == kFloat64 || t.dtype() == to)
     return t;
   // Only parameters are worth caching: fp32 leaves that require grad, cast to the region's
   // 16-bit dtype, inside a region (outside one nothing would ever clear the entry).

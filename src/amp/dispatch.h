@@ -50,13 +50,16 @@ inline std::vector<Tensor> cast_arg(const CastPlan& p, const std::vector<Tensor>
   return out;
 }
 template <class T>
-const T& cast_arg(const CastPlan&, const T& v) { return v; }
+const T& cast_arg(const CastPlan&, const T& v) {
+  return v;
+}
 
 // True when every tensor argument is undefined or on the CPU; otherwise `where` is the
 // first other device.
 inline bool on_cpu(const Tensor& t, Device& where) {
   const TensorImpl* impl = t.impl();
-  if (impl == nullptr || impl->device().is_cpu()) [[likely]] return true;
+  if (impl == nullptr || impl->device().is_cpu()) [[likely]]
+    return true;
   where = impl->device();
   return false;
 }
@@ -66,14 +69,17 @@ inline bool on_cpu(const std::vector<Tensor>& ts, Device& where) {
   return true;
 }
 template <class T>
-bool on_cpu(const T&, Device&) { return true; }
+bool on_cpu(const T&, Device&) {
+  return true;
+}
 
 [[noreturn]] void throw_no_kernel(std::string_view op, Device device);
 
 template <class... Args>
 inline void check_devices(std::string_view op, const Args&... args) {
   Device where;
-  if (!(on_cpu(args, where) && ...)) [[unlikely]] throw_no_kernel(op, where);
+  if (!(on_cpu(args, where) && ...)) [[unlikely]]
+    throw_no_kernel(op, where);
 }
 
 template <class F, class... Args>
@@ -93,7 +99,8 @@ decltype(auto) dispatch_slow(const OpEntry* entry, F& f, const Args&... args) {
 template <OpId Op, class F, class... Args>
 inline decltype(auto) dispatch(F&& f, const Args&... args) {
   detail::check_devices(op_name(Op), args...);
-  if (!(detail::t_autocast_active | profiler::detail::t_recording)) [[likely]] return f(args...);
+  if (!(detail::t_autocast_active | profiler::detail::t_recording)) [[likely]]
+    return f(args...);
   profiler::detail::Scope record(op_name(Op));
   if (!detail::t_autocast_active) return f(args...);
   static const detail::OpEntry* const entry = detail::builtin_entry(Op);
@@ -104,7 +111,8 @@ inline decltype(auto) dispatch(F&& f, const Args&... args) {
 template <OpName Name, class F, class... Args>
 inline decltype(auto) dispatch(F&& f, const Args&... args) {
   detail::check_devices(Name.view(), args...);
-  if (!(detail::t_autocast_active | profiler::detail::t_recording)) [[likely]] return f(args...);
+  if (!(detail::t_autocast_active | profiler::detail::t_recording)) [[likely]]
+    return f(args...);
   profiler::detail::Scope record(Name.view());
   if (!detail::t_autocast_active) return f(args...);
   static const detail::OpEntry* const entry = detail::op_entry(Name.view());

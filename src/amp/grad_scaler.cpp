@@ -54,10 +54,9 @@ GradScaler::GradScaler(GradScalerOptions options)
   TC_CHECK(o.backoff_factor() > 0.0, kOp, "The backoff factor must be > 0.0 (got ", o.backoff_factor(), ")");
   TC_CHECK(o.growth_interval() >= 1 && o.growth_interval() <= INT32_MAX, kOp,
            "growth_interval must be in [1, 2^31), got ", o.growth_interval());
-  TC_CHECK(o.hysteresis() >= 1 && o.hysteresis() <= INT32_MAX, kOp, "hysteresis must be >= 1, got ",
-           o.hysteresis());
-  TC_CHECK(std::isfinite(o.init_scale()) && o.init_scale() > 0.0, kOp,
-           "init_scale must be finite and positive, got ", o.init_scale());
+  TC_CHECK(o.hysteresis() >= 1 && o.hysteresis() <= INT32_MAX, kOp, "hysteresis must be >= 1, got ", o.hysteresis());
+  TC_CHECK(std::isfinite(o.init_scale()) && o.init_scale() > 0.0, kOp, "init_scale must be finite and positive, got ",
+           o.init_scale());
   TC_CHECK(o.min_scale() >= 0.0 && o.max_scale() >= 0.0, kOp, "min_scale and max_scale must be >= 0 (0: no bound)");
   TC_CHECK(o.max_scale() == 0.0 || o.max_scale() >= o.min_scale(), kOp, "max_scale ", o.max_scale(),
            " is below min_scale ", o.min_scale());
@@ -125,8 +124,10 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   std::vector<std::pair<DType, std::vector<Tensor>>> by_dtype;
   for (Tensor& g : grads) {
     auto it = std::find_if(by_dtype.begin(), by_dtype.end(), [&](const auto& e) { return e.first == g.dtype(); });
-    if (it == by_dtype.end()) by_dtype.push_back({g.dtype(), {std::move(g)}});
-    else it->second.push_back(std::move(g));
+    if (it == by_dtype.end())
+      by_dtype.push_back({g.dtype(), {std::move(g)}});
+    else
+      it->second.push_back(std::move(g));
   }
   for (const auto& [dt, list] : by_dtype) cpu::amp_non_finite_check_and_unscale_(list, found, inv);
   // PyTorch records no check for an optimizer without gradients; step() then refuses.
@@ -170,8 +171,10 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
     report_overflow(optimizer);
     return false;
   }
-  if (fused) optimizer.step(optim::AmpStep{inv, st.found_inf});
-  else optimizer.step();
+  if (fused)
+    optimizer.step(optim::AmpStep{inv, st.found_inf});
+  else
+    optimizer.step();
   ++steps_taken_;
   return true;
 }
@@ -186,8 +189,8 @@ void GradScaler::report_overflow(const optim::Optimizer& optimizer) {
       if (!g.defined() || !cpu::has_non_finite(g)) continue;
       last_step_.group = static_cast<int64_t>(gi);
       last_step_.param = static_cast<int64_t>(pi);
-      last_step_.first_nonfinite = detail::concat("group ", gi, " param ", pi, " (shape ",
-                                                  shape_str(groups[gi].params[pi].sizes()), ")");
+      last_step_.first_nonfinite =
+          detail::concat("group ", gi, " param ", pi, " (shape ", shape_str(groups[gi].params[pi].sizes()), ")");
       return;
     }
 }
@@ -202,8 +205,8 @@ void GradScaler::update() {
   TC_CHECK(!found.empty(), kOp, "No inf checks were recorded prior to update().");
   const auto& o = options_;
   cpu::amp_update_scale_(scale_, growth_tracker_, hysteresis_tracker_, found,
-                         {o.growth_factor(), o.backoff_factor(), o.growth_interval(), o.hysteresis(),
-                          o.min_scale(), o.clamp_min_scale(), o.max_scale()});
+                         {o.growth_factor(), o.backoff_factor(), o.growth_interval(), o.hysteresis(), o.min_scale(),
+                          o.clamp_min_scale(), o.max_scale()});
   per_optimizer_.clear();
 }
 
@@ -281,9 +284,8 @@ void GradScaler::load_state_dict(const StateDict& sd) {
   const bool clamp = opt_num("clamp_min_scale", options_.clamp_min_scale() ? 1.0 : 0.0, -kMax, kMax) != 0.0;
   const int64_t taken = opt_int("steps_taken", steps_taken_, 0, kMaxCount);
   const int64_t skipped = opt_int("steps_skipped", steps_skipped_, 0, kMaxCount);
-  TC_CHECK(growth > 1.0 && backoff > 0.0 && backoff < 1.0, kOp,
-           "state dict holds invalid settings (growth_factor ", growth, ", backoff_factor ", backoff,
-           ", growth_interval ", interval, ", hysteresis ", hyst, ")");
+  TC_CHECK(growth > 1.0 && backoff > 0.0 && backoff < 1.0, kOp, "state dict holds invalid settings (growth_factor ",
+           growth, ", backoff_factor ", backoff, ", growth_interval ", interval, ", hysteresis ", hyst, ")");
   TC_CHECK(max_scale == 0.0 || min_scale <= max_scale, kOp, "state dict holds min_scale ", min_scale,
            " above max_scale ", max_scale);
 

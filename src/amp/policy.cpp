@@ -25,7 +25,8 @@ struct Builtin {
 
 constexpr const char* kNotListed = "not listed: runs in its inputs' dtype";
 constexpr const char* kCudaOnlyFp32 = "fp32 on CUDA; not in the CPU list (runs in bf16 there)";
-constexpr const char* kWhyFp32 = "fp32 on every device: numerically sensitive (PyTorch's CUDA list; needed for fp16 on CPU)";
+constexpr const char* kWhyFp32 =
+    "fp32 on every device: numerically sensitive (PyTorch's CUDA list; needed for fp16 on CPU)";
 constexpr const char* kResultType = "not listed: the op's own promotion (torch.result_type)";
 constexpr const char* kWhyNative =
     "mixed dtypes handled by the kernel itself: it reads each input in its own dtype and writes result_type's, "
@@ -113,10 +114,14 @@ CastPolicy entry_policy(const OpEntry* e) { return e->policy.load(std::memory_or
 
 std::string_view policy_name(CastPolicy p) {
   switch (p) {
-    case P::LowerPrecision: return "lower_precision";
-    case P::Fp32: return "fp32";
-    case P::Promote: return "promote";
-    case P::Passthrough: return "passthrough";
+    case P::LowerPrecision:
+      return "lower_precision";
+    case P::Fp32:
+      return "fp32";
+    case P::Promote:
+      return "promote";
+    case P::Passthrough:
+      return "passthrough";
   }
   return "?";
 }

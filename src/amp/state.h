@@ -20,6 +20,7 @@ class ExcludeGuard {
   ~ExcludeGuard();
   ExcludeGuard(const ExcludeGuard&) = delete;
   ExcludeGuard& operator=(const ExcludeGuard&) = delete;
+
  private:
   bool prev_;
 };
@@ -29,7 +30,7 @@ bool is_excluded();
 // handle a call site can keep in a function-local static.
 struct OpEntry;
 OpEntry* op_entry(std::string_view op);  // registers a passthrough entry if unknown
-OpEntry* builtin_entry(OpId op);          // an op of the list: its row, by index
+OpEntry* builtin_entry(OpId op);         // an op of the list: its row, by index
 CastPolicy entry_policy(const OpEntry* e);
 
 // What the dispatcher does for one call: which device's region applies, and the dtype

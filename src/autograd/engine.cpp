@@ -249,9 +249,12 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
                  shape_str(gi.sizes()), " for an input of shape ", shape_str(e.shape));
         if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
         Tensor& buf = buffers[e.fn.get()];
-        if (!buf.defined()) buf = std::move(gi);
-        else if (exclusively_held(buf, 1)) buf.add_(gi);  // as PyTorch's InputBuffer: no new tensor
-        else buf = add(buf, gi);
+        if (!buf.defined())
+          buf = std::move(gi);
+        else if (exclusively_held(buf, 1))
+          buf.add_(gi);  // as PyTorch's InputBuffer: no new tensor
+        else
+          buf = add(buf, gi);
       }
       if (--deps[e.fn.get()] == 0) ready.push_back(e.fn.get());
     }
@@ -273,8 +276,7 @@ Tensor default_root_grad(const Tensor& root, const Tensor& gradient, const char*
 
 void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   TC_CHECK(root.defined(), "backward", "called on an undefined tensor");
-  TC_CHECK(root.requires_grad(), "backward",
-           "element 0 of tensors does not require grad and does not have a grad_fn");
+  TC_CHECK(root.requires_grad(), "backward", "element 0 of tensors does not require grad and does not have a grad_fn");
   Tensor g = default_root_grad(root, gradient, "backward");
   Edge e = edge_for(root);
   run_backward(e.fn, g, retain_graph, nullptr);

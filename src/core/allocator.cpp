@@ -40,7 +40,7 @@ void note_free(Device d, int64_t bytes) {
   c.live.fetch_sub(1);
 }
 
-constexpr size_t kCacheMin = size_t{1} << 20;   // smaller blocks come from malloc's own bins
+constexpr size_t kCacheMin = size_t{1} << 20;  // smaller blocks come from malloc's own bins
 constexpr size_t kCacheLimit = size_t{1} << 30;
 
 size_t block_size(size_t n) {  // what is asked of the OS: 64-byte multiples, 4 KiB for large ones
@@ -102,8 +102,7 @@ Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev), owned(true) {
     cpu_cache().clear();
     data = std::aligned_alloc(64, rounded);
   }
-  if (rounded != 0 && data == nullptr)
-    TC_FAIL("allocator", "out of memory allocating ", n, " bytes on ", dev);
+  if (rounded != 0 && data == nullptr) TC_FAIL("allocator", "out of memory allocating ", n, " bytes on ", dev);
   note_alloc(dev, static_cast<int64_t>(n));
 }
 

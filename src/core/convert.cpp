@@ -33,11 +33,16 @@ const CpuFeatures& cpu_features() {
 
 std::string_view convert_path_name(ConvertPath p) {
   switch (p) {
-    case ConvertPath::kAuto: return "auto";
-    case ConvertPath::kPortable: return "portable";
-    case ConvertPath::kF16C: return "f16c";
-    case ConvertPath::kAVX512: return "avx512";
-    case ConvertPath::kAVX512BF16: return "avx512bf16";
+    case ConvertPath::kAuto:
+      return "auto";
+    case ConvertPath::kPortable:
+      return "portable";
+    case ConvertPath::kF16C:
+      return "f16c";
+    case ConvertPath::kAVX512:
+      return "avx512";
+    case ConvertPath::kAVX512BF16:
+      return "avx512bf16";
   }
   return "?";
 }
@@ -66,8 +71,10 @@ void convert(const void* src, DType sdt, void* dst, DType ddt, int64_t n) {
           d[i] = static_cast<D>(static_cast<float>(s[i]));  // 16-bit -> anything via float (exact)
         } else if constexpr (std::is_same_v<D, BFloat16> || std::is_same_v<D, Half>) {
           // double -> 16-bit via float would round twice; round the double once instead.
-          if constexpr (std::is_same_v<S, double>) d[i] = round_double_to<D>(s[i]);
-          else d[i] = D(static_cast<float>(s[i]));
+          if constexpr (std::is_same_v<S, double>)
+            d[i] = round_double_to<D>(s[i]);
+          else
+            d[i] = D(static_cast<float>(s[i]));
         } else {
           d[i] = static_cast<D>(s[i]);
         }

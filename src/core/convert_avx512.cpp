@@ -31,8 +31,7 @@ inline __mmask16 tail_mask(int64_t rem) { return static_cast<__mmask16>((1u << r
 // Result in the low 16 bits of each 32-bit lane.
 inline __m512i bf16_round_bits(__m512i u) {
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
   const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const __mmask16 nan = _mm512_cmpgt_epu32_mask(ax, _mm512_set1_epi32(0x7f800000));
   const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040));
@@ -48,8 +47,8 @@ inline __m256i f32_to_bf16_hw(__m512i u) {
   const __m256i hw = (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(u));
   const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   // ax - 1 < 0x7fffff (unsigned) <=> 0 < ax <= 0x7fffff <=> nonzero subnormal.
-  const __mmask16 sub = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(ax, _mm512_set1_epi32(1)),
-                                                _mm512_set1_epi32(0x7fffff));
+  const __mmask16 sub =
+      _mm512_cmplt_epu32_mask(_mm512_sub_epi32(ax, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7fffff));
   if (__builtin_expect(sub != 0, 0)) return _mm256_mask_mov_epi16(hw, sub, f32_to_bf16_int(u));
   return hw;
 }
@@ -71,16 +70,13 @@ inline __m512 f16_to_f32_hw(__m256i h) {
     const __m512i e = _mm512_cvtepu16_epi32(h);
     const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(e, _mm512_set1_epi32(0x8000)), 16);
     const __m512i payload = _mm512_slli_epi32(_mm512_and_si512(e, _mm512_set1_epi32(0x3ff)), 13);
-    const __m512i bits =
-        _mm512_or_si512(_mm512_or_si512(sign, payload), _mm512_set1_epi32(0x7f800000));
+    const __m512i bits = _mm512_or_si512(_mm512_or_si512(sign, payload), _mm512_set1_epi32(0x7f800000));
     w = _mm512_mask_mov_ps(w, nan, _mm512_castsi512_ps(bits));
   }
   return w;
 }
 
-inline __m512 bf16_to_f32(__m256i h) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
+inline __m512 bf16_to_f32(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 
 }  // namespace
 
@@ -145,8 +141,7 @@ void half_to_float_avx512(const Half* src, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m512 a = f16_to_f32_hw(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
-    const __m512 b =
-        f16_to_f32_hw(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 16)));
+    const __m512 b = f16_to_f32_hw(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 16)));
     _mm512_storeu_ps(dst + i, a);
     _mm512_storeu_ps(dst + i + 16, b);
   }
@@ -163,11 +158,21 @@ void half_to_float_avx512(const Half* src, float* dst, int64_t n) {
 // convert_path_available() never selects these on such a build's CPUs in practice; they
 // still have to exist and be correct, so they are the scalar reference.
 namespace tc::detail {
-void float_to_bf16_avx512bf16(const float* s, BFloat16* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = BFloat16(s[i]); }
-void float_to_bf16_avx512(const float* s, BFloat16* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = BFloat16(s[i]); }
-void bf16_to_float_avx512(const BFloat16* s, float* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = float(s[i]); }
-void float_to_half_avx512(const float* s, Half* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = Half(s[i]); }
-void half_to_float_avx512(const Half* s, float* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = float(s[i]); }
+void float_to_bf16_avx512bf16(const float* s, BFloat16* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = BFloat16(s[i]);
+}
+void float_to_bf16_avx512(const float* s, BFloat16* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = BFloat16(s[i]);
+}
+void bf16_to_float_avx512(const BFloat16* s, float* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = float(s[i]);
+}
+void float_to_half_avx512(const float* s, Half* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = Half(s[i]);
+}
+void half_to_float_avx512(const Half* s, float* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = float(s[i]);
+}
 }  // namespace tc::detail
 
 #endif

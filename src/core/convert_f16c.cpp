@@ -24,8 +24,7 @@ namespace {
 // 8 floats (as bits) -> bf16 bits in the low half of each 32-bit lane (the reference rule).
 inline __m256i bf16_round_bits(__m256i u) {
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rounded =
-      _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
   const __m256i ax = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
   // Signed compare is right: ax and 0x7f800000 are both non-negative.
   const __m256i nan = _mm256_cmpgt_epi32(ax, _mm256_set1_epi32(0x7f800000));
@@ -62,8 +61,7 @@ inline __m256 f16x8_to_f32(const uint16_t* p) {
     const __m256i e = _mm256_cvtepu16_epi32(h);
     const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(e, _mm256_set1_epi32(0x8000)), 16);
     const __m256i payload = _mm256_slli_epi32(_mm256_and_si256(e, _mm256_set1_epi32(0x3ff)), 13);
-    const __m256i bits =
-        _mm256_or_si256(_mm256_or_si256(sign, payload), _mm256_set1_epi32(0x7f800000));
+    const __m256i bits = _mm256_or_si256(_mm256_or_si256(sign, payload), _mm256_set1_epi32(0x7f800000));
     const __m256i nan32 = _mm256_cvtepi16_epi32(nan16);
     w = _mm256_blendv_ps(w, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(nan32));
   }
@@ -75,8 +73,7 @@ inline __m256 f16x8_to_f32(const uint16_t* p) {
 void float_to_bf16_avx2(const float* src, BFloat16* dst, int64_t n) {
   const auto* s = reinterpret_cast<const uint32_t*>(src);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), f32x16_to_bf16(s + i));
+  for (; i + 16 <= n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), f32x16_to_bf16(s + i));
   if (i < n) {
     uint32_t in[16] = {};
     uint16_t out[16];
@@ -147,10 +144,18 @@ void half_to_float_f16c(const Half* src, float* dst, int64_t n) {
 #else  // Built without the AVX2/F16C flags: the scalar reference, so the symbols exist.
 
 namespace tc::detail {
-void float_to_bf16_avx2(const float* s, BFloat16* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = BFloat16(s[i]); }
-void bf16_to_float_avx2(const BFloat16* s, float* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = float(s[i]); }
-void float_to_half_f16c(const float* s, Half* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = Half(s[i]); }
-void half_to_float_f16c(const Half* s, float* d, int64_t n) { for (int64_t i = 0; i < n; ++i) d[i] = float(s[i]); }
+void float_to_bf16_avx2(const float* s, BFloat16* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = BFloat16(s[i]);
+}
+void bf16_to_float_avx2(const BFloat16* s, float* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = float(s[i]);
+}
+void float_to_half_f16c(const float* s, Half* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = Half(s[i]);
+}
+void half_to_float_f16c(const Half* s, float* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = float(s[i]);
+}
 }  // namespace tc::detail
 
 #endif

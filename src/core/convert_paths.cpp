@@ -10,10 +10,14 @@ bool convert_path_available(ConvertPath p) {
   const CpuFeatures& f = cpu_features();
   switch (p) {
     case ConvertPath::kAuto:
-    case ConvertPath::kPortable: return true;
-    case ConvertPath::kF16C: return f.f16c && f.avx2;
-    case ConvertPath::kAVX512: return f.avx512f && f.avx512bw && f.avx512vl;
-    case ConvertPath::kAVX512BF16: return f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16;
+    case ConvertPath::kPortable:
+      return true;
+    case ConvertPath::kF16C:
+      return f.f16c && f.avx2;
+    case ConvertPath::kAVX512:
+      return f.avx512f && f.avx512bw && f.avx512vl;
+    case ConvertPath::kAVX512BF16:
+      return f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16;
   }
   return false;
 }
@@ -28,8 +32,7 @@ ConvertPath resolve(ConvertPath p, const char* op) {
                                                                                      : ConvertPath::kPortable;
     return best;
   }
-  TC_CHECK(convert_path_available(p), op, "conversion path ", convert_path_name(p),
-           " is not supported by this CPU");
+  TC_CHECK(convert_path_available(p), op, "conversion path ", convert_path_name(p), " is not supported by this CPU");
   return p;
 }
 
@@ -37,9 +40,12 @@ ConvertPath resolve(ConvertPath p, const char* op) {
 
 void float_to_bf16(const float* src, BFloat16* dst, int64_t n, ConvertPath p) {
   switch (resolve(p, "float_to_bf16")) {
-    case ConvertPath::kAVX512BF16: return detail::float_to_bf16_avx512bf16(src, dst, n);
-    case ConvertPath::kAVX512: return detail::float_to_bf16_avx512(src, dst, n);
-    case ConvertPath::kF16C: return detail::float_to_bf16_avx2(src, dst, n);
+    case ConvertPath::kAVX512BF16:
+      return detail::float_to_bf16_avx512bf16(src, dst, n);
+    case ConvertPath::kAVX512:
+      return detail::float_to_bf16_avx512(src, dst, n);
+    case ConvertPath::kF16C:
+      return detail::float_to_bf16_avx2(src, dst, n);
     default:
       for (int64_t i = 0; i < n; ++i) dst[i] = BFloat16(src[i]);
   }
@@ -48,8 +54,10 @@ void float_to_bf16(const float* src, BFloat16* dst, int64_t n, ConvertPath p) {
 void bf16_to_float(const BFloat16* src, float* dst, int64_t n, ConvertPath p) {
   switch (resolve(p, "bf16_to_float")) {
     case ConvertPath::kAVX512BF16:
-    case ConvertPath::kAVX512: return detail::bf16_to_float_avx512(src, dst, n);
-    case ConvertPath::kF16C: return detail::bf16_to_float_avx2(src, dst, n);
+    case ConvertPath::kAVX512:
+      return detail::bf16_to_float_avx512(src, dst, n);
+    case ConvertPath::kF16C:
+      return detail::bf16_to_float_avx2(src, dst, n);
     default:
       for (int64_t i = 0; i < n; ++i) dst[i] = float(src[i]);
   }
@@ -58,8 +66,10 @@ void bf16_to_float(const BFloat16* src, float* dst, int64_t n, ConvertPath p) {
 void float_to_half(const float* src, Half* dst, int64_t n, ConvertPath p) {
   switch (resolve(p, "float_to_half")) {
     case ConvertPath::kAVX512BF16:
-    case ConvertPath::kAVX512: return detail::float_to_half_avx512(src, dst, n);
-    case ConvertPath::kF16C: return detail::float_to_half_f16c(src, dst, n);
+    case ConvertPath::kAVX512:
+      return detail::float_to_half_avx512(src, dst, n);
+    case ConvertPath::kF16C:
+      return detail::float_to_half_f16c(src, dst, n);
     default:
       for (int64_t i = 0; i < n; ++i) dst[i] = Half(src[i]);
   }
@@ -68,8 +78,10 @@ void float_to_half(const float* src, Half* dst, int64_t n, ConvertPath p) {
 void half_to_float(const Half* src, float* dst, int64_t n, ConvertPath p) {
   switch (resolve(p, "half_to_float")) {
     case ConvertPath::kAVX512BF16:
-    case ConvertPath::kAVX512: return detail::half_to_float_avx512(src, dst, n);
-    case ConvertPath::kF16C: return detail::half_to_float_f16c(src, dst, n);
+    case ConvertPath::kAVX512:
+      return detail::half_to_float_avx512(src, dst, n);
+    case ConvertPath::kF16C:
+      return detail::half_to_float_f16c(src, dst, n);
     default:
       for (int64_t i = 0; i < n; ++i) dst[i] = float(src[i]);
   }

@@ -1,8 +1,9 @@
 // DType printing and promote_types.
+#include "tensorcast/dtype.h"
+
 #include <ostream>
 
 #include "tensorcast/device.h"
-#include "tensorcast/dtype.h"
 
 namespace tc {
 
@@ -24,10 +25,14 @@ DType promote_types(DType a, DType b) {
   // Integral: bool < uint8 < int32 < int64 (uint8 with a signed type widens to the signed one).
   auto rank = [](DType t) {
     switch (t) {
-      case DType::Bool: return 0;
-      case DType::UInt8: return 1;
-      case DType::Int32: return 2;
-      default: return 3;
+      case DType::Bool:
+        return 0;
+      case DType::UInt8:
+        return 1;
+      case DType::Int32:
+        return 2;
+      default:
+        return 3;
     }
   };
   return rank(a) > rank(b) ? a : b;

@@ -1,8 +1,9 @@
 // The tensor factories that need no kernel: empty, empty_like, from_blob. Those that fill
 // their tensor (zeros, full, arange, rand, tensor(), ...) run the fill and copy kernels,
 // so they are the ops layer's (ops/factories.cpp); all are declared in tensorcast/factories.h.
-#include "core/tensor_impl.h"
 #include "tensorcast/factories.h"
+
+#include "core/tensor_impl.h"
 
 namespace tc {
 
@@ -24,8 +25,8 @@ Tensor from_blob(void* data, const Shape& size, TensorOptions o) {
 }
 
 Tensor from_blob(void* data, const Shape& size, const Shape& strides, TensorOptions o) {
-  TC_CHECK(size.size() == strides.size(), "from_blob", "sizes ", shape_str(size), " and strides ",
-           shape_str(strides), " differ in length");
+  TC_CHECK(size.size() == strides.size(), "from_blob", "sizes ", shape_str(size), " and strides ", shape_str(strides),
+           " differ in length");
   int64_t extent = 0;
   for (size_t i = 0; i < size.size(); ++i) {
     TC_CHECK(size[i] >= 0 && strides[i] >= 0, "from_blob", "negative size or stride");

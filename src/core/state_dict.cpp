@@ -40,8 +40,8 @@ const Tensor& one_value(const StateDict& sd, const std::string& key, const char*
 
 double read_state_double(const StateDict& sd, const std::string& key, const char* owner, double lo, double hi) {
   const double v = one_value(sd, key, owner).item_double();
-  TC_CHECK(v >= lo && v <= hi, owner, "state dict entry '", key, "' is ", v, ", expected a finite value in [", lo,
-           ", ", hi, "]");
+  TC_CHECK(v >= lo && v <= hi, owner, "state dict entry '", key, "' is ", v, ", expected a finite value in [", lo, ", ",
+           hi, "]");
   return v;
 }
 
@@ -58,8 +58,8 @@ int64_t read_state_int(const StateDict& sd, const std::string& key, const char* 
   } else {
     convert(t.raw_data(), t.dtype(), &v, kInt64, 1);  // its one element; exact for every integer dtype
   }
-  TC_CHECK(v >= lo && v <= hi, owner, "state dict entry '", key, "' is ", v, ", expected an integer in [", lo, ", ",
-           hi, "]");
+  TC_CHECK(v >= lo && v <= hi, owner, "state dict entry '", key, "' is ", v, ", expected an integer in [", lo, ", ", hi,
+           "]");
   return v;
 }
 

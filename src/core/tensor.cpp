@@ -98,22 +98,46 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   const int64_t n = std::max<int64_t>(ndim, 1);  // 0-d tensors accept dim 0 and -1
-  TC_CHECK(dim >= -n && dim < n, op, "dimension ", dim, " out of range for a ", ndim,
-           "-d tensor (expected to be in [", -n, ", ", n - 1, "])");
+  TC_CHECK(dim >= -n && dim < n, op, "dimension ", dim, " out of range for a ", ndim, "-d tensor (expected to be in [",
+           -n, ", ", n - 1, "])");
   return dim < 0 ? dim + n : dim;
 }
 
 #define TC_DEFINED(op) TC_CHECK(defined(), op, "called on an undefined tensor")
 
-DType Tensor::dtype() const { TC_DEFINED("dtype"); return impl_->dtype; }
-Device Tensor::device() const { TC_DEFINED("device"); return impl_->device(); }
-const Shape& Tensor::sizes() const { TC_DEFINED("sizes"); return impl_->sizes; }
-const Shape& Tensor::strides() const { TC_DEFINED("strides"); return impl_->strides; }
-int64_t Tensor::dim() const { TC_DEFINED("dim"); return static_cast<int64_t>(impl_->sizes.size()); }
-int64_t Tensor::numel() const { TC_DEFINED("numel"); return impl_->numel(); }
-int64_t Tensor::storage_offset() const { TC_DEFINED("storage_offset"); return impl_->offset; }
+DType Tensor::dtype() const {
+  TC_DEFINED("dtype");
+  return impl_->dtype;
+}
+Device Tensor::device() const {
+  TC_DEFINED("device");
+  return impl_->device();
+}
+const Shape& Tensor::sizes() const {
+  TC_DEFINED("sizes");
+  return impl_->sizes;
+}
+const Shape& Tensor::strides() const {
+  TC_DEFINED("strides");
+  return impl_->strides;
+}
+int64_t Tensor::dim() const {
+  TC_DEFINED("dim");
+  return static_cast<int64_t>(impl_->sizes.size());
+}
+int64_t Tensor::numel() const {
+  TC_DEFINED("numel");
+  return impl_->numel();
+}
+int64_t Tensor::storage_offset() const {
+  TC_DEFINED("storage_offset");
+  return impl_->offset;
+}
 size_t Tensor::nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype()); }
-bool Tensor::is_contiguous() const { TC_DEFINED("is_contiguous"); return is_contiguous_layout(impl_->sizes, impl_->strides); }
+bool Tensor::is_contiguous() const {
+  TC_DEFINED("is_contiguous");
+  return is_contiguous_layout(impl_->sizes, impl_->strides);
+}
 bool Tensor::is_contiguous(MemoryFormat format) const {
   TC_DEFINED("is_contiguous");
   if (format == MemoryFormat::Contiguous) return is_contiguous();
@@ -123,7 +147,10 @@ bool Tensor::is_contiguous(MemoryFormat format) const {
   // NHWC: the (N, H, W, C) permutation is row-major.
   return is_contiguous_layout({sz[0], sz[2], sz[3], sz[1]}, {st[0], st[2], st[3], st[1]});
 }
-void* Tensor::raw_data() const { TC_DEFINED("data_ptr"); return impl_->data(); }
+void* Tensor::raw_data() const {
+  TC_DEFINED("data_ptr");
+  return impl_->data();
+}
 
 int64_t Tensor::size(int64_t d) const {
   TC_CHECK(dim() > 0, "size", "a 0-d tensor has no dimensions");
@@ -146,8 +173,10 @@ double Tensor::item_double() const {
 
 Tensor& Tensor::requires_grad_(bool r) {
   TC_CHECK(defined(), "requires_grad_", "called on an undefined tensor");
-  TC_CHECK(!r || is_floating(dtype()), "requires_grad_", "only tensors of floating point dtype can require "
-           "gradients, got ", dtype_name(dtype()));
+  TC_CHECK(!r || is_floating(dtype()), "requires_grad_",
+           "only tensors of floating point dtype can require "
+           "gradients, got ",
+           dtype_name(dtype()));
   TC_CHECK(impl_->grad_fn == nullptr || r, "requires_grad_",
            "you can only change requires_grad flags of leaf variables; use detach() to get a leaf");
   impl_->requires_grad = r;
@@ -155,8 +184,14 @@ Tensor& Tensor::requires_grad_(bool r) {
 }
 
 bool Tensor::requires_grad() const { return defined() && (impl_->requires_grad || impl_->grad_fn != nullptr); }
-bool Tensor::is_leaf() const { TC_CHECK(defined(), "is_leaf", "called on an undefined tensor"); return impl_->grad_fn == nullptr; }
-const Tensor& Tensor::grad() const { TC_CHECK(defined(), "grad", "called on an undefined tensor"); return impl_->grad; }
+bool Tensor::is_leaf() const {
+  TC_CHECK(defined(), "is_leaf", "called on an undefined tensor");
+  return impl_->grad_fn == nullptr;
+}
+const Tensor& Tensor::grad() const {
+  TC_CHECK(defined(), "grad", "called on an undefined tensor");
+  return impl_->grad;
+}
 void Tensor::set_grad(const Tensor& g) const {
   TC_CHECK(!g.defined() || (g.sizes() == sizes() && g.dtype() == dtype()), "set_grad", "gradient of shape ",
            shape_str(g.sizes()), " and dtype ", dtype_name(g.dtype()), " does not match the tensor's ",

@@ -17,7 +17,7 @@ struct Storage {
   Device device;
   bool owned = true;
 
-  Storage(size_t nbytes, Device device);          // allocates
+  Storage(size_t nbytes, Device device);              // allocates
   Storage(void* data, size_t nbytes, Device device);  // wraps, does not own
   ~Storage();
   Storage(const Storage&) = delete;
@@ -27,13 +27,13 @@ struct Storage {
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape sizes;
-  Shape strides;    // in elements
+  Shape strides;       // in elements
   int64_t offset = 0;  // in elements
   DType dtype = kFloat32;
 
   // autograd metadata, carried by core as c10's TensorImpl carries AutogradMeta; the node
   // type and the engine are the ops layer's (tensorcast/autograd.h, src/autograd)
-  bool requires_grad = false;        // only meaningful on leaves; non-leaves have grad_fn
+  bool requires_grad = false;  // only meaningful on leaves; non-leaves have grad_fn
   std::shared_ptr<autograd::Node> grad_fn;
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that fills .grad
   Tensor grad;

@@ -33,8 +33,14 @@ struct Pass {
 
   Pass(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> order, int64_t batch_size, int64_t num_batches,
        int64_t epoch, std::shared_ptr<Cursor> cursor, int64_t prefetch)
-      : dataset_(std::move(dataset)), order_(std::move(order)), batch_size_(batch_size), num_batches_(num_batches),
-        epoch_(epoch), cursor_(std::move(cursor)), capacity_(prefetch), next_(cursor_->batch) {
+      : dataset_(std::move(dataset)),
+        order_(std::move(order)),
+        batch_size_(batch_size),
+        num_batches_(num_batches),
+        epoch_(epoch),
+        cursor_(std::move(cursor)),
+        capacity_(prefetch),
+        next_(cursor_->batch) {
     if (capacity_ > 0 && next_ < num_batches_) worker_ = std::thread([this, start = next_] { run(start); });
   }
   ~Pass() { stop(); }

@@ -47,8 +47,9 @@ TensorDataset::TensorDataset(Tensor data, Tensor targets) { set_tensors(std::mov
 
 void TensorDataset::set_tensors(Tensor data, Tensor targets) {
   TC_CHECK(data.defined() && targets.defined(), "data", "TensorDataset needs defined data and targets tensors");
-  TC_CHECK(data.dim() >= 1 && targets.dim() >= 1, "data", "TensorDataset needs tensors with a first (example) dim, got data ",
-           shape_str(data.sizes()), " and targets ", shape_str(targets.sizes()));
+  TC_CHECK(data.dim() >= 1 && targets.dim() >= 1, "data",
+           "TensorDataset needs tensors with a first (example) dim, got data ", shape_str(data.sizes()),
+           " and targets ", shape_str(targets.sizes()));
   TC_CHECK(data.size(0) == targets.size(0), "data", "TensorDataset got ", data.size(0), " data rows ",
            shape_str(data.sizes()), " but ", targets.size(0), " targets ", shape_str(targets.sizes()),
            "; pass one target per example");

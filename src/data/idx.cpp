@@ -22,17 +22,17 @@ constexpr const char* kOp = "data";
 constexpr int kMaxDims = 8;
 // No IDX file of any real dataset comes near this; a header that claims more is corrupt.
 constexpr uint64_t kMaxBytes = uint64_t{1} << 38;  // 256 GiB
-constexpr unsigned kChunk = 1u << 24;               // bytes per gzread call
+constexpr unsigned kChunk = 1u << 24;              // bytes per gzread call
 
 struct IdxType {
   uint8_t code;
   const char* name;
-  size_t size;   // bytes per element in the file
-  DType dtype;   // dtype of the tensor we return
+  size_t size;  // bytes per element in the file
+  DType dtype;  // dtype of the tensor we return
 };
 constexpr IdxType kTypes[] = {
-    {0x08, "uint8", 1, kUInt8},     {0x09, "int8", 1, kInt32},      {0x0B, "int16", 2, kInt32},
-    {0x0C, "int32", 4, kInt32},     {0x0D, "float32", 4, kFloat32}, {0x0E, "float64", 8, kFloat64},
+    {0x08, "uint8", 1, kUInt8}, {0x09, "int8", 1, kInt32},      {0x0B, "int16", 2, kInt32},
+    {0x0C, "int32", 4, kInt32}, {0x0D, "float32", 4, kFloat32}, {0x0E, "float64", 8, kFloat64},
 };
 
 std::string human_bytes(uint64_t n) {
@@ -58,7 +58,9 @@ class GzReader {
     }
     gzbuffer(file_, 1u << 20);
   }
-  ~GzReader() { if (file_) gzclose(file_); }
+  ~GzReader() {
+    if (file_) gzclose(file_);
+  }
   GzReader(const GzReader&) = delete;
   GzReader& operator=(const GzReader&) = delete;
 
@@ -109,7 +111,9 @@ uint32_t load_be32(const unsigned char* b) {
 void convert(const IdxType& type, const unsigned char* src, void* dst, size_t n) {
   if (n == 0) return;  // an empty tensor has no storage: dst may be null
   switch (type.code) {
-    case 0x08: std::memcpy(dst, src, n); break;
+    case 0x08:
+      std::memcpy(dst, src, n);
+      break;
     case 0x09: {
       auto* out = static_cast<int32_t*>(dst);
       for (size_t i = 0; i < n; ++i) out[i] = static_cast<int8_t>(src[i]);
@@ -152,7 +156,8 @@ Tensor read_idx(const std::string& path) {
   GzReader in(path);
   unsigned char magic[4];
   const size_t got_magic = in.read(magic, 4);
-  if (got_magic == 0) TC_FAIL(kOp, path, " is empty; an IDX file starts with a 4-byte magic number; re-download or re-create the file");
+  if (got_magic == 0)
+    TC_FAIL(kOp, path, " is empty; an IDX file starts with a 4-byte magic number; re-download or re-create the file");
   if (got_magic < 4) truncated(path, "magic number", 4, got_magic);
 
   const IdxType* type = nullptr;
@@ -180,8 +185,10 @@ Tensor read_idx(const std::string& path) {
   for (int i = 0; i < ndim; ++i) {
     const uint32_t d = load_be32(dims_raw + 4 * i);
     shape[i] = d;
-    if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / d) overflow = true;
-    else numel *= d;
+    if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / d)
+      overflow = true;
+    else
+      numel *= d;
   }
   if (overflow || numel > kMaxBytes / type->size)
     TC_FAIL(kOp, path, " has an IDX header claiming shape ", shape_str(shape), " of ", type->name,

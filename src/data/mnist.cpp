@@ -39,9 +39,7 @@ int64_t max_label(const Tensor& labels) {  // int64 targets
   return m;
 }
 
-std::string stem(bool train, const char* what) {
-  return std::string(train ? "train" : "t10k") + what;
-}
+std::string stem(bool train, const char* what) { return std::string(train ? "train" : "t10k") + what; }
 
 }  // namespace
 
@@ -60,11 +58,10 @@ IdxImageDataset::IdxImageDataset(const std::string& images_path, const std::stri
   const Tensor images = read_idx(images_path);
   const Tensor labels = read_idx(labels_path);
   TC_CHECK(images.dtype() == kUInt8 && images.dim() == 3, kOp, images_path,
-           " should hold uint8 images (N, H, W) but holds ", dtype_name(images.dtype()), " ",
-           shape_str(images.sizes()), "; pass an images-idx3-ubyte file");
-  TC_CHECK(labels.dtype() == kUInt8 && labels.dim() == 1, kOp, labels_path,
-           " should hold uint8 labels (N) but holds ", dtype_name(labels.dtype()), " ", shape_str(labels.sizes()),
-           "; pass a labels-idx1-ubyte file");
+           " should hold uint8 images (N, H, W) but holds ", dtype_name(images.dtype()), " ", shape_str(images.sizes()),
+           "; pass an images-idx3-ubyte file");
+  TC_CHECK(labels.dtype() == kUInt8 && labels.dim() == 1, kOp, labels_path, " should hold uint8 labels (N) but holds ",
+           dtype_name(labels.dtype()), " ", shape_str(labels.sizes()), "; pass a labels-idx1-ubyte file");
   TC_CHECK(images.size(0) == labels.size(0), kOp, images_path, " has ", images.size(0), " images but ", labels_path,
            " has ", labels.size(0), " labels; the two files do not belong together");
   set_tensors(normalize_images(images, mean, stddev), labels.to(kInt64));

@@ -54,7 +54,8 @@ TextDataset::TextDataset(const std::string& path, int64_t context, std::optional
 TextDataset::TextDataset(Tensor bytes, int64_t context, std::optional<int64_t> stride) {
   TC_CHECK(bytes.defined() && bytes.dtype() == kUInt8 && bytes.dim() == 1, kOp,
            "TextDataset needs a 1-d uint8 tensor of bytes, got ",
-           bytes.defined() ? std::string(dtype_name(bytes.dtype())) + " " + shape_str(bytes.sizes()) : "an undefined tensor");
+           bytes.defined() ? std::string(dtype_name(bytes.dtype())) + " " + shape_str(bytes.sizes())
+                           : "an undefined tensor");
   bytes_ = bytes.detach().contiguous();
   init(context, stride, "the text");
 }

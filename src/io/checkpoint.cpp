@@ -38,8 +38,8 @@ int64_t read_int(const Metadata& m, const char* key, std::string_view source) {
   int64_t v = 0;
   const std::string& s = it->second;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  TC_CHECK(ec == std::errc() && end == s.data() + s.size(), "io", source, ": checkpoint metadata '", key,
-           "' is \"", s, "\", not an integer");
+  TC_CHECK(ec == std::errc() && end == s.data() + s.size(), "io", source, ": checkpoint metadata '", key, "' is \"", s,
+           "\", not an integer");
   return v;
 }
 

@@ -21,8 +21,10 @@ std::string human_bytes(uint64_t n) {
     ++u;
   }
   std::ostringstream os;
-  if (u == 0) os << n << " B";
-  else os << std::fixed << std::setprecision(1) << v << ' ' << units[u];
+  if (u == 0)
+    os << n << " B";
+  else
+    os << std::fixed << std::setprecision(1) << v << ' ' << units[u];
   return os.str();
 }
 
@@ -56,8 +58,7 @@ std::string describe(const std::filesystem::path& path) {
   if (fmt != f.metadata.end() && fmt->second == "tensorcast.checkpoint") {
     const TrainingState s = training_state_from(f, file.string());
     os << "training checkpoint: epoch " << s.epoch << ", step " << s.step << " (format "
-       << f.metadata.at("format_version") << ", written by tensorcast " << f.metadata.at("tensorcast_version")
-       << ")\n";
+       << f.metadata.at("format_version") << ", written by tensorcast " << f.metadata.at("tensorcast_version") << ")\n";
     auto part = [&](const char* label, const StateDict& sd) {
       uint64_t b = 0;
       for (const auto& [n, t] : sd) b += t.nbytes();

@@ -13,12 +13,18 @@ const Value* Value::find(std::string_view key) const {
 
 std::string_view kind_name(Value::Kind kind) {
   switch (kind) {
-    case Value::Kind::Null: return "null";
-    case Value::Kind::Bool: return "a boolean";
-    case Value::Kind::Int: return "an integer";
-    case Value::Kind::String: return "a string";
-    case Value::Kind::Array: return "an array";
-    case Value::Kind::Object: return "an object";
+    case Value::Kind::Null:
+      return "null";
+    case Value::Kind::Bool:
+      return "a boolean";
+    case Value::Kind::Int:
+      return "an integer";
+    case Value::Kind::String:
+      return "a string";
+    case Value::Kind::Array:
+      return "an array";
+    case Value::Kind::Object:
+      return "an object";
   }
   return "?";
 }
@@ -28,13 +34,26 @@ bool valid_utf8(std::string_view text) {
   const auto* end = p + text.size();
   while (p < end) {
     const unsigned c = *p;
-    if (c < 0x80) { ++p; continue; }
+    if (c < 0x80) {
+      ++p;
+      continue;
+    }
     int len;
     uint32_t cp, min;
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; min = 0x80; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; min = 0x800; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; min = 0x10000; }
-    else return false;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+      min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+      min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+      min = 0x10000;
+    } else
+      return false;
     if (end - p < len) return false;
     for (int i = 1; i < len; ++i) {
       if ((p[i] & 0xC0) != 0x80) return false;
@@ -85,7 +104,8 @@ class Parser {
   }
 
   void skip_ws() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r'))
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r'))
       ++pos_;
   }
   bool at_end() const { return pos_ >= text_.size(); }
@@ -132,7 +152,10 @@ class Parser {
   void parse_object(Value& v, int depth) {
     ++pos_;  // '{'
     skip_ws();
-    if (!at_end() && peek() == '}') { ++pos_; return; }
+    if (!at_end() && peek() == '}') {
+      ++pos_;
+      return;
+    }
     for (;;) {
       skip_ws();
       if (at_end() || peek() != '"') fail("expected a string key");
@@ -145,8 +168,14 @@ class Parser {
       v.object.emplace_back(std::move(key), std::move(item));
       skip_ws();
       if (at_end()) fail("unterminated object");
-      if (peek() == ',') { ++pos_; continue; }
-      if (peek() == '}') { ++pos_; return; }
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() == '}') {
+        ++pos_;
+        return;
+      }
       fail("expected ',' or '}' in object");
     }
   }
@@ -154,19 +183,31 @@ class Parser {
   void parse_array(Value& v, int depth) {
     ++pos_;  // '['
     skip_ws();
-    if (!at_end() && peek() == ']') { ++pos_; return; }
+    if (!at_end() && peek() == ']') {
+      ++pos_;
+      return;
+    }
     for (;;) {
       v.array.push_back(parse_value(depth + 1));
       skip_ws();
       if (at_end()) fail("unterminated array");
-      if (peek() == ',') { ++pos_; continue; }
-      if (peek() == ']') { ++pos_; return; }
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() == ']') {
+        ++pos_;
+        return;
+      }
       fail("expected ',' or ']' in array");
     }
   }
 
   void parse_integer(Value& v) {
-    if (peek() == '-') { v.negative = true; ++pos_; }
+    if (peek() == '-') {
+      v.negative = true;
+      ++pos_;
+    }
     const size_t start = pos_;
     while (!at_end() && peek() >= '0' && peek() <= '9') {
       const uint64_t d = static_cast<uint64_t>(peek() - '0');
@@ -186,10 +227,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char h = text_[pos_++];
       cp <<= 4;
-      if (h >= '0' && h <= '9') cp |= static_cast<uint32_t>(h - '0');
-      else if (h >= 'a' && h <= 'f') cp |= static_cast<uint32_t>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') cp |= static_cast<uint32_t>(h - 'A' + 10);
-      else fail("bad hex digit in \\u escape");
+      if (h >= '0' && h <= '9')
+        cp |= static_cast<uint32_t>(h - '0');
+      else if (h >= 'a' && h <= 'f')
+        cp |= static_cast<uint32_t>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F')
+        cp |= static_cast<uint32_t>(h - 'A' + 10);
+      else
+        fail("bad hex digit in \\u escape");
     }
     return cp;
   }
@@ -202,18 +247,37 @@ class Parser {
       const char c = text_[pos_++];
       if (c == '"') return out;
       if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
-      if (c != '\\') { out += c; continue; }
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
       if (at_end()) fail("unterminated escape");
       const char e = text_[pos_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           uint32_t cp = parse_hex4();
           if (cp >= 0xDC00 && cp <= 0xDFFF) fail("lone low surrogate in \\u escape");
@@ -227,7 +291,8 @@ class Parser {
           append_utf8(out, cp);
           break;
         }
-        default: fail("unknown escape '\\", e, "'");
+        default:
+          fail("unknown escape '\\", e, "'");
       }
     }
   }
@@ -247,13 +312,27 @@ void append_string(std::string& out, std::string_view s) {
   for (const char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           out += "\\u00";

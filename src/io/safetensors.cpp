@@ -131,15 +131,21 @@ Entry read_entry(const std::string& name, const json::Value& info, std::string_v
   if (info.kind != Kind::Object)
     fail(source, "tensor '", name, "' is described by ", json::kind_name(info.kind), ", not an object");
   for (const auto& [k, v] : info.object)
-    if (k != "dtype" && k != "shape" && k != "data_offsets") fail(source, "tensor '", name, "' has an unknown field '", k, "'");
+    if (k != "dtype" && k != "shape" && k != "data_offsets")
+      fail(source, "tensor '", name, "' has an unknown field '", k, "'");
   const json::Value* dt = info.find("dtype");
   const json::Value* shape = info.find("shape");
   const json::Value* offsets = info.find("data_offsets");
-  if (!dt || !shape || !offsets) fail(source, "tensor '", name, "' lacks ", !dt ? "dtype" : !shape ? "shape" : "data_offsets");
-  if (dt->kind != Kind::String) fail(source, "tensor '", name, "': dtype is ", json::kind_name(dt->kind), ", not a string");
+  if (!dt || !shape || !offsets)
+    fail(source, "tensor '", name, "' lacks ", !dt ? "dtype" : !shape ? "shape" : "data_offsets");
+  if (dt->kind != Kind::String)
+    fail(source, "tensor '", name, "': dtype is ", json::kind_name(dt->kind), ", not a string");
   const auto dtype = dtype_from_name(dt->string);
-  if (!dtype) fail(source, "tensor '", name, "' has an unsupported dtype '", dt->string, "' (supported: F32 F16 BF16 F64 I64 I32 U8 BOOL)");
-  if (shape->kind != Kind::Array) fail(source, "tensor '", name, "': shape is ", json::kind_name(shape->kind), ", not an array");
+  if (!dtype)
+    fail(source, "tensor '", name, "' has an unsupported dtype '", dt->string,
+         "' (supported: F32 F16 BF16 F64 I64 I32 U8 BOOL)");
+  if (shape->kind != Kind::Array)
+    fail(source, "tensor '", name, "': shape is ", json::kind_name(shape->kind), ", not an array");
   if (offsets->kind != Kind::Array || offsets->array.size() != 2)
     fail(source, "tensor '", name, "': data_offsets must be an array [begin, end]");
 
@@ -155,10 +161,11 @@ Entry read_entry(const std::string& name, const json::Value& info, std::string_v
   }
   e.begin = read_index(offsets->array[0], source, name, "data_offsets");
   e.end = read_index(offsets->array[1], source, name, "data_offsets");
-  if (e.begin > e.end) fail(source, "tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] end before they begin");
+  if (e.begin > e.end)
+    fail(source, "tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] end before they begin");
   if (e.end - e.begin != bytes)
-    fail(source, "tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] hold ", e.end - e.begin,
-         " bytes but ", dt->string, " ", shape_str(e.shape), " needs ", bytes);
+    fail(source, "tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] hold ", e.end - e.begin, " bytes but ",
+         dt->string, " ", shape_str(e.shape), " needs ", bytes);
   return e;
 }
 
@@ -233,8 +240,10 @@ SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view sourc
   if (bytes.size() < 8) fail(source, "file is ", bytes.size(), " bytes, too short for the 8-byte header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
-  if (n > kMaxHeaderBytes) fail(source, "header length ", n, " is over the 100 MB limit (corrupt or not a safetensors file)");
-  if (n > bytes.size() - 8) fail(source, "header length ", n, " runs past the end of the file (", bytes.size(), " bytes; truncated?)");
+  if (n > kMaxHeaderBytes)
+    fail(source, "header length ", n, " is over the 100 MB limit (corrupt or not a safetensors file)");
+  if (n > bytes.size() - 8)
+    fail(source, "header length ", n, " runs past the end of the file (", bytes.size(), " bytes; truncated?)");
   const std::string_view header = bytes.substr(8, n);
   if (header.empty() || header[0] != '{') fail(source, "header does not start with '{' (not a safetensors file)");
   const json::Value root = json::parse(header, source);
@@ -243,8 +252,10 @@ SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view sourc
   SafetensorsFile out;
   std::vector<Entry> entries;
   for (const auto& [name, info] : root.object) {
-    if (name == kMetadataKey) out.metadata = read_metadata(info, source);
-    else entries.push_back(read_entry(name, info, source));
+    if (name == kMetadataKey)
+      out.metadata = read_metadata(info, source);
+    else
+      entries.push_back(read_entry(name, info, source));
   }
 
   const std::string_view data = bytes.substr(8 + n);
@@ -260,8 +271,10 @@ SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view sourc
       fail(source, "tensor '", e->name, "': data_offsets [", e->begin, ", ", e->end, "] run past the data section (",
            data.size(), " bytes; truncated?)");
     if (e->begin < covered)
-      fail(source, "tensors '", prev->name, "' and '", e->name, "' overlap (data_offsets end ", covered, " > begin ", e->begin, ")");
-    if (e->begin > covered) fail(source, "data section has a hole: bytes [", covered, ", ", e->begin, ") belong to no tensor");
+      fail(source, "tensors '", prev->name, "' and '", e->name, "' overlap (data_offsets end ", covered, " > begin ",
+           e->begin, ")");
+    if (e->begin > covered)
+      fail(source, "data section has a hole: bytes [", covered, ", ", e->begin, ") belong to no tensor");
     covered = e->end;
     prev = e;
   }
@@ -272,7 +285,8 @@ SafetensorsFile parse_safetensors(std::string_view bytes, std::string_view sourc
     const char* src = data.data() + e.begin;
     if (e.dtype == kBool)
       for (uint64_t i = e.begin; i < e.end; ++i)
-        if (static_cast<uint8_t>(data[i]) > 1) fail(source, "tensor '", e.name, "': BOOL byte ", int(uint8_t(data[i])), " is not 0 or 1");
+        if (static_cast<uint8_t>(data[i]) > 1)
+          fail(source, "tensor '", e.name, "': BOOL byte ", int(uint8_t(data[i])), " is not 0 or 1");
     Tensor t = make_tensor(e.shape, e.dtype, Device{});
     if (e.end > e.begin) std::memcpy(t.raw_data(), src, e.end - e.begin);
     out.tensors.emplace(e.name, std::move(t));

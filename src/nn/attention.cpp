@@ -27,15 +27,16 @@ const Tensor& CausalSelfAttentionImpl::causal_mask(int64_t T, DType dtype) {
   const Tensor i = tc::arange(static_cast<double>(T), kInt64);
   // j > i (a future position): -inf, so its softmax weight is exactly 0.
   const Tensor future = tc::gt(i.unsqueeze(0), i.unsqueeze(1));
-  mask_ = tc::where(future, tc::full({T, T}, -std::numeric_limits<double>::infinity(), dtype),
-                    tc::zeros({T, T}, dtype));
+  mask_ =
+      tc::where(future, tc::full({T, T}, -std::numeric_limits<double>::infinity(), dtype), tc::zeros({T, T}, dtype));
   return mask_;
 }
 
 Tensor CausalSelfAttentionImpl::forward(const Tensor& x) {
   const int64_t C = options.embed_dim(), H = options.num_heads(), hd = C / H;
   TC_CHECK(x.defined() && x.dim() == 3 && x.size(2) == C, "nn", "CausalSelfAttention(", C, ", heads=", H,
-           ") expects input of shape (B, T, ", C, "), got ", x.defined() ? shape_str(x.sizes()) : "an undefined tensor");
+           ") expects input of shape (B, T, ", C, "), got ",
+           x.defined() ? shape_str(x.sizes()) : "an undefined tensor");
   const int64_t B = x.size(0), T = x.size(1);
   // (B, T, 3C) -> (B, T, 3, H, hd) -> (3, B, H, T, hd): q, k, v as views, no copies.
   const Tensor heads = qkv->forward(x).view({B, T, 3, H, hd}).permute({2, 0, 3, 1, 4});
@@ -59,7 +60,8 @@ Tensor MLPImpl::forward(const Tensor& x) { return drop->forward(proj->forward(ac
 
 BlockImpl::BlockImpl(const GPTConfig& c) : Module("Block") {
   ln1 = register_module("ln1", LayerNorm(c.width()));
-  attn = register_module("attn", CausalSelfAttention(CausalSelfAttentionOptions(c.width(), c.heads()).dropout(c.dropout())));
+  attn = register_module("attn",
+                         CausalSelfAttention(CausalSelfAttentionOptions(c.width(), c.heads()).dropout(c.dropout())));
   ln2 = register_module("ln2", LayerNorm(c.width()));
   mlp = register_module("mlp", MLP(c.width(), c.dropout()));
 }
@@ -81,7 +83,8 @@ GPTImpl::GPTImpl(const GPTConfig& c) : Module("GPT"), config(c) {
 }
 
 Tensor GPTImpl::forward(const Tensor& idx) {
-  TC_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == kInt64, "nn", "GPT expects int64 token indices of shape (B, T), got ",
+  TC_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == kInt64, "nn",
+           "GPT expects int64 token indices of shape (B, T), got ",
            idx.defined() ? shape_str(idx.sizes()) + " " + std::string(dtype_name(idx.dtype())) : "an undefined tensor");
   const int64_t T = idx.size(1);
   TC_CHECK(T >= 1 && T <= config.context(), "nn", "GPT: sequence length ", T, " of input ", shape_str(idx.sizes()),

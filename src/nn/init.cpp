@@ -51,7 +51,8 @@ Tensor zeros_(Tensor tensor) { return constant_(std::move(tensor), 0.0); }
 Tensor ones_(Tensor tensor) { return constant_(std::move(tensor), 1.0); }
 
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
-  TC_CHECK(t.defined() && t.dim() >= 2, "nn.init", "fan in and fan out can not be computed for a tensor with fewer than 2 dimensions",
+  TC_CHECK(t.defined() && t.dim() >= 2, "nn.init",
+           "fan in and fan out can not be computed for a tensor with fewer than 2 dimensions",
            t.defined() ? ", got shape " + shape_str(t.sizes()) : std::string());
   int64_t receptive = 1;
   for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);

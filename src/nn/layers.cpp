@@ -17,8 +17,8 @@ namespace tc::nn {
 
 // ---------------------------------------------------------------- Linear
 LinearImpl::LinearImpl(const LinearOptions& o) : Module("Linear"), options(o) {
-  TC_CHECK(o.in_features() > 0 && o.out_features() > 0, "nn", "Linear: in_features and out_features must be positive, got ",
-           o.in_features(), " and ", o.out_features());
+  TC_CHECK(o.in_features() > 0 && o.out_features() > 0, "nn",
+           "Linear: in_features and out_features must be positive, got ", o.in_features(), " and ", o.out_features());
   weight = register_parameter("weight", tc::empty({o.out_features(), o.in_features()}));
   bias = register_parameter("bias", o.bias() ? tc::empty({o.out_features()}) : Tensor());
   reset_parameters();
@@ -34,9 +34,9 @@ void LinearImpl::reset_parameters() {
 }
 
 Tensor LinearImpl::forward(const Tensor& input) {
-  TC_CHECK(input.defined() && input.dim() >= 1 && input.size(-1) == options.in_features(), "nn",
-           "Linear(", options.in_features(), ", ", options.out_features(), ") expects input of shape (*, ",
-           options.in_features(), "), got ", input.defined() ? shape_str(input.sizes()) : "an undefined tensor");
+  TC_CHECK(input.defined() && input.dim() >= 1 && input.size(-1) == options.in_features(), "nn", "Linear(",
+           options.in_features(), ", ", options.out_features(), ") expects input of shape (*, ", options.in_features(),
+           "), got ", input.defined() ? shape_str(input.sizes()) : "an undefined tensor");
   return tc::linear(input, weight, bias);
 }
 
@@ -54,7 +54,8 @@ Conv2dImpl::Conv2dImpl(const Conv2dOptions& o) : Module("Conv2d"), options(o) {
   TC_CHECK(o.in_channels() > 0 && o.out_channels() > 0 && o.groups() > 0, "nn",
            "Conv2d: in_channels, out_channels and groups must be positive");
   TC_CHECK(o.in_channels() % o.groups() == 0 && o.out_channels() % o.groups() == 0, "nn", "Conv2d: in_channels (",
-           o.in_channels(), ") and out_channels (", o.out_channels(), ") must be divisible by groups (", o.groups(), ")");
+           o.in_channels(), ") and out_channels (", o.out_channels(), ") must be divisible by groups (", o.groups(),
+           ")");
   const auto k = o.kernel_size();
   weight = register_parameter("weight", tc::empty({o.out_channels(), o.in_channels() / o.groups(), k.h, k.w}));
   bias = register_parameter("bias", o.bias() ? tc::empty({o.out_channels()}) : Tensor());
@@ -115,8 +116,8 @@ void AdaptiveAvgPool2dImpl::pretty_print(std::ostream& os) const {
 Tensor ReLUImpl::forward(const Tensor& input) { return tc::relu(input); }
 
 GELUImpl::GELUImpl(const GELUOptions& o) : Module("GELU"), options(o) {
-  TC_CHECK(o.approximate() == "none" || o.approximate() == "tanh", "nn", "GELU: approximate must be 'none' or 'tanh', got '",
-           o.approximate(), "'");
+  TC_CHECK(o.approximate() == "none" || o.approximate() == "tanh", "nn",
+           "GELU: approximate must be 'none' or 'tanh', got '", o.approximate(), "'");
 }
 Tensor GELUImpl::forward(const Tensor& input) { return tc::gelu(input, options.approximate()); }
 void GELUImpl::pretty_print(std::ostream& os) const { os << "GELU(approximate='" << options.approximate() << "')"; }

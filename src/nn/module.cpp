@@ -48,12 +48,13 @@ void convert_in_place(const Tensor& t, DType dtype) {
 
 Tensor Module::register_parameter(std::string name, Tensor tensor, bool requires_grad) {
   check_name(name, "parameter");
-  TC_CHECK(!has_name(parameters_, name) && !has_name(buffers_, name), "nn", name_, " already has a parameter or buffer named '",
-           name, "'");
+  TC_CHECK(!has_name(parameters_, name) && !has_name(buffers_, name), "nn", name_,
+           " already has a parameter or buffer named '", name, "'");
   if (tensor.defined()) {
     TC_CHECK(tensor.is_leaf(), "nn", "parameter '", name, "' must be a leaf tensor (detach it first)");
-    if (requires_grad) TC_CHECK(tensor.is_floating_point(), "nn", "parameter '", name, "' of dtype ",
-                                dtype_name(tensor.dtype()), " cannot require grad");
+    if (requires_grad)
+      TC_CHECK(tensor.is_floating_point(), "nn", "parameter '", name, "' of dtype ", dtype_name(tensor.dtype()),
+               " cannot require grad");
     tensor.requires_grad_(requires_grad);
   }
   parameters_.emplace_back(std::move(name), tensor);
@@ -62,8 +63,8 @@ Tensor Module::register_parameter(std::string name, Tensor tensor, bool requires
 
 Tensor Module::register_buffer(std::string name, Tensor tensor) {
   check_name(name, "buffer");
-  TC_CHECK(!has_name(parameters_, name) && !has_name(buffers_, name), "nn", name_, " already has a parameter or buffer named '",
-           name, "'");
+  TC_CHECK(!has_name(parameters_, name) && !has_name(buffers_, name), "nn", name_,
+           " already has a parameter or buffer named '", name, "'");
   buffers_.emplace_back(std::move(name), tensor);
   return tensor;
 }

@@ -11,7 +11,8 @@ namespace tc::nn {
 
 BatchNorm2dImpl::BatchNorm2dImpl(const BatchNorm2dOptions& o) : Module("BatchNorm2d"), options(o) {
   TC_CHECK(o.num_features() > 0, "nn", "BatchNorm2d: num_features must be positive, got ", o.num_features());
-  TC_CHECK(o.momentum() >= 0.0 && o.momentum() <= 1.0, "nn", "BatchNorm2d: momentum must be in [0, 1], got ", o.momentum());
+  TC_CHECK(o.momentum() >= 0.0 && o.momentum() <= 1.0, "nn", "BatchNorm2d: momentum must be in [0, 1], got ",
+           o.momentum());
   const int64_t c = o.num_features();
   weight = register_parameter("weight", o.affine() ? tc::empty({c}) : Tensor());
   bias = register_parameter("bias", o.affine() ? tc::empty({c}) : Tensor());

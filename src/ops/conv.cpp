@@ -9,8 +9,8 @@
 #include "backend/cpu/dnnl_plan.h"
 #include "core/tensor_impl.h"
 #include "ops/conv_common.h"
-#include "tensorcast/ops.h"
 #include "ops/impl.h"
+#include "tensorcast/ops.h"
 
 namespace tc::impl {
 
@@ -26,8 +26,8 @@ void check_conv_args(const Tensor& x, const Tensor& w, const Tensor& b, const cp
   TC_CHECK(x.dtype() == w.dtype(), kOp, "input dtype ", dtype_name(x.dtype()), " and weight dtype ",
            dtype_name(w.dtype()), " differ");
   TC_CHECK(is_floating(x.dtype()), kOp, "expected a floating dtype, got ", dtype_name(x.dtype()));
-  TC_CHECK(x.device().is_cpu() && w.device().is_cpu(), kOp, "only CPU tensors are supported, got ", x.device(),
-           " and ", w.device());
+  TC_CHECK(x.device().is_cpu() && w.device().is_cpu(), kOp, "only CPU tensors are supported, got ", x.device(), " and ",
+           w.device());
   TC_CHECK(p.groups > 0, kOp, "groups must be positive, got ", p.groups);
   const int64_t C = x.size(1), O = w.size(0);
   TC_CHECK(C % p.groups == 0, kOp, "groups=", p.groups, " must divide the input's ", C, " channels (input shape ",
@@ -86,9 +86,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Sha
                    : cpu::dnnl_conv2d_backward_data(g, op_util::dnnl_ready(w), x.sizes(), p, cl);
         if (needs[1] || (has_bias && needs[2])) {
           const bool want_bias = has_bias && needs[2];
-          std::tie(gw, gb) = f64 ? cpu::direct_conv2d_backward_weights(x, g, w.sizes(), want_bias, p)
-                                 : cpu::dnnl_conv2d_backward_weights(op_util::dnnl_ready(x), g, w.sizes(),
-                                                                     want_bias, p, gw_dt);
+          std::tie(gw, gb) =
+              f64 ? cpu::direct_conv2d_backward_weights(x, g, w.sizes(), want_bias, p)
+                  : cpu::dnnl_conv2d_backward_weights(op_util::dnnl_ready(x), g, w.sizes(), want_bias, p, gw_dt);
           if (!needs[1]) gw = Tensor();
         }
         return std::vector<Tensor>{gx, gw, gb};

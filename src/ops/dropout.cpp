@@ -4,10 +4,11 @@
 // element index (backend/cpu/dropout.h), so the mask depends only on the seed and the
 // element index, never on the thread count.
 #include "backend/cpu/dropout.h"
+
 #include "core/random.h"
 #include "core/tensor_impl.h"
-#include "tensorcast/autograd.h"
 #include "ops/impl.h"
+#include "tensorcast/autograd.h"
 
 namespace tc::impl {
 

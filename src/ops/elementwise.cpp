@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "backend/cpu/activation.h"
-#include "ops/pointwise.h"
 #include "ops/impl.h"
+#include "ops/pointwise.h"
 
 namespace tc {
 
@@ -45,9 +45,10 @@ template <class F, class DF>
 Tensor unary_float_op(const char* name, const Tensor& x, F f, DF df) {
   check_defined(name, x);
   Tensor out = map1(x, op_util::float_result_dtype(x.dtype()), name, f);
-  return record(name, out, {x}, [x = x.detach(), out = out.detach(), name, df](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{map3(g, x, out, g.dtype(), name, df)};
-  });
+  return record(name, out, {x},
+                [x = x.detach(), out = out.detach(), name, df](const Tensor& g, const std::vector<bool>&) {
+                  return std::vector<Tensor>{map3(g, x, out, g.dtype(), name, df)};
+                });
 }
 
 DType arith_dtype(const char* op, const Tensor& a, const Tensor& b) {
@@ -77,10 +78,11 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   const DType dt = arith_dtype("add", a, b);
   Tensor out = alpha == 1.0 ? map2(a, b, dt, "add", [](auto x, auto y) { return x + y; })
                             : map2(a, b, dt, "add", [alpha](auto x, auto y) { return x + decltype(x)(alpha) * y; });
-  return record("add", out, {a, b}, [sa = a.sizes(), sb = b.sizes(), alpha](const Tensor& g, const std::vector<bool>& n) {
-    return std::vector<Tensor>{n[0] ? impl::sum_to_size(g, sa) : Tensor(),
-                               n[1] ? impl::sum_to_size(alpha == 1.0 ? g : impl::mul(g, alpha), sb) : Tensor()};
-  });
+  return record(
+      "add", out, {a, b}, [sa = a.sizes(), sb = b.sizes(), alpha](const Tensor& g, const std::vector<bool>& n) {
+        return std::vector<Tensor>{n[0] ? impl::sum_to_size(g, sa) : Tensor(),
+                                   n[1] ? impl::sum_to_size(alpha == 1.0 ? g : impl::mul(g, alpha), sb) : Tensor()};
+      });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
@@ -101,30 +103,38 @@ Tensor div(const Tensor& a, const Tensor& b) {
   DType dt = arith_dtype("div", a, b);
   if (!is_floating(dt)) dt = kFloat32;  // true division, as torch.div
   Tensor out = map2(a, b, dt, "div", [](auto x, auto y) { return x / y; });
-  return record("div", out, {a, b}, [a = a.detach(), b = b.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>& n) {
-    Tensor ga, gb;
-    if (n[0]) ga = impl::sum_to_size(impl::div(g, b), a.sizes());
-    if (n[1]) gb = impl::sum_to_size(map3(g, out, b, g.dtype(), "div_backward", [](auto gg, auto o, auto y) { return -gg * o / y; }), b.sizes());
-    return std::vector<Tensor>{ga, gb};
-  });
+  return record("div", out, {a, b},
+                [a = a.detach(), b = b.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>& n) {
+                  Tensor ga, gb;
+                  if (n[0]) ga = impl::sum_to_size(impl::div(g, b), a.sizes());
+                  if (n[1])
+                    gb = impl::sum_to_size(
+                        map3(g, out, b, g.dtype(), "div_backward", [](auto gg, auto o, auto y) { return -gg * o / y; }),
+                        b.sizes());
+                  return std::vector<Tensor>{ga, gb};
+                });
 }
 
 Tensor add(const Tensor& a, double b) {
   check_defined("add", a);
-  Tensor out = map2(a, op_util::scalar_operand(a, b), op_util::scalar_result_dtype(a, b), "add", [](auto x, auto y) { return x + y; });
+  Tensor out = map2(a, op_util::scalar_operand(a, b), op_util::scalar_result_dtype(a, b), "add",
+                    [](auto x, auto y) { return x + y; });
   return record("add", out, {a}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
 }
 Tensor sub(const Tensor& a, double b) { return impl::add(a, -b); }
 Tensor mul(const Tensor& a, double b) {
   check_defined("mul", a);
-  Tensor out = map2(a, op_util::scalar_operand(a, b), op_util::scalar_result_dtype(a, b), "mul", [](auto x, auto y) { return x * y; });
-  return record("mul", out, {a}, [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::mul(g, b)}; });
+  Tensor out = map2(a, op_util::scalar_operand(a, b), op_util::scalar_result_dtype(a, b), "mul",
+                    [](auto x, auto y) { return x * y; });
+  return record("mul", out, {a},
+                [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::mul(g, b)}; });
 }
 Tensor div(const Tensor& a, double b) {
   check_defined("div", a);
   const DType dt = is_floating(a.dtype()) ? a.dtype() : kFloat32;
   Tensor out = map2(a, op_util::scalar_operand(a, b), dt, "div", [](auto x, auto y) { return x / y; });
-  return record("div", out, {a}, [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::div(g, b)}; });
+  return record("div", out, {a},
+                [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::div(g, b)}; });
 }
 
 Tensor pow(const Tensor& a, double e) {
@@ -144,25 +154,26 @@ Tensor pow(const Tensor& a, double e) {
 Tensor pow(const Tensor& a, const Tensor& e) {
   DType dt = arith_dtype("pow", a, e);
   Tensor out = map2(a, e, dt, "pow", [](auto x, auto y) { return std::pow(x, y); });
-  return record("pow", out, {a, e}, [a = a.detach(), e = e.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>& n) {
-    Tensor ga, ge;
-    if (n[0]) {
-      ga = map3(g, a, e, g.dtype(), "pow_backward", [](auto gg, auto x, auto y) {
-        using C = decltype(x);
-        return y == C(0) ? C(0) : gg * y * std::pow(x, y - C(1));
-      });
-      ga = impl::sum_to_size(ga, a.sizes());
-    }
-    if (n[1]) {
-      // d/de a^e = a^e log(a); PyTorch defines it as 0 where a == 0 and e >= 0.
-      Tensor t = map3(out, a, e, g.dtype(), "pow_backward", [](auto o, auto x, auto y) {
-        using C = decltype(x);
-        return (x == C(0) && y >= C(0)) ? C(0) : o * std::log(x);
-      });
-      ge = impl::sum_to_size(impl::mul(g, t), e.sizes());
-    }
-    return std::vector<Tensor>{ga, ge};
-  });
+  return record("pow", out, {a, e},
+                [a = a.detach(), e = e.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>& n) {
+                  Tensor ga, ge;
+                  if (n[0]) {
+                    ga = map3(g, a, e, g.dtype(), "pow_backward", [](auto gg, auto x, auto y) {
+                      using C = decltype(x);
+                      return y == C(0) ? C(0) : gg * y * std::pow(x, y - C(1));
+                    });
+                    ga = impl::sum_to_size(ga, a.sizes());
+                  }
+                  if (n[1]) {
+                    // d/de a^e = a^e log(a); PyTorch defines it as 0 where a == 0 and e >= 0.
+                    Tensor t = map3(out, a, e, g.dtype(), "pow_backward", [](auto o, auto x, auto y) {
+                      using C = decltype(x);
+                      return (x == C(0) && y >= C(0)) ? C(0) : o * std::log(x);
+                    });
+                    ge = impl::sum_to_size(impl::mul(g, t), e.sizes());
+                  }
+                  return std::vector<Tensor>{ga, ge};
+                });
 }
 
 namespace {
@@ -199,7 +210,8 @@ Tensor neg(const Tensor& x) {
   check_defined("neg", x);
   TC_CHECK(x.dtype() != kBool, "neg", "negation of a bool tensor is not supported");
   Tensor out = map1(x, x.dtype(), "neg", [](auto v) { return -v; });
-  return record("neg", out, {x}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::neg(g)}; });
+  return record("neg", out, {x},
+                [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::neg(g)}; });
 }
 
 Tensor abs(const Tensor& x) {
@@ -214,30 +226,34 @@ Tensor abs(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
-  return unary_float_op("exp", x, [](auto v) { return std::exp(v); }, [](auto g, auto, auto o) { return g * o; });
+  return unary_float_op(
+      "exp", x, [](auto v) { return std::exp(v); }, [](auto g, auto, auto o) { return g * o; });
 }
 Tensor log(const Tensor& x) {
-  return unary_float_op("log", x, [](auto v) { return std::log(v); }, [](auto g, auto v, auto) { return g / v; });
+  return unary_float_op(
+      "log", x, [](auto v) { return std::log(v); }, [](auto g, auto v, auto) { return g / v; });
 }
 Tensor log1p(const Tensor& x) {
-  return unary_float_op("log1p", x, [](auto v) { return std::log1p(v); },
-                        [](auto g, auto v, auto) { return g / (decltype(v)(1) + v); });
+  return unary_float_op(
+      "log1p", x, [](auto v) { return std::log1p(v); }, [](auto g, auto v, auto) { return g / (decltype(v)(1) + v); });
 }
 Tensor sqrt(const Tensor& x) {
-  return unary_float_op("sqrt", x, [](auto v) { return std::sqrt(v); },
-                        [](auto g, auto, auto o) { return g / (decltype(o)(2) * o); });
+  return unary_float_op(
+      "sqrt", x, [](auto v) { return std::sqrt(v); }, [](auto g, auto, auto o) { return g / (decltype(o)(2) * o); });
 }
 Tensor rsqrt(const Tensor& x) {
-  return unary_float_op("rsqrt", x, [](auto v) { return decltype(v)(1) / std::sqrt(v); },
-                        [](auto g, auto, auto o) { return decltype(o)(-0.5) * g * o * o * o; });
+  return unary_float_op(
+      "rsqrt", x, [](auto v) { return decltype(v)(1) / std::sqrt(v); },
+      [](auto g, auto, auto o) { return decltype(o)(-0.5) * g * o * o * o; });
 }
 Tensor reciprocal(const Tensor& x) {
-  return unary_float_op("reciprocal", x, [](auto v) { return decltype(v)(1) / v; },
-                        [](auto g, auto, auto o) { return -g * o * o; });
+  return unary_float_op(
+      "reciprocal", x, [](auto v) { return decltype(v)(1) / v; }, [](auto g, auto, auto o) { return -g * o * o; });
 }
 Tensor tanh(const Tensor& x) {
-  return unary_float_op("tanh", x, [](auto v) { return std::tanh(v); },
-                        [](auto g, auto, auto o) { return g * (decltype(o)(1) - o * o); });
+  return unary_float_op(
+      "tanh", x, [](auto v) { return std::tanh(v); },
+      [](auto g, auto, auto o) { return g * (decltype(o)(1) - o * o); });
 }
 
 namespace {
@@ -250,17 +266,17 @@ C stable_sigmoid(C v) {
 }  // namespace
 
 Tensor sigmoid(const Tensor& x) {
-  return unary_float_op("sigmoid", x, [](auto v) { return stable_sigmoid(v); },
-                        [](auto g, auto, auto o) { return g * o * (decltype(o)(1) - o); });
+  return unary_float_op(
+      "sigmoid", x, [](auto v) { return stable_sigmoid(v); },
+      [](auto g, auto, auto o) { return g * o * (decltype(o)(1) - o); });
 }
 
 Tensor relu(const Tensor& x) {
   check_defined("relu", x);
   Tensor out = map1(x, x.dtype(), "relu", [](auto v) { return v > decltype(v)(0) || v != v ? v : decltype(v)(0); });
   return record("relu", out, {x}, [out = out.detach()](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{map2(g, out, g.dtype(), "relu_backward", [](auto gg, auto o) {
-      return o > decltype(o)(0) ? gg : decltype(o)(0);
-    })};
+    return std::vector<Tensor>{map2(g, out, g.dtype(), "relu_backward",
+                                    [](auto gg, auto o) { return o > decltype(o)(0) ? gg : decltype(o)(0); })};
   });
 }
 
@@ -279,12 +295,13 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
 }
 
 Tensor silu(const Tensor& x) {
-  return unary_float_op("silu", x, [](auto v) { return v * stable_sigmoid(v); },
-                        [](auto g, auto v, auto) {
-                          using C = decltype(v);
-                          const C s = stable_sigmoid(v);
-                          return g * s * (C(1) + v * (C(1) - s));
-                        });
+  return unary_float_op(
+      "silu", x, [](auto v) { return v * stable_sigmoid(v); },
+      [](auto g, auto v, auto) {
+        using C = decltype(v);
+        const C s = stable_sigmoid(v);
+        return g * s * (C(1) + v * (C(1) - s));
+      });
 }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
@@ -329,27 +346,28 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   TC_CHECK(c.dtype() == kBool, "where", "condition must be a bool tensor, got ", dtype_name(c.dtype()));
   const DType dt = result_type(a, b);
   Tensor out = map3(c, a, b, dt, "where", [](auto cc, auto x, auto y) { return cc != decltype(x)(0) ? x : y; });
-  return record("where", out, {a, b}, [c = c.detach(), sa = a.sizes(), sb = b.sizes()](const Tensor& g, const std::vector<bool>& n) {
-    Tensor z = zeros({}, g.dtype());
-    return std::vector<Tensor>{n[0] ? impl::sum_to_size(impl::where(c, g, z), sa) : Tensor(),
-                               n[1] ? impl::sum_to_size(impl::where(c, z, g), sb) : Tensor()};
-  });
+  return record("where", out, {a, b},
+                [c = c.detach(), sa = a.sizes(), sb = b.sizes()](const Tensor& g, const std::vector<bool>& n) {
+                  Tensor z = zeros({}, g.dtype());
+                  return std::vector<Tensor>{n[0] ? impl::sum_to_size(impl::where(c, g, z), sa) : Tensor(),
+                                             n[1] ? impl::sum_to_size(impl::where(c, z, g), sb) : Tensor()};
+                });
 }
 
 }  // namespace impl
 
 // ------------------------------------------------------------------ comparisons
 
-#define TC_COMPARISON(name, expr)                                                                      \
-  Tensor name(const Tensor& a, const Tensor& b) {                                                      \
-    op_util::check_same_device(#name, a, b);                                                           \
-    return map2(a, b, kBool, #name, [](auto x, auto y) { return decltype(x)((expr) ? 1 : 0); });      \
-  }                                                                                                    \
-  Tensor name(const Tensor& a, double s) {                                                             \
-    TC_CHECK(a.defined(), #name, "got an undefined tensor");                                           \
-    /* The scalar takes a floating tensor's dtype (x_bf16 == 0.1 compares bf16(0.1)). */               \
-    Tensor b = full({}, s, TensorOptions(is_floating(a.dtype()) ? a.dtype() : kFloat64));                 \
-    return map2(a, b, kBool, #name, [](auto x, auto y) { return decltype(x)((expr) ? 1 : 0); });      \
+#define TC_COMPARISON(name, expr)                                                                \
+  Tensor name(const Tensor& a, const Tensor& b) {                                                \
+    op_util::check_same_device(#name, a, b);                                                     \
+    return map2(a, b, kBool, #name, [](auto x, auto y) { return decltype(x)((expr) ? 1 : 0); }); \
+  }                                                                                              \
+  Tensor name(const Tensor& a, double s) {                                                       \
+    TC_CHECK(a.defined(), #name, "got an undefined tensor");                                     \
+    /* The scalar takes a floating tensor's dtype (x_bf16 == 0.1 compares bf16(0.1)). */         \
+    Tensor b = full({}, s, TensorOptions(is_floating(a.dtype()) ? a.dtype() : kFloat64));        \
+    return map2(a, b, kBool, #name, [](auto x, auto y) { return decltype(x)((expr) ? 1 : 0); }); \
   }
 TC_COMPARISON(eq, x == y)
 TC_COMPARISON(ne, x != y)

@@ -2,10 +2,11 @@
 // zero (V, D) table (backend/cpu/embedding.h), accumulating 16-bit gradients in float32
 // and rounding once.
 #include "backend/cpu/embedding.h"
+
 #include "core/tensor_impl.h"
+#include "ops/impl.h"
 #include "ops/pointwise.h"
 #include "tensorcast/autograd.h"
-#include "ops/impl.h"
 
 namespace tc::impl {
 
@@ -26,12 +27,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   out_shape.push_back(D);
   Tensor out = make_tensor(out_shape, weight.dtype(), weight.device());
   cpu::embedding_gather(out, weight.detach().contiguous(), ids);
-  return autograd::record(op, out, {weight}, [ids, V, D, wdt = weight.dtype()](const Tensor& g, const std::vector<bool>&) {
-    const Tensor gc = g.contiguous();
-    Tensor gw = make_tensor({V, D}, wdt);
-    cpu::embedding_scatter_add(gw, gc, ids);
-    return std::vector<Tensor>{gw};
-  });
+  return autograd::record(op, out, {weight},
+                          [ids, V, D, wdt = weight.dtype()](const Tensor& g, const std::vector<bool>&) {
+                            const Tensor gc = g.contiguous();
+                            Tensor gw = make_tensor({V, D}, wdt);
+                            cpu::embedding_scatter_add(gw, gc, ids);
+                            return std::vector<Tensor>{gw};
+                          });
 }
 
 }  // namespace tc::impl

@@ -38,7 +38,8 @@ void set_rng_state(const Tensor& state) {
   TC_CHECK(state.numel() <= (1 << 16), "rng", "state of ", state.numel(), " bytes is too long");
   const Tensor c = state.to(Device{}).contiguous();
   const std::string text(static_cast<const char*>(c.raw_data()), static_cast<size_t>(c.numel()));
-  const bool plain = std::all_of(text.begin(), text.end(), [](char ch) { return (ch >= '0' && ch <= '9') || ch == ' '; });
+  const bool plain =
+      std::all_of(text.begin(), text.end(), [](char ch) { return (ch >= '0' && ch <= '9') || ch == ' '; });
   std::istringstream is(text);
   is.imbue(std::locale::classic());
   std::mt19937_64 engine;
@@ -152,8 +153,8 @@ Tensor randn_like(const Tensor& t) { return randn(t.sizes(), TensorOptions(t.dty
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& size, std::optional<DType> dtype) {
   const Shape shape = size.empty() ? Shape{static_cast<int64_t>(values.size())} : size;
-  TC_CHECK(shape_numel(shape) == static_cast<int64_t>(values.size()), "tensor", "shape ", shape_str(shape),
-           " needs ", shape_numel(shape), " values, got ", values.size());
+  TC_CHECK(shape_numel(shape) == static_cast<int64_t>(values.size()), "tensor", "shape ", shape_str(shape), " needs ",
+           shape_numel(shape), " values, got ", values.size());
   Tensor t = make_tensor(shape, dtype.value_or(dtype_of<T>));
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<uint8_t> bytes(values.begin(), values.end());

@@ -10,9 +10,9 @@
 #include "autograd/nodes.h"
 #include "backend/cpu/dnnl_matmul.h"
 #include "core/tensor_impl.h"
+#include "ops/impl.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/ops.h"
-#include "ops/impl.h"
 
 namespace tc::impl {
 
@@ -170,8 +170,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const char* op = "linear";
   check_pair(op, input, weight);
   TC_CHECK(input.dim() >= 1, op, "expected an input with at least 1 dim, got ", shape_str(input.sizes()));
-  TC_CHECK(weight.dim() == 2, op, "expected a 2-D weight (out_features, in_features), got ",
-           shape_str(weight.sizes()));
+  TC_CHECK(weight.dim() == 2, op, "expected a 2-D weight (out_features, in_features), got ", shape_str(weight.sizes()));
   check_dtypes(op, input, weight);
   if (input.size(-1) != weight.size(1)) fail_shapes(op, input, weight);
   const int64_t in_f = weight.size(1), out_f = weight.size(0);
@@ -202,12 +201,12 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
                     const Tensor& g_in, const std::vector<bool>& n) {
                   const Tensor g2 = g_in.to(w.dtype()).reshape({rows, out_f});
                   std::vector<Tensor> grads(has_bias ? 3 : 2);
-                  if (n[0]) grads[0] = product(g2, w, Tensor(), op, gx_dt).view(in_shape);    // g @ W
-                  if (n[1]) grads[1] = product(g2.t(), x2, Tensor(), op, gw_dt);             // g^T @ x
-                  if (has_bias && n[2])                                                        // column sums of g
-                    grads[2] = product(ones({1, rows}, TensorOptions(w.dtype()).device(w.device())), g2, Tensor(), op,
-                                       gb_dt)
-                                   .view({out_f});
+                  if (n[0]) grads[0] = product(g2, w, Tensor(), op, gx_dt).view(in_shape);  // g @ W
+                  if (n[1]) grads[1] = product(g2.t(), x2, Tensor(), op, gw_dt);            // g^T @ x
+                  if (has_bias && n[2])                                                     // column sums of g
+                    grads[2] =
+                        product(ones({1, rows}, TensorOptions(w.dtype()).device(w.device())), g2, Tensor(), op, gb_dt)
+                            .view({out_f});
                   return grads;
                 });
 }

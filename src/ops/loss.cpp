@@ -1,13 +1,14 @@
 // Class-index losses: cross_entropy (fused log-softmax + nll) and nll_loss, with PyTorch
 // semantics for class weights, ignore_index, reductions and label smoothing. The row
 // kernels are in backend/cpu/loss.cpp.
+#include "backend/cpu/loss.h"
+
 #include <memory>
 #include <vector>
 
-#include "backend/cpu/loss.h"
 #include "core/tensor_impl.h"
-#include "tensorcast/autograd.h"
 #include "ops/impl.h"
+#include "tensorcast/autograd.h"
 
 namespace tc::impl {
 
@@ -17,22 +18,22 @@ namespace {
 std::shared_ptr<cpu::ClassTargets> check_class_loss(const char* op, const Tensor& input, const Tensor& target,
                                                     const Tensor& weight, int64_t ignore_index, Shape& loss_shape) {
   TC_CHECK(input.defined() && target.defined(), op, "got an undefined input or target tensor");
-  TC_CHECK(is_floating(input.dtype()), op, "expected floating input, got ", dtype_name(input.dtype()),
-           " of shape ", shape_str(input.sizes()));
+  TC_CHECK(is_floating(input.dtype()), op, "expected floating input, got ", dtype_name(input.dtype()), " of shape ",
+           shape_str(input.sizes()));
   TC_CHECK(input.dim() >= 1, op, "expected input of shape (C), (N, C) or (N, C, d1, ...), got a 0-d tensor");
   TC_CHECK(target.dtype() == kInt64 || target.dtype() == kInt32, op,
            "expected target of dtype int64 (class indices), got ", dtype_name(target.dtype()), " of shape ",
            shape_str(target.sizes()));
-  TC_CHECK(input.device() == target.device(), op, "expected input and target on the same device, got ",
-           input.device(), " and ", target.device());
+  TC_CHECK(input.device() == target.device(), op, "expected input and target on the same device, got ", input.device(),
+           " and ", target.device());
   auto c = std::make_shared<cpu::ClassTargets>();
   c->cdim = input.dim() == 1 ? 0 : 1;
   c->classes = input.size(c->cdim);
   c->ignore_index = ignore_index;
   loss_shape = input.sizes();
   loss_shape.erase(loss_shape.begin() + c->cdim);
-  TC_CHECK(target.sizes() == loss_shape, op, "expected target of shape ", shape_str(loss_shape),
-           " for input of shape ", shape_str(input.sizes()), ", got target of shape ", shape_str(target.sizes()));
+  TC_CHECK(target.sizes() == loss_shape, op, "expected target of shape ", shape_str(loss_shape), " for input of shape ",
+           shape_str(input.sizes()), ", got target of shape ", shape_str(target.sizes()));
   if (weight.defined()) {
     TC_CHECK(is_floating(weight.dtype()) && weight.dim() == 1 && weight.size(0) == c->classes, op,
              "expected a floating weight of shape ", shape_str({c->classes}), " for ", c->classes, " classes, got ",

@@ -2,10 +2,11 @@
 // 'mean' and 'sum' are fused reductions in the backend (backend/cpu/loss_pointwise.h),
 // deterministic for any thread count.
 #include "backend/cpu/loss_pointwise.h"
+
 #include "core/tensor_impl.h"
+#include "ops/impl.h"
 #include "ops/pointwise.h"
 #include "tensorcast/autograd.h"
-#include "ops/impl.h"
 
 namespace tc::impl {
 
@@ -30,9 +31,9 @@ Tensor grad_operand(const Tensor& g, Reduction reduction, double numel, DType dt
 
 void check_loss_pair(const char* op, const Tensor& input, const Tensor& target) {
   TC_CHECK(input.defined() && target.defined(), op, "got an undefined input or target tensor");
-  TC_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), op,
-           "expected floating input and target, got ", dtype_name(input.dtype()), " ", shape_str(input.sizes()),
-           " and ", dtype_name(target.dtype()), " ", shape_str(target.sizes()));
+  TC_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), op, "expected floating input and target, got ",
+           dtype_name(input.dtype()), " ", shape_str(input.sizes()), " and ", dtype_name(target.dtype()), " ",
+           shape_str(target.sizes()));
   op_util::check_same_device(op, input, target);
 }
 
@@ -58,13 +59,15 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
                               const Tensor& g, const std::vector<bool>& needs) {
                             const Tensor gs = grad_operand(g, reduction, numel, dt);
                             // d/dx (x - t)^2 = 2 (x - t); the target gets the negation.
-                            const Tensor d = op_util::map3(x, t, gs, dt, "mse_loss_backward", [](auto a, auto b, auto gg) {
-                              using C = decltype(a);
-                              return C(2) * (a - b) * gg;
-                            });
+                            const Tensor d =
+                                op_util::map3(x, t, gs, dt, "mse_loss_backward", [](auto a, auto b, auto gg) {
+                                  using C = decltype(a);
+                                  return C(2) * (a - b) * gg;
+                                });
                             Tensor gx, gt;
                             if (needs[0]) gx = shape == x.sizes() ? d : impl::sum_to_size(d, x.sizes());
-                            if (needs[1]) gt = shape == t.sizes() ? impl::neg(d) : impl::sum_to_size(impl::neg(d), t.sizes());
+                            if (needs[1])
+                              gt = shape == t.sizes() ? impl::neg(d) : impl::sum_to_size(impl::neg(d), t.sizes());
                             return std::vector<Tensor>{gx, gt};
                           });
 }
@@ -94,8 +97,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
     if (!t.defined()) return compute_scalar(dt, 1.0, input.device());
     TC_CHECK(is_floating(t.dtype()), op, what, " must be floating, got ", dtype_name(t.dtype()));
     op_util::check_same_device(op, input, t);
-    TC_CHECK(broadcastable_to(t.sizes(), input.sizes()), op, what, " of shape ",
-             shape_str(t.sizes()), " cannot be broadcast to input of shape ", shape_str(input.sizes()));
+    TC_CHECK(broadcastable_to(t.sizes(), input.sizes()), op, what, " of shape ", shape_str(t.sizes()),
+             " cannot be broadcast to input of shape ", shape_str(input.sizes()));
     return t;
   };
   const Tensor w = optional_operand(weight, "weight");
@@ -109,16 +112,15 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
     out = reduced_output(dt, input.device());
     cpu::bce_with_logits_sum(out, input, target, w, pw, divisor_for(reduction, numel));
   }
-  return autograd::record(
-      op, out, {input, target},
-      [x = input.detach(), t = target.detach(), w = w.detach(), pw = pw.detach(), reduction, numel, dt](
-          const Tensor& g, const std::vector<bool>& needs) {
-        const Tensor gs = grad_operand(g, reduction, numel, dt);
-        Tensor gx = needs[0] ? make_tensor(x.sizes(), dt, x.device()) : Tensor();
-        Tensor gt = needs[1] ? make_tensor(x.sizes(), dt, x.device()) : Tensor();
-        cpu::bce_with_logits_backward(gx, gt, x, t, w, pw, gs);
-        return std::vector<Tensor>{gx, gt};
-      });
+  return autograd::record(op, out, {input, target},
+                          [x = input.detach(), t = target.detach(), w = w.detach(), pw = pw.detach(), reduction, numel,
+                           dt](const Tensor& g, const std::vector<bool>& needs) {
+                            const Tensor gs = grad_operand(g, reduction, numel, dt);
+                            Tensor gx = needs[0] ? make_tensor(x.sizes(), dt, x.device()) : Tensor();
+                            Tensor gt = needs[1] ? make_tensor(x.sizes(), dt, x.device()) : Tensor();
+                            cpu::bce_with_logits_backward(gx, gt, x, t, w, pw, gs);
+                            return std::vector<Tensor>{gx, gt};
+                          });
 }
 
 }  // namespace tc::impl

@@ -1,13 +1,14 @@
 // Normalization ops: layer_norm and batch_norm. The fused forward and backward kernels
 // are in backend/cpu/norm.cpp; saved statistics are float32 (float64 for float64 input).
+#include "backend/cpu/norm.h"
+
 #include <utility>
 
-#include "backend/cpu/norm.h"
 #include "core/tensor_impl.h"
+#include "ops/impl.h"
 #include "ops/pointwise.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/ops.h"
-#include "ops/impl.h"
 
 namespace tc::impl {
 
@@ -16,7 +17,8 @@ using autograd::record;
 namespace {
 
 void check_floating(const char* op, const char* what, const Tensor& t) {
-  TC_CHECK(is_floating(t.dtype()), op, "expected a floating ", what, ", got ", what, " of dtype ", dtype_name(t.dtype()));
+  TC_CHECK(is_floating(t.dtype()), op, "expected a floating ", what, ", got ", what, " of dtype ",
+           dtype_name(t.dtype()));
 }
 
 // The dtype of the saved mean and rstd: the kernels' compute dtype.
@@ -32,7 +34,8 @@ Tensor grad_buffer(bool needed, const Shape& shape, DType dtype) {
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
   constexpr const char* op = "layer_norm";
   TC_CHECK(x.defined(), op, "got an undefined input");
   check_floating(op, "input", x);
@@ -88,8 +91,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     op_util::check_same_device(op, x, t);
   }
   const bool use_batch = training || !running_mean.defined();
-  TC_CHECK(!use_batch || geo.count() > 1, op, "expected more than 1 value per channel when training, got input of shape ",
-           shape_str(xs));
+  TC_CHECK(!use_batch || geo.count() > 1, op,
+           "expected more than 1 value per channel when training, got input of shape ", shape_str(xs));
   const Tensor xc = x.detach().contiguous();
   Tensor out = make_tensor(xs, x.dtype(), x.device());
   const DType sdt = stats_dtype(x.dtype());
@@ -100,8 +103,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                           training && running_mean.defined(), momentum, eps);
   return record(op, out, {x, weight, bias},
                 [xc, mean, rstd, w, geo, use_batch, wdt = weight.defined() ? weight.dtype() : x.dtype(),
-                 bdt = bias.defined() ? bias.dtype() : x.dtype(), xdt = x.dtype()](const Tensor& g,
-                                                                                    const std::vector<bool>& needs) {
+                 bdt = bias.defined() ? bias.dtype() : x.dtype(),
+                 xdt = x.dtype()](const Tensor& g, const std::vector<bool>& needs) {
                   Tensor dx = grad_buffer(needs[0], xc.sizes(), xdt);
                   Tensor dw = grad_buffer(needs[1], {geo.Ch}, wdt), db = grad_buffer(needs[2], {geo.Ch}, bdt);
                   cpu::batch_norm_backward(dx, dw, db, g.contiguous(), xc, mean, rstd, w, geo, use_batch);

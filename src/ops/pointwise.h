@@ -66,8 +66,8 @@ template <class F>
 Tensor map2(const Tensor& a, const Tensor& b, DType out_dtype, const char* op, F f) {
   TC_CHECK(a.device() == b.device(), op, "expected both tensors on the same device, got ", a.device(), " and ",
            b.device());
-  const bool dbl = cpu::computes_in_double(out_dtype) || cpu::computes_in_double(a.dtype()) ||
-                   cpu::computes_in_double(b.dtype());
+  const bool dbl =
+      cpu::computes_in_double(out_dtype) || cpu::computes_in_double(a.dtype()) || cpu::computes_in_double(b.dtype());
   if (const Shape order = detail::shared_permuted_order({&a, &b}); !order.empty()) {
     Tensor out = empty_like_layout(a, out_dtype);
     cpu::binary_map(memory_order_view(out, order), detail::in_order(a, order), detail::in_order(b, order), op, f, dbl);

@@ -8,8 +8,8 @@
 #include "backend/cpu/dnnl_pool.h"
 #include "core/tensor_impl.h"
 #include "ops/conv_common.h"
-#include "tensorcast/ops.h"
 #include "ops/impl.h"
+#include "tensorcast/ops.h"
 
 namespace tc::impl {
 
@@ -35,8 +35,8 @@ int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t pad, int64_t dil
   return out;
 }
 
-PoolParams pool_params(const char* op, const Tensor& x, const Shape& kernel, const Shape& stride,
-                       const Shape& padding, const Shape& dilation, bool ceil_mode) {
+PoolParams pool_params(const char* op, const Tensor& x, const Shape& kernel, const Shape& stride, const Shape& padding,
+                       const Shape& dilation, bool ceil_mode) {
   PoolParams p;
   TC_CHECK(!kernel.empty(), op, "kernel_size must have 1 or 2 elements, got ", shape_str(kernel));
   op_util::pair_param(op, "kernel_size", kernel, 1, p.kernel);
@@ -49,9 +49,9 @@ PoolParams pool_params(const char* op, const Tensor& x, const Shape& kernel, con
     p.out[d] = pool_out_size(x.size(2 + d), p.kernel[d], p.stride[d], p.padding[d], p.dilation[d], ceil_mode);
   }
   TC_CHECK(p.out[0] > 0 && p.out[1] > 0, op, "output size (", p.out[0], ", ", p.out[1],
-           ") is too small for input of shape ", shape_str(x.sizes()), " with kernel (", p.kernel[0], ", ",
-           p.kernel[1], "), stride (", p.stride[0], ", ", p.stride[1], "), padding (", p.padding[0], ", ",
-           p.padding[1], ") and dilation (", p.dilation[0], ", ", p.dilation[1], ")");
+           ") is too small for input of shape ", shape_str(x.sizes()), " with kernel (", p.kernel[0], ", ", p.kernel[1],
+           "), stride (", p.stride[0], ", ", p.stride[1], "), padding (", p.padding[0], ", ", p.padding[1],
+           ") and dilation (", p.dilation[0], ", ", p.dilation[1], ")");
   return p;
 }
 
@@ -67,8 +67,7 @@ Tensor grad_as(const Tensor& g, DType dt) { return g.dtype() == dt ? g : g.to(dt
 
 }  // namespace
 
-Tensor max_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape padding, Shape dilation,
-                  bool ceil_mode) {
+Tensor max_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape padding, Shape dilation, bool ceil_mode) {
   constexpr const char* kOp = "max_pool2d";
   check_pool_input(kOp, input);
   const PoolParams p = pool_params(kOp, input, kernel_size, stride, padding, dilation, ceil_mode);
@@ -92,10 +91,10 @@ Tensor max_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
     NoGradGuard no_grad;
     r = cpu::dnnl_pool2d_forward(input, p, PoolKind::Max);
   }
-  return autograd::record(kOp, r.out, {input}, [ws = r.workspace, xs, dt, p, cl](const Tensor& g,
-                                                                                  const std::vector<bool>&) {
-    return std::vector<Tensor>{cpu::dnnl_pool2d_backward(grad_as(g, dt), ws, xs, dt, p, PoolKind::Max, cl)};
-  });
+  return autograd::record(
+      kOp, r.out, {input}, [ws = r.workspace, xs, dt, p, cl](const Tensor& g, const std::vector<bool>&) {
+        return std::vector<Tensor>{cpu::dnnl_pool2d_backward(grad_as(g, dt), ws, xs, dt, p, PoolKind::Max, cl)};
+      });
 }
 
 Tensor avg_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape padding, bool ceil_mode,
@@ -116,20 +115,25 @@ Tensor avg_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
   Tensor out;
   {
     NoGradGuard no_grad;
-    out = direct ? cpu::to_activation_layout(via_direct(input, [&](const Tensor& x) {
-                     return cpu::direct_avg_pool2d(x, p, count_include_pad);
-                   }), cl)
-                 : cpu::dnnl_pool2d_forward(input, p, kind).out;
+    out = direct
+              ? cpu::to_activation_layout(
+                    via_direct(input, [&](const Tensor& x) { return cpu::direct_avg_pool2d(x, p, count_include_pad); }),
+                    cl)
+              : cpu::dnnl_pool2d_forward(input, p, kind).out;
   }
-  return autograd::record(kOp, out, {input}, [xs, dt, p, direct, kind, count_include_pad, cl](
-                                                 const Tensor& grad, const std::vector<bool>&) {
-    const Tensor g = grad_as(grad, dt);
-    Tensor gx = direct ? cpu::to_activation_layout(via_direct(g, [&](const Tensor& gg) {
-      return cpu::direct_avg_pool2d_backward(gg, xs, p, count_include_pad);
-    }), cl)
-                       : cpu::dnnl_pool2d_backward(g, Tensor(), xs, dt, p, kind, cl);
-    return std::vector<Tensor>{gx};
-  });
+  return autograd::record(
+      kOp, out, {input},
+      [xs, dt, p, direct, kind, count_include_pad, cl](const Tensor& grad, const std::vector<bool>&) {
+        const Tensor g = grad_as(grad, dt);
+        Tensor gx = direct ? cpu::to_activation_layout(via_direct(g,
+                                                                  [&](const Tensor& gg) {
+                                                                    return cpu::direct_avg_pool2d_backward(
+                                                                        gg, xs, p, count_include_pad);
+                                                                  }),
+                                                       cl)
+                           : cpu::dnnl_pool2d_backward(g, Tensor(), xs, dt, p, kind, cl);
+        return std::vector<Tensor>{gx};
+      });
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
@@ -151,9 +155,8 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
     y = via_direct(input, [&](const Tensor& x) { return cpu::direct_adaptive_avg_pool2d(x, out[0], out[1]); });
   }
   return autograd::record(kOp, y, {input}, [xs, dt](const Tensor& grad, const std::vector<bool>&) {
-    return std::vector<Tensor>{via_direct(grad_as(grad, dt), [&](const Tensor& g) {
-      return cpu::direct_adaptive_avg_pool2d_backward(g, xs);
-    })};
+    return std::vector<Tensor>{via_direct(
+        grad_as(grad, dt), [&](const Tensor& g) { return cpu::direct_adaptive_avg_pool2d_backward(g, xs); })};
   });
 }
 

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "backend/cpu/reduce.h"
-#include "ops/pointwise.h"
 #include "ops/impl.h"
+#include "ops/pointwise.h"
 
 namespace tc::impl {
 
@@ -37,8 +37,10 @@ std::vector<bool> reduced_mask(const char* op, const Tensor& x, const Shape& dim
 Shape reduced_shape(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
   Shape s;
   for (int64_t d = 0; d < x.dim(); ++d) {
-    if (!mask[d]) s.push_back(x.size(d));
-    else if (keepdim) s.push_back(1);
+    if (!mask[d])
+      s.push_back(x.size(d));
+    else if (keepdim)
+      s.push_back(1);
   }
   return s;
 }
@@ -110,12 +112,13 @@ std::tuple<Tensor, Tensor> minmax_dim(const char* op, const Tensor& x, int64_t d
   Tensor values = make_tensor(shape, x.dtype(), x.device());
   Tensor indices = make_tensor(shape, kInt64, x.device());
   cpu::minmax_kernel(values, indices, x, nd > 0 ? d : -1, is_max);
-  values = record(op, values, {x}, [in_shape = x.sizes(), idx = indices, d, nd](const Tensor& g, const std::vector<bool>&) {
-    if (nd == 0) return std::vector<Tensor>{g.reshape({})};
-    Tensor grad = zeros(in_shape, g.dtype());
-    cpu::scatter_along_dim(grad, g.contiguous(), idx, d);
-    return std::vector<Tensor>{grad};
-  });
+  values =
+      record(op, values, {x}, [in_shape = x.sizes(), idx = indices, d, nd](const Tensor& g, const std::vector<bool>&) {
+        if (nd == 0) return std::vector<Tensor>{g.reshape({})};
+        Tensor grad = zeros(in_shape, g.dtype());
+        cpu::scatter_along_dim(grad, g.contiguous(), idx, d);
+        return std::vector<Tensor>{grad};
+      });
   return {values, indices};
 }
 
@@ -166,17 +169,18 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   Tensor mean_acc = grad ? make_tensor(shape, float_acc_dtype(x.dtype()), x.device()) : Tensor();
   cpu::var_kernel(out, mean_acc, x, mask, correction);
   if (!grad) return out;
-  return record("var", out, {x}, [x = x.detach(), mean_acc, mask, n, correction](const Tensor& g, const std::vector<bool>&) {
-    const Shape& in_shape = x.sizes();
-    Shape keep;
-    for (size_t d = 0; d < in_shape.size(); ++d) keep.push_back(mask[d] ? 1 : in_shape[d]);
-    const double scale = 2.0 / static_cast<double>(std::max<int64_t>(0, n - correction));
-    return std::vector<Tensor>{op_util::map3(x, mean_acc.reshape(keep), g.reshape(keep), g.dtype(),
-                                             "var_backward", [scale](auto a, auto m, auto gg) {
-                                               using C = decltype(a);
-                                               return C(scale) * (a - m) * gg;
-                                             })};
-  });
+  return record("var", out, {x},
+                [x = x.detach(), mean_acc, mask, n, correction](const Tensor& g, const std::vector<bool>&) {
+                  const Shape& in_shape = x.sizes();
+                  Shape keep;
+                  for (size_t d = 0; d < in_shape.size(); ++d) keep.push_back(mask[d] ? 1 : in_shape[d]);
+                  const double scale = 2.0 / static_cast<double>(std::max<int64_t>(0, n - correction));
+                  return std::vector<Tensor>{op_util::map3(x, mean_acc.reshape(keep), g.reshape(keep), g.dtype(),
+                                                           "var_backward", [scale](auto a, auto m, auto gg) {
+                                                             using C = decltype(a);
+                                                             return C(scale) * (a - m) * gg;
+                                                           })};
+                });
 }
 
 Tensor max(const Tensor& x) { return minmax_all("max", x, true); }
@@ -189,8 +193,12 @@ std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   return minmax_dim("min", x, dim, keepdim, false);
 }
 
-Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return arg_impl("argmax", x, dim, keepdim, true); }
-Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) { return arg_impl("argmin", x, dim, keepdim, false); }
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_impl("argmax", x, dim, keepdim, true);
+}
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_impl("argmin", x, dim, keepdim, false);
+}
 
 Tensor sum_to_size(const Tensor& x, const Shape& size) {
   check_input("sum_to_size", x);

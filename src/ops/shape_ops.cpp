@@ -1,10 +1,11 @@
 // cat and stack: joining tensors along a dimension, with dtype promotion across inputs;
 // the copy is backend/cpu/shape_ops.cpp. Backward narrows the gradient back.
 #include "backend/cpu/shape_ops.h"
+
 #include "core/tensor_impl.h"
+#include "ops/impl.h"
 #include "ops/pointwise.h"
 #include "tensorcast/autograd.h"
-#include "ops/impl.h"
 
 namespace tc::impl {
 
@@ -39,9 +40,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     TC_CHECK(t.dim() == r.dim(), op, "tensors must have the same number of dimensions: tensor ", ref, " has shape ",
              shape_str(r.sizes()), " but tensor ", i, " has shape ", shape_str(t.sizes()));
     for (int64_t k = 0; k < r.dim(); ++k)
-      TC_CHECK(k == d || t.size(k) == r.size(k), op, "sizes of tensors must match except in dimension ", d,
-               ": tensor ", ref, " has shape ", shape_str(r.sizes()), " but tensor ", i, " has shape ",
-               shape_str(t.sizes()));
+      TC_CHECK(k == d || t.size(k) == r.size(k), op, "sizes of tensors must match except in dimension ", d, ": tensor ",
+               ref, " has shape ", shape_str(r.sizes()), " but tensor ", i, " has shape ", shape_str(t.sizes()));
     out_shape[d] += t.size(d);
   }
   Tensor out = make_tensor(out_shape, dt, r.device());
@@ -71,8 +71,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   TC_CHECK(!tensors.empty(), op, "expected a non-empty list of tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
     TC_CHECK(tensors[i].defined(), op, "tensor ", i, " is undefined");
-    TC_CHECK(tensors[i].sizes() == tensors[0].sizes(), op, "expected all tensors to have the same shape, but tensor 0 has shape ",
-             shape_str(tensors[0].sizes()), " and tensor ", i, " has shape ", shape_str(tensors[i].sizes()));
+    TC_CHECK(tensors[i].sizes() == tensors[0].sizes(), op,
+             "expected all tensors to have the same shape, but tensor 0 has shape ", shape_str(tensors[0].sizes()),
+             " and tensor ", i, " has shape ", shape_str(tensors[i].sizes()));
   }
   const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, op);
   std::vector<Tensor> parts;

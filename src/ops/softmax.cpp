@@ -1,8 +1,9 @@
 // softmax and log_softmax along any dim, with their backward formulas; the row kernels
 // are in backend/cpu/softmax.cpp.
+#include "backend/cpu/softmax.h"
+
 #include <vector>
 
-#include "backend/cpu/softmax.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "tensorcast/autograd.h"

@@ -35,7 +35,8 @@ Tensor Tensor::clone() const {
   profiler::detail::Scope rec("clone");
   Tensor out = make_tensor(sizes(), dtype(), device());
   cpu::copy_into(out, *this);
-  return record("clone", out, {*this}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
+  return record("clone", out, {*this},
+                [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
 }
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
@@ -87,11 +88,16 @@ Tensor& Tensor::fill_(double v) {
       std::memcpy(&u, pattern, sizeof u);
       std::fill_n(reinterpret_cast<U*>(p), n, u);
     };
-    if (zero) std::memset(p, 0, n * es);
-    else if (es == 1) fill_as.template operator()<uint8_t>();
-    else if (es == 2) fill_as.template operator()<uint16_t>();
-    else if (es == 4) fill_as.template operator()<uint32_t>();
-    else fill_as.template operator()<uint64_t>();
+    if (zero)
+      std::memset(p, 0, n * es);
+    else if (es == 1)
+      fill_as.template operator()<uint8_t>();
+    else if (es == 2)
+      fill_as.template operator()<uint16_t>();
+    else if (es == 4)
+      fill_as.template operator()<uint32_t>();
+    else
+      fill_as.template operator()<uint64_t>();
   });
   return *this;
 }
@@ -142,10 +148,9 @@ void update_by_copy(const Tensor& self, const char* op, Op out_of_place) {
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
   check_inplace(*this, "add_");
   TC_CHECK(other.defined(), "add_", "other is undefined");
-  const bool done = alpha == 1.0
-                        ? update_in_place(*this, other, "add_", [](auto x, auto y) { return x + y; })
-                        : update_in_place(*this, other, "add_",
-                                          [alpha](auto x, auto y) { return x + decltype(x)(alpha) * y; });
+  const bool done = alpha == 1.0 ? update_in_place(*this, other, "add_", [](auto x, auto y) { return x + y; })
+                                 : update_in_place(*this, other, "add_",
+                                                   [alpha](auto x, auto y) { return x + decltype(x)(alpha) * y; });
   if (!done) update_by_copy(*this, "add_", [&] { return impl::add(*this, other, alpha); });
   return *this;
 }

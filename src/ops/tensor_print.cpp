@@ -24,17 +24,22 @@ std::vector<double> Tensor::to_vector() const {
 namespace {
 
 void print_value(std::ostream& os, double v, DType dt) {
-  if (std::isnan(v)) os << "nan";
-  else if (std::isinf(v)) os << (v > 0 ? "inf" : "-inf");
-  else if (dt == kBool) os << (v != 0 ? "True" : "False");
-  else if (!is_floating(dt)) os << static_cast<int64_t>(v);
+  if (std::isnan(v))
+    os << "nan";
+  else if (std::isinf(v))
+    os << (v > 0 ? "inf" : "-inf");
+  else if (dt == kBool)
+    os << (v != 0 ? "True" : "False");
+  else if (!is_floating(dt))
+    os << static_cast<int64_t>(v);
   else if (v == std::trunc(v) && std::fabs(v) < 1e16)  // PyTorch's "3." for integral floats
     os << (std::signbit(v) && v == 0 ? "-" : "") << static_cast<int64_t>(v) << ".";
-  else os << std::setprecision(dt == kFloat64 ? 8 : 4) << v;
+  else
+    os << std::setprecision(dt == kFloat64 ? 8 : 4) << v;
 }
 
-void print_dims(std::ostream& os, const std::vector<double>& v, const Shape& s, size_t d, int64_t& idx,
-                DType dt, int indent, bool summarize) {
+void print_dims(std::ostream& os, const std::vector<double>& v, const Shape& s, size_t d, int64_t& idx, DType dt,
+                int indent, bool summarize) {
   if (d == s.size()) {
     print_value(os, v[idx++], dt);
     return;
@@ -46,8 +51,10 @@ void print_dims(std::ostream& os, const std::vector<double>& v, const Shape& s, 
   for (int64_t i = 0; i < s[d]; ++i) {
     if (i > 0) {
       os << ",";
-      if (d + 1 < s.size()) os << "\n" << std::string(indent + 1, ' ');
-      else os << " ";
+      if (d + 1 < s.size())
+        os << "\n" << std::string(indent + 1, ' ');
+      else
+        os << " ";
     }
     if (s[d] > limit && i == limit / 2) {
       os << "...";
@@ -69,8 +76,10 @@ std::string Tensor::str() const {
   int64_t idx = 0;
   print_dims(os, to_vector(), sizes(), 0, idx, dtype(), 7, numel() > 1000);
   if (dtype() != kFloat32 && dtype() != kInt64 && dtype() != kBool) os << ", dtype=" << dtype_name(dtype());
-  if (impl_->grad_fn) os << ", grad_fn=<" << impl_->grad_fn->name << ">";
-  else if (impl_->requires_grad) os << ", requires_grad=True";
+  if (impl_->grad_fn)
+    os << ", grad_fn=<" << impl_->grad_fn->name << ">";
+  else if (impl_->requires_grad)
+    os << ", requires_grad=True";
   os << ")";
   return os.str();
 }

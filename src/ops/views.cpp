@@ -103,8 +103,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
 }
 
 Tensor Tensor::permute(const Shape& dims) const {
-  TC_CHECK(static_cast<int64_t>(dims.size()) == dim(), "permute", "expected ", dim(), " dims, got ",
-           shape_str(dims));
+  TC_CHECK(static_cast<int64_t>(dims.size()) == dim(), "permute", "expected ", dim(), " dims, got ", shape_str(dims));
   Shape sz(dims.size()), st(dims.size()), inverse(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -115,8 +114,9 @@ Tensor Tensor::permute(const Shape& dims) const {
     st[i] = strides()[d];
     inverse[d] = static_cast<int64_t>(i);
   }
-  return record("permute", make_view(*this, sz, st, storage_offset()), {*this},
-                [inverse](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g.permute(inverse)}; });
+  return record(
+      "permute", make_view(*this, sz, st, storage_offset()), {*this},
+      [inverse](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g.permute(inverse)}; });
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
@@ -146,8 +146,9 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Shape sz = sizes(), st = strides();
   sz[d] = (end - start + step - 1) / step;
   st[d] *= step;
-  return autograd::detail::record_slice("slice", make_view(*this, sz, st, storage_offset() + start * strides()[d]),
-                                        *this, [d, start, end, step](const Tensor& g) { return g.slice(d, start, end, step); });
+  return autograd::detail::record_slice(
+      "slice", make_view(*this, sz, st, storage_offset() + start * strides()[d]), *this,
+      [d, start, end, step](const Tensor& g) { return g.slice(d, start, end, step); });
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -164,8 +165,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   TC_CHECK(dim() > 0, "select", "cannot select on a 0-d tensor");
   d = wrap_dim(d, dim(), "select");
   const int64_t n = sizes()[d];
-  TC_CHECK(index >= -n && index < n, "select", "index ", index, " is out of bounds for dimension ", d,
-           " with size ", n);
+  TC_CHECK(index >= -n && index < n, "select", "index ", index, " is out of bounds for dimension ", d, " with size ",
+           n);
   if (index < 0) index += n;
   Shape sz = sizes(), st = strides();
   sz.erase(sz.begin() + d);
@@ -187,16 +188,15 @@ Tensor Tensor::expand(const Shape& shape) const {
     }
     const int64_t have = sizes()[i - lead];
     const int64_t want = shape[i] == -1 ? have : shape[i];
-    TC_CHECK(have == want || have == 1, "expand", "the expanded size ", want, " must match the existing size ",
-             have, " at non-singleton dimension ", i, "; target ", shape_str(shape), ", tensor ", shape_str(sizes()));
+    TC_CHECK(have == want || have == 1, "expand", "the expanded size ", want, " must match the existing size ", have,
+             " at non-singleton dimension ", i, "; target ", shape_str(shape), ", tensor ", shape_str(sizes()));
     sz[i] = want;
     st[i] = have == want ? strides()[i - lead] : 0;
   }
   Shape in_shape = sizes();
-  return record("expand", make_view(*this, sz, st, storage_offset()), {*this},
-                [in_shape](const Tensor& g, const std::vector<bool>&) {
-                  return std::vector<Tensor>{sum_to_size(g, in_shape)};
-                });
+  return record(
+      "expand", make_view(*this, sz, st, storage_offset()), {*this},
+      [in_shape](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{sum_to_size(g, in_shape)}; });
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {

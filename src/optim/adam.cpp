@@ -89,11 +89,13 @@ struct AdamKernel {
       C p = w[i];
       if constexpr (kDecoupled) p = p * k.decay;  // param.mul_(1 - lr * weight_decay)
       C gi = g[i];
-      if constexpr (kL2) gi = gi + k.wd * p;     // grad.add(param, alpha=weight_decay)
+      if constexpr (kL2) gi = gi + k.wd * p;  // grad.add(param, alpha=weight_decay)
       // exp_avg.lerp_(grad, 1 - beta1), with ATen's two formulas either side of weight 0.5.
       C mi;
-      if constexpr (kLerpHigh) mi = gi - (gi - mo[i]) * k.lerp_w1;
-      else mi = mo[i] + k.lerp_w * (gi - mo[i]);
+      if constexpr (kLerpHigh)
+        mi = gi - (gi - mo[i]) * k.lerp_w1;
+      else
+        mi = mo[i] + k.lerp_w * (gi - mo[i]);
       const C vi = vo[i] * k.beta2 + k.one_minus_beta2 * gi * gi;  // mul_(beta2).addcmul_(g, g, 1 - beta2)
       mo[i] = mi;
       vo[i] = vi;
@@ -135,8 +137,10 @@ void run_adam(const AdamScalars<C>& k, const detail::StepArgs& args, const bool*
   if constexpr (sizeof...(Flags) == 4) {
     detail::fused_for_each<C>(args, AdamKernel<C, Flags...>{k});
   } else {
-    if (flags[sizeof...(Flags)]) run_adam<C, Flags..., true>(k, args, flags);
-    else run_adam<C, Flags..., false>(k, args, flags);
+    if (flags[sizeof...(Flags)])
+      run_adam<C, Flags..., true>(k, args, flags);
+    else
+      run_adam<C, Flags..., false>(k, args, flags);
   }
 }
 
@@ -144,8 +148,10 @@ void adam_update(const AdamConfig& c, const ParamStateBuffers& b, int64_t step, 
   const bool wd = c.weight_decay != 0.0;
   const bool lerp_high = std::fabs(static_cast<float>(1.0 - c.beta1)) >= 0.5f;
   const bool flags[4] = {wd && !c.decoupled, wd && c.decoupled, c.amsgrad, lerp_high};
-  if (args.weight_dtype == kFloat64) run_adam<double>(make_scalars<double>(c, step, b), args, flags);
-  else run_adam<float>(make_scalars<float>(c, step, b), args, flags);
+  if (args.weight_dtype == kFloat64)
+    run_adam<double>(make_scalars<double>(c, step, b), args, flags);
+  else
+    run_adam<float>(make_scalars<float>(c, step, b), args, flags);
 }
 
 }  // namespace

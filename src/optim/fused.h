@@ -24,17 +24,17 @@ namespace tc::optim::detail {
 struct StepArgs {
   const Tensor* param = nullptr;  // for creating state buffers of its shape
   int64_t numel = 0;
-  const char* grad = nullptr;   // contiguous
+  const char* grad = nullptr;  // contiguous
   DType grad_dtype = kFloat32;
-  bool scaled = false;          // multiply gradients by inv_scale while reading them
+  bool scaled = false;  // multiply gradients by inv_scale while reading them
   float inv_scale = 1.0f;
-  void* weight = nullptr;       // float (double for float64) weights updated in place:
-                                // the parameter itself, or its float32 master copy
+  void* weight = nullptr;  // float (double for float64) weights updated in place:
+                           // the parameter itself, or its float32 master copy
   DType weight_dtype = kFloat32;
-  void* param16 = nullptr;      // the 16-bit parameter written back from `weight`, or null
+  void* param16 = nullptr;  // the 16-bit parameter written back from `weight`, or null
   DType param_dtype = kFloat32;
   Rounding rounding = Rounding::NearestEven;
-  uint64_t sr_key = 0;          // stochastic rounding: hash of (seed, step, parameter index)
+  uint64_t sr_key = 0;  // stochastic rounding: hash of (seed, step, parameter index)
 };
 
 // A strong 64-bit mixer (splitmix64's finalizer); counter-based, so the random bits of an
@@ -139,8 +139,10 @@ void fused_for_each(const StepArgs& a, Body body) {
 // generic lambda taking (offset, n, const C* g, C* w).
 template <class Body>
 void dispatch_fused(const StepArgs& a, Body body) {
-  if (a.weight_dtype == kFloat64) fused_for_each<double>(a, body);
-  else fused_for_each<float>(a, body);
+  if (a.weight_dtype == kFloat64)
+    fused_for_each<double>(a, body);
+  else
+    fused_for_each<float>(a, body);
 }
 
 }  // namespace tc::optim::detail

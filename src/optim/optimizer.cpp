@@ -72,8 +72,10 @@ void Optimizer::zero_grad(bool set_to_none) {
     for (auto& p : g.params) {
       const Tensor& grad = p.grad();
       if (!grad.defined()) continue;
-      if (set_to_none) p.set_grad(Tensor());
-      else Tensor(grad).zero_();
+      if (set_to_none)
+        p.set_grad(Tensor());
+      else
+        Tensor(grad).zero_();
     }
   }
 }
@@ -90,8 +92,7 @@ void Optimizer::set_rounding(Rounding r, uint64_t seed) {
   seed_ = seed;
 }
 
-Tensor& Optimizer::state_buffer(ParamState& state, const std::string& name, const Tensor& param,
-                                bool* created) {
+Tensor& Optimizer::state_buffer(ParamState& state, const std::string& name, const Tensor& param, bool* created) {
   if (created) *created = false;
   if (Tensor* t = state.find(name)) return *t;
   const DType dt = param.dtype() == kFloat64 ? kFloat64 : kFloat32;

@@ -41,8 +41,8 @@ bool split_key(const std::string& key, const std::string& head, size_t* index, s
 
 void expect_tensor(const Tensor& t, const std::string& key, DType dt, const Shape& shape) {
   TC_CHECK(t.dtype() == dt && t.sizes() == shape, "optim", "state dict entry '", key, "' has dtype ",
-           dtype_name(t.dtype()), " and shape ", shape_str(t.sizes()), ", expected ", dtype_name(dt),
-           " and shape ", shape_str(shape));
+           dtype_name(t.dtype()), " and shape ", shape_str(t.sizes()), ", expected ", dtype_name(dt), " and shape ",
+           shape_str(shape));
 }
 
 }  // namespace
@@ -149,14 +149,14 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     const bool half = is_reduced_float(p.dtype());
     auto m = sd.find(pre + "master");
     TC_CHECK(half == (m != sd.end()), "optim", "parameter ", i, " has dtype ", dtype_name(p.dtype()),
-             half ? " but the state dict has no float32 master copy 'state." : " but the state dict has a master copy 'state.",
+             half ? " but the state dict has no float32 master copy 'state."
+                  : " but the state dict has a master copy 'state.",
              i, ".master'");
     if (half) {
       expect_tensor(m->second, pre + "master", kFloat32, p.sizes());
       s.master = m->second.contiguous().clone();
     }
-    for (const auto& name : required_buffers(*options[group_of[i]]))
-      state_at(sd, pre + name, "optim");
+    for (const auto& name : required_buffers(*options[group_of[i]])) state_at(sd, pre + name, "optim");
     for (const auto& name : known_buffers()) {
       auto it = sd.find(pre + name);
       if (it == sd.end()) continue;
@@ -167,7 +167,8 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   }
   const bool stochastic = detail::get_bool(sd, "rounding.stochastic");
   const Tensor& seed_t = state_at(sd, "rounding.seed", "optim");
-  TC_CHECK(seed_t.dtype() == kInt64 && seed_t.numel() == 1, "optim", "state dict entry 'rounding.seed' must be an int64 scalar");
+  TC_CHECK(seed_t.dtype() == kInt64 && seed_t.numel() == 1, "optim",
+           "state dict entry 'rounding.seed' must be an int64 scalar");
   const int64_t seed = *static_cast<const int64_t*>(seed_t.contiguous().raw_data());
 
   for (size_t gi = 0; gi < groups_.size(); ++gi) groups_[gi].options = std::move(options[gi]);

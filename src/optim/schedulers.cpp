@@ -37,7 +37,8 @@ void LRScheduler::apply() {
 
 std::vector<double> LRScheduler::get_last_lr() const {
   std::vector<double> out;
-  for (auto& g : optimizer_.param_groups()) out.push_back(g.options ? g.options->get_lr() : optimizer_.defaults().get_lr());
+  for (auto& g : optimizer_.param_groups())
+    out.push_back(g.options ? g.options->get_lr() : optimizer_.defaults().get_lr());
   return out;
 }
 

@@ -21,8 +21,8 @@ void SGD::check_options(const OptimizerOptions& base) const {
   TC_CHECK(o->momentum() >= 0.0, "optim", "invalid momentum value: ", o->momentum(), " (must be >= 0)");
   TC_CHECK(o->weight_decay() >= 0.0, "optim", "invalid weight_decay value: ", o->weight_decay(), " (must be >= 0)");
   TC_CHECK(!o->nesterov() || (o->momentum() > 0.0 && o->dampening() == 0.0), "optim",
-           "Nesterov momentum requires a momentum and zero dampening (momentum ", o->momentum(),
-           ", dampening ", o->dampening(), ")");
+           "Nesterov momentum requires a momentum and zero dampening (momentum ", o->momentum(), ", dampening ",
+           o->dampening(), ")");
 }
 
 // The momentum buffer is created by the first step that uses momentum (PyTorch's `None`
@@ -50,11 +50,15 @@ struct SGDKernel {
       if constexpr (kWd) d = d + k.wd * w[i];  // d_p.add(param, alpha=weight_decay)
       if constexpr (kMomentum) {
         C m;
-        if constexpr (kFirst) m = d;  // torch.clone(d_p)
-        else m = b[i] * k.momentum + k.one_minus_dampening * d;  // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
+        if constexpr (kFirst)
+          m = d;  // torch.clone(d_p)
+        else
+          m = b[i] * k.momentum + k.one_minus_dampening * d;  // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
         b[i] = m;
-        if constexpr (kNesterov) d = d + k.momentum * m;
-        else d = m;
+        if constexpr (kNesterov)
+          d = d + k.momentum * m;
+        else
+          d = m;
       }
       w[i] = w[i] + k.neg_lr * d;  // param.add_(d_p, alpha=-lr)
     }
@@ -66,16 +70,18 @@ void run_sgd(const SGDScalars<C>& k, const detail::StepArgs& args, const bool* f
   if constexpr (sizeof...(Flags) == 4) {
     detail::fused_for_each<C>(args, SGDKernel<C, Flags...>{k});
   } else {
-    if (flags[sizeof...(Flags)]) run_sgd<C, Flags..., true>(k, args, flags);
-    else run_sgd<C, Flags..., false>(k, args, flags);
+    if (flags[sizeof...(Flags)])
+      run_sgd<C, Flags..., true>(k, args, flags);
+    else
+      run_sgd<C, Flags..., false>(k, args, flags);
   }
 }
 
 template <class C>
 SGDScalars<C> make_scalars(const SGDOptions& o, void* buf) {
   // Scalars are rounded to the compute type, as PyTorch's kernels do with Python floats.
-  return {static_cast<C*>(buf), static_cast<C>(-o.lr()), static_cast<C>(o.weight_decay()),
-          static_cast<C>(o.momentum()), static_cast<C>(1.0 - o.dampening())};
+  return {static_cast<C*>(buf), static_cast<C>(-o.lr()), static_cast<C>(o.weight_decay()), static_cast<C>(o.momentum()),
+          static_cast<C>(1.0 - o.dampening())};
 }
 
 }  // namespace
@@ -86,8 +92,10 @@ void SGD::update(const OptimizerOptions& base, ParamState& state, const detail::
   bool first = false;
   void* buf = use_momentum ? state_buffer(state, "momentum_buffer", *args.param, &first).raw_data() : nullptr;
   const bool flags[4] = {o.weight_decay() != 0.0, use_momentum, first, o.nesterov()};
-  if (args.weight_dtype == kFloat64) run_sgd<double>(make_scalars<double>(o, buf), args, flags);
-  else run_sgd<float>(make_scalars<float>(o, buf), args, flags);
+  if (args.weight_dtype == kFloat64)
+    run_sgd<double>(make_scalars<double>(o, buf), args, flags);
+  else
+    run_sgd<float>(make_scalars<float>(o, buf), args, flags);
 }
 
 void SGD::save_options(const OptimizerOptions& base, StateDict& sd, const std::string& prefix) const {

@@ -18,10 +18,12 @@ void exit();
 class Scope {
  public:
   explicit Scope(std::string_view name, std::string_view suffix = {}) : active_(t_recording) {
-    if (active_) [[unlikely]] enter(name, suffix);
+    if (active_) [[unlikely]]
+      enter(name, suffix);
   }
   ~Scope() {
-    if (active_) [[unlikely]] exit();
+    if (active_) [[unlikely]]
+      exit();
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;

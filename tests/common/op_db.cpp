@@ -112,7 +112,9 @@ Tensor with_ties(const Shape& s, DType dt, uint64_t seed) {
 
 Tensor cond_of(const Shape& s, uint64_t seed) { return gt(uniform(s, kFloat32, -1, 1, seed), 0.0); }
 
-Tensor ints(const std::vector<int64_t>& v, const Shape& s) { return tensor(v, {static_cast<int64_t>(v.size())}).reshape(s); }
+Tensor ints(const std::vector<int64_t>& v, const Shape& s) {
+  return tensor(v, {static_cast<int64_t>(v.size())}).reshape(s);
+}
 
 std::vector<int64_t> int_values(const Tensor& t) {
   std::vector<int64_t> r;
@@ -158,7 +160,9 @@ OpInfo entry(std::string name, std::string variant, CastPolicy policy, std::vect
   return e;
 }
 
-std::map<DType, Tol> exact_tol() { return {{kFloat32, {0, 0}}, {kBFloat16, {0, 0}}, {kFloat16, {0, 0}}, {kFloat64, {0, 0}}}; }
+std::map<DType, Tol> exact_tol() {
+  return {{kFloat32, {0, 0}}, {kBFloat16, {0, 0}}, {kFloat16, {0, 0}}, {kFloat64, {0, 0}}};
+}
 
 // ------------------------------------------------------------------ broadcasting
 
@@ -256,8 +260,8 @@ std::vector<Sample> binary_samples(DType dt, const std::vector<BinaryFn>& fns) {
           }));
     };
     const std::vector<std::pair<Shape, Shape>> patterns = {
-        {{4, 5}, {4, 5}}, {{3, 1}, {1, 4}}, {{2, 3, 4}, {4}}, {{}, {2, 3}}, {{2, 3}, {}},
-        {{4, 1, 3}, {2, 1}}, {{1}, {6}}, {{}, {}}, {{0, 3}, {3}}, {{2, 0, 3}, {1, 3}}};
+        {{4, 5}, {4, 5}},    {{3, 1}, {1, 4}}, {{2, 3, 4}, {4}}, {{}, {2, 3}},  {{2, 3}, {}},
+        {{4, 1, 3}, {2, 1}}, {{1}, {6}},       {{}, {}},         {{0, 3}, {3}}, {{2, 0, 3}, {1, 3}}};
     for (const auto& [sa, sb] : patterns) {
       add(shape_str(sa) + " x " + shape_str(sb), U(sa, dt, f.alo, f.ahi, seed + 1), U(sb, dt, f.blo, f.bhi, seed + 2));
       seed += 2;
@@ -277,9 +281,7 @@ std::vector<Sample> binary_samples(DType dt, const std::vector<BinaryFn>& fns) {
 
 double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
 double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
-double gelu_tanh_ref(double x) {
-  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-}
+double gelu_tanh_ref(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
 
 void add_elementwise(std::vector<OpInfo>& db) {
   using UF = std::vector<UnaryFn>;
@@ -303,9 +305,11 @@ void add_elementwise(std::vector<OpInfo>& db) {
   unary("reciprocal", "", F,
         {{"positive", [](const Tensor& x) { return reciprocal(x); }, [](double x) { return 1 / x; }, 0.25, 4},
          {"negative", [](const Tensor& x) { return reciprocal(x); }, [](double x) { return 1 / x; }, -4, -0.25}});
-  unary("tanh", "", P, {{"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, -3, 3}});
+  unary("tanh", "", P,
+        {{"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, -3, 3}});
   unary("sigmoid", "", P, {{"sigmoid", [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, -6, 6}});
-  unary("relu", "", P, {{"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0.0; }, -2, 2}});
+  unary("relu", "", P,
+        {{"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0.0; }, -2, 2}});
   unary("gelu", "", P,
         {{"none", [](const Tensor& x) { return gelu(x); }, gelu_ref, -3, 3},
          {"tanh", [](const Tensor& x) { return gelu(x, "tanh"); }, gelu_tanh_ref, -3, 3}});
@@ -314,7 +318,8 @@ void add_elementwise(std::vector<OpInfo>& db) {
   // (1 / beta) log(1 + exp(beta x)), x itself where beta x > threshold. The second
   // threshold puts the switch at x = 1.55, which no 16-bit input sits on.
   unary("softplus", "", F,
-        {{"default", [](const Tensor& x) { return softplus(x); }, [](double x) { return std::log1p(std::exp(x)); }, -4, 4},
+        {{"default", [](const Tensor& x) { return softplus(x); }, [](double x) { return std::log1p(std::exp(x)); }, -4,
+          4},
          {"beta 2 threshold 3.1", [](const Tensor& x) { return softplus(x, 2.0, 3.1); },
           [](double x) { return 2 * x > 3.1 ? x : std::log1p(std::exp(2 * x)) / 2; }, -3, 3}});
   // Bounds that are not representable in a 16-bit dtype: no input sits on a kink.
@@ -356,12 +361,14 @@ void add_elementwise(std::vector<OpInfo>& db) {
   using T = const Tensor&;
   binary("add", P,
          {{"add", [](T a, T b) { return add(a, b); }, [](double a, double b) { return a + b; }, -2, 2, -2, 2},
-          {"alpha 0.5", [](T a, T b) { return add(a, b, 0.5); }, [](double a, double b) { return a + 0.5 * b; }, -2, 2, -2, 2},
+          {"alpha 0.5", [](T a, T b) { return add(a, b, 0.5); }, [](double a, double b) { return a + 0.5 * b; }, -2, 2,
+           -2, 2},
           {"a + b", [](T a, T b) { return a + b; }, [](double a, double b) { return a + b; }, -2, 2, -2, 2}});
-  binary("sub", P,
-         {{"sub", [](T a, T b) { return sub(a, b); }, [](double a, double b) { return a - b; }, -2, 2, -2, 2},
-          {"alpha 2", [](T a, T b) { return sub(a, b, 2.0); }, [](double a, double b) { return a - 2 * b; }, -2, 2, -2, 2},
-          {"a - b", [](T a, T b) { return a - b; }, [](double a, double b) { return a - b; }, -2, 2, -2, 2}});
+  binary(
+      "sub", P,
+      {{"sub", [](T a, T b) { return sub(a, b); }, [](double a, double b) { return a - b; }, -2, 2, -2, 2},
+       {"alpha 2", [](T a, T b) { return sub(a, b, 2.0); }, [](double a, double b) { return a - 2 * b; }, -2, 2, -2, 2},
+       {"a - b", [](T a, T b) { return a - b; }, [](double a, double b) { return a - b; }, -2, 2, -2, 2}});
   binary("mul", P,
          {{"mul", [](T a, T b) { return mul(a, b); }, [](double a, double b) { return a * b; }, -2, 2, -2, 2},
           {"a * b", [](T a, T b) { return a * b; }, [](double a, double b) { return a * b; }, -2, 2, -2, 2}});
@@ -369,11 +376,14 @@ void add_elementwise(std::vector<OpInfo>& db) {
          {{"div", [](T a, T b) { return div(a, b); }, [](double a, double b) { return a / b; }, -2, 2, 0.5, 2},
           {"a / b", [](T a, T b) { return a / b; }, [](double a, double b) { return a / b; }, -2, 2, -2, -0.5}});
   binary("pow", F,
-         {{"pow", [](T a, T b) { return pow(a, b); }, [](double a, double b) { return std::pow(a, b); }, 0.5, 2, -1.5, 1.5}});
+         {{"pow", [](T a, T b) { return pow(a, b); }, [](double a, double b) { return std::pow(a, b); }, 0.5, 2, -1.5,
+           1.5}});
   binary("maximum", P,
-         {{"maximum", [](T a, T b) { return maximum(a, b); }, [](double a, double b) { return std::max(a, b); }, -2, 2, -2, 2}});
+         {{"maximum", [](T a, T b) { return maximum(a, b); }, [](double a, double b) { return std::max(a, b); }, -2, 2,
+           -2, 2}});
   binary("minimum", P,
-         {{"minimum", [](T a, T b) { return minimum(a, b); }, [](double a, double b) { return std::min(a, b); }, -2, 2, -2, 2}});
+         {{"minimum", [](T a, T b) { return minimum(a, b); }, [](double a, double b) { return std::min(a, b); }, -2, 2,
+           -2, 2}});
 
   // where(condition, a, b): three-way broadcasting; the condition is not differentiable.
   db.push_back(entry("where", "", P, {1, 2}, [](DType dt) {
@@ -406,8 +416,8 @@ void add_elementwise(std::vector<OpInfo>& db) {
 // ------------------------------------------------------------------ reductions
 
 struct Groups {
-  Shape shape;                             // the result's shape
-  std::vector<std::vector<double>> g;      // each result element's inputs, in index order
+  Shape shape;                         // the result's shape
+  std::vector<std::vector<double>> g;  // each result element's inputs, in index order
 };
 
 // The elements of x reduced into each result element; dims empty = all dims.
@@ -564,8 +574,8 @@ void add_reductions(std::vector<OpInfo>& db) {
   db.push_back(entry("sum", "", CastPolicy::Fp32, {0}, [](DType dt) {
     std::vector<Sample> s;
     const Tensor x = U({3, 4, 5}, dt, -2, 2, 7);
-    for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{
-             {}, {0}, {1}, {2}, {-1}, {0, 2}, {2, 0}, {1, 2}, {0, 1, 2}})
+    for (const std::vector<int64_t>& dims :
+         std::vector<std::vector<int64_t>>{{}, {0}, {1}, {2}, {-1}, {0, 2}, {2, 0}, {1, 2}, {0, 1, 2}})
       for (bool keep : {false, true}) s.push_back(sum_sample("contiguous", x, dims, keep, false));
     s.push_back(sum_sample("contiguous", x, {}, false, true));
     const Tensor base = U({4, 5, 6}, dt, -2, 2, 11);
@@ -759,8 +769,8 @@ Sample product_sample(const std::string& desc, const Tensor& a, const Tensor& b,
 RefOut ref_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const std::vector<double> xv = x.to_vector(), wv = w.to_vector();
   const std::vector<double> bv = b.defined() ? b.to_vector() : std::vector<double>(w.size(0), 0.0);
-  const int64_t k = w.size(1), o = w.size(0), rows = k == 0 ? numel_of(Shape(x.sizes().begin(), x.sizes().end() - 1))
-                                                               : x.numel() / k;
+  const int64_t k = w.size(1), o = w.size(0),
+                rows = k == 0 ? numel_of(Shape(x.sizes().begin(), x.sizes().end() - 1)) : x.numel() / k;
   RefOut r;
   r.shape = Shape(x.sizes().begin(), x.sizes().end() - 1);
   r.shape.push_back(o);
@@ -787,7 +797,8 @@ void add_linalg(std::vector<OpInfo>& db) {
                                U({8, 4}, dt, -2, 2, 12).narrow(0, 2, 5), op));
     s.push_back(no_grad(product_sample("larger", U({9, 70}, dt, -1, 1, 13), Ut({70, 11}, dt, -1, 1, 14), op)));
     s.push_back(product_sample("expanded rows", U({1, 5}, dt, -2, 2, 19).expand({3, 5}), U({5, 4}, dt, -2, 2, 20), op));
-    s.push_back(product_sample("expanded columns", U({3, 5}, dt, -2, 2, 21), U({5, 1}, dt, -2, 2, 22).expand({5, 4}), op));
+    s.push_back(
+        product_sample("expanded columns", U({3, 5}, dt, -2, 2, 21), U({5, 1}, dt, -2, 2, 22).expand({5, 4}), op));
     s.push_back(product_sample("k = 0", U({3, 0}, dt, -2, 2, 15), U({0, 4}, dt, -2, 2, 16), op));
     s.push_back(product_sample("n = 0", U({0, 5}, dt, -2, 2, 17), U({5, 4}, dt, -2, 2, 18), op));
     return s;
@@ -828,8 +839,8 @@ void add_linalg(std::vector<OpInfo>& db) {
     std::vector<Sample> s;
     auto op = [](const Tensor& a, const Tensor& b) { return bmm(a, b); };
     s.push_back(product_sample("contiguous", U({2, 3, 5}, dt, -2, 2, 61), U({2, 5, 4}, dt, -2, 2, 62), op));
-    s.push_back(product_sample("transposed", Ut({2, 3, 5}, dt, -2, 2, 63),
-                               U({5, 2, 4}, dt, -2, 2, 64).permute({1, 0, 2}), op));
+    s.push_back(
+        product_sample("transposed", Ut({2, 3, 5}, dt, -2, 2, 63), U({5, 2, 4}, dt, -2, 2, 64).permute({1, 0, 2}), op));
     s.push_back(product_sample("expanded batch", U({1, 3, 5}, dt, -2, 2, 65).expand({2, 3, 5}),
                                Ut({2, 5, 4}, dt, -2, 2, 66), op));
     s.push_back(no_grad(product_sample("larger", U({4, 9, 31}, dt, -1, 1, 67), U({4, 31, 5}, dt, -1, 1, 68), op)));
@@ -942,9 +953,9 @@ RefOut ref_pool(const Tensor& x, const PoolArgs& c, PoolKind kind) {
             sum += val;
             ++inside;
           }
-        r.values.push_back(kind == PoolKind::Max ? best
-                                                 : sum / static_cast<double>(kind == PoolKind::AvgInclude ? in_padded
-                                                                                                          : inside));
+        r.values.push_back(kind == PoolKind::Max
+                               ? best
+                               : sum / static_cast<double>(kind == PoolKind::AvgInclude ? in_padded : inside));
       }
   return r;
 }
@@ -1024,7 +1035,8 @@ void add_conv_pool(std::vector<OpInfo>& db) {
     return s;
   });
   conv.fwd_tol = {{kBFloat16, tol_for(kBFloat16, 2)}, {kFloat16, tol_for(kFloat16, 2)}};  // 16-bit rounds once
-  conv.grad_tol = {{kFloat32, tol_for(kFloat32, 32)}, {kBFloat16, tol_for(kBFloat16, 4)}, {kFloat16, tol_for(kFloat16, 4)}};
+  conv.grad_tol = {
+      {kFloat32, tol_for(kFloat32, 32)}, {kBFloat16, tol_for(kBFloat16, 4)}, {kFloat16, tol_for(kFloat16, 4)}};
   db.push_back(conv);
 
   struct PoolCase {
@@ -1056,7 +1068,10 @@ void add_conv_pool(std::vector<OpInfo>& db) {
         if (layout == 2) x = distinct({xs[0], xs[1], xs[3], xs[2]}, dt, seed).transpose(2, 3);
         if (layout == 3) x = distinct({1, xs[1], xs[2], xs[3]}, dt, seed).expand(xs);
         Sample smp = make(
-            pool_desc(k) + (layout == 0 ? "" : layout == 1 ? " channels-last" : layout == 2 ? " transposed" : " expanded batch"),
+            pool_desc(k) + (layout == 0   ? ""
+                            : layout == 1 ? " channels-last"
+                            : layout == 2 ? " transposed"
+                                          : " expanded batch"),
             {x},
             [c = k.c](const Ts& in) {
               return Ts{max_pool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode)};
@@ -1070,12 +1085,12 @@ void add_conv_pool(std::vector<OpInfo>& db) {
     return s;
   });
   maxp.fwd_tol = exact_tol();  // a maximum is exact in any dtype
-  maxp.grad_tol = {{kFloat32, tol_for(kFloat32, 32)}, {kBFloat16, tol_for(kBFloat16, 4)}, {kFloat16, tol_for(kFloat16, 4)}};
+  maxp.grad_tol = {
+      {kFloat32, tol_for(kFloat32, 32)}, {kBFloat16, tol_for(kBFloat16, 4)}, {kFloat16, tol_for(kFloat16, 4)}};
   db.push_back(maxp);
 
   const std::vector<PoolCase> avg_cases = {
-      {{2, 3, 8, 8}, {{2, 2}, {}, {0, 0}, {1, 1}, false}},
-      {{2, 3, 9, 7}, {{3, 3}, {2, 2}, {1, 1}, {1, 1}, false}},
+      {{2, 3, 8, 8}, {{2, 2}, {}, {0, 0}, {1, 1}, false}},     {{2, 3, 9, 7}, {{3, 3}, {2, 2}, {1, 1}, {1, 1}, false}},
       {{2, 3, 9, 7}, {{3, 3}, {2, 2}, {1, 1}, {1, 1}, true}},  // the ceil window overhangs H + pad
       {{2, 3, 7, 7}, {{2, 2}, {2, 2}, {0, 0}, {1, 1}, true}},  // overhang without padding
       {{2, 2, 10, 9}, {{3, 2}, {1, 3}, {1, 1}, {1, 1}, true}},
@@ -1115,14 +1130,13 @@ void add_conv_pool(std::vector<OpInfo>& db) {
   OpInfo adap = entry("adaptive_avg_pool2d", "", P, {0}, [](DType dt) {
     std::vector<Sample> s;
     const std::vector<std::tuple<Shape, Shape, bool>> cases = {
-        {{2, 3, 8, 6}, {4, 3}, false},  // divisible: average pooling
-        {{2, 3, 7, 5}, {3, 2}, false},  // overlapping windows
-        {{2, 3, 5, 9}, {4, 7}, false},
-        {{2, 3, 6, 6}, {1, 1}, false},  // global average
-        {{2, 3, 3, 4}, {5, 6}, false},  // output larger than input
-        {{2, 2, 6, 4}, {3, 2}, true},   // gradcheck: divisible
-        {{2, 2, 7, 5}, {3, 2}, true},   // non-divisible
-        {{1, 2, 3, 4}, {4, 5}, true},   // upsampling windows
+        {{2, 3, 8, 6}, {4, 3}, false},                                 // divisible: average pooling
+        {{2, 3, 7, 5}, {3, 2}, false},                                 // overlapping windows
+        {{2, 3, 5, 9}, {4, 7}, false}, {{2, 3, 6, 6}, {1, 1}, false},  // global average
+        {{2, 3, 3, 4}, {5, 6}, false},                                 // output larger than input
+        {{2, 2, 6, 4}, {3, 2}, true},                                  // gradcheck: divisible
+        {{2, 2, 7, 5}, {3, 2}, true},                                  // non-divisible
+        {{1, 2, 3, 4}, {4, 5}, true},                                  // upsampling windows
     };
     uint64_t seed = 80;
     for (const auto& [xs, os, grad] : cases)
@@ -1138,8 +1152,13 @@ void add_conv_pool(std::vector<OpInfo>& db) {
       }
     s.push_back(make(
         "x(2, 2, 7, 5) -> (3, 2) expanded batch", {U({1, 2, 7, 5}, dt, -2, 2, ++seed).expand({2, 2, 7, 5})},
-        [](const Ts& in) { return Ts{adaptive_avg_pool2d(in[0], {3, 2})}; },
-        [](const Ts& in) { return Refs{ref_adaptive_avg(in[0], {3, 2})}; }, acc_of(12, 2.0)));
+        [](const Ts& in) {
+          return Ts{adaptive_avg_pool2d(in[0], {3, 2})};
+        },
+        [](const Ts& in) {
+          return Refs{ref_adaptive_avg(in[0], {3, 2})};
+        },
+        acc_of(12, 2.0)));
     return s;
   });
   adap.fwd_tol = two_ulps;
@@ -1295,7 +1314,9 @@ void add_nn(std::vector<OpInfo>& db) {
       Sample smp = make(
           desc + " over " + shape_str(norm), {x, w, b},
           [norm](const Ts& in) { return Ts{layer_norm(in[0], norm, in[1], in[2], 1e-5)}; },
-          [n](const Ts& in) { return Refs{{in[0].sizes(), ref_layer_norm(in[0], n, in[1], in[2], 1e-5)}}; },
+          [n](const Ts& in) {
+            return Refs{{in[0].sizes(), ref_layer_norm(in[0], n, in[1], in[2], 1e-5)}};
+          },
           acc_of(n, 4.0));
       smp.gradcheck = grad;
       s.push_back(std::move(smp));
@@ -1325,7 +1346,8 @@ void add_nn(std::vector<OpInfo>& db) {
     auto add = [&](const std::string& desc, const Tensor& x, bool stats, bool affine, bool training, double momentum,
                    double eps, bool grad = true) {
       const int64_t C = x.size(1);
-      const Tensor rm = stats ? U({C}, pdt, -0.5, 0.5, 101) : Tensor(), rv = stats ? U({C}, pdt, 0.5, 1.5, 102) : Tensor();
+      const Tensor rm = stats ? U({C}, pdt, -0.5, 0.5, 101) : Tensor(),
+                   rv = stats ? U({C}, pdt, 0.5, 1.5, 102) : Tensor();
       const Tensor w = affine ? U({C}, pdt, 0.5, 1.5, 103) : Tensor(), b = affine ? U({C}, pdt, -1, 1, 104) : Tensor();
       Sample smp = make(
           desc + (training ? " training" : " eval") + (stats ? " with running stats" : "") + (affine ? " affine" : ""),
@@ -1360,14 +1382,20 @@ void add_nn(std::vector<OpInfo>& db) {
   db.push_back(entry("dropout", "", P, {0}, [](DType dt) {
     std::vector<Sample> s;
     auto identity = [](const Ts& in) { return Refs{{in[0].sizes(), in[0].to_vector()}}; };
-    s.push_back(make("eval p 0.5", {U({4, 5}, dt, -2, 2, 1)}, [](const Ts& in) { return Ts{dropout(in[0], 0.5, false)}; },
-                     identity));
-    s.push_back(make("training p 0", {U({4, 5}, dt, -2, 2, 2)}, [](const Ts& in) { return Ts{dropout(in[0], 0.0, true)}; },
-                     identity));
-    s.push_back(make("eval transposed", {Ut({4, 5}, dt, -2, 2, 3)},
-                     [](const Ts& in) { return Ts{dropout(in[0], 0.5, false)}; }, identity));
-    s.push_back(make("training p 1", {U({4, 5}, dt, -2, 2, 4)}, [](const Ts& in) { return Ts{dropout(in[0], 1.0, true)}; },
-                     [](const Ts& in) { return Refs{{in[0].sizes(), std::vector<double>(in[0].numel(), 0.0)}}; }));
+    s.push_back(make(
+        "eval p 0.5", {U({4, 5}, dt, -2, 2, 1)}, [](const Ts& in) { return Ts{dropout(in[0], 0.5, false)}; },
+        identity));
+    s.push_back(make(
+        "training p 0", {U({4, 5}, dt, -2, 2, 2)}, [](const Ts& in) { return Ts{dropout(in[0], 0.0, true)}; },
+        identity));
+    s.push_back(make(
+        "eval transposed", {Ut({4, 5}, dt, -2, 2, 3)}, [](const Ts& in) { return Ts{dropout(in[0], 0.5, false)}; },
+        identity));
+    s.push_back(make(
+        "training p 1", {U({4, 5}, dt, -2, 2, 4)}, [](const Ts& in) { return Ts{dropout(in[0], 1.0, true)}; },
+        [](const Ts& in) {
+          return Refs{{in[0].sizes(), std::vector<double>(in[0].numel(), 0.0)}};
+        }));
     // Seeded: a fixed mask, so gradcheck and the layout check see one function of x.
     auto seeded = [](const Ts& in) {
       manual_seed(7);
@@ -1378,11 +1406,13 @@ void add_nn(std::vector<OpInfo>& db) {
     s.push_back(make("seeded p 0.4 expanded", {U({4, 1}, dt, 1, 2, 7).expand({4, 5})}, seeded, nullptr));
     s.push_back(make("seeded p 0.4 0-d", {U({}, dt, 1, 2, 9)}, seeded, nullptr));
     s.push_back(make("seeded p 0.4 empty", {U({0, 3}, dt, 1, 2, 10)}, seeded, nullptr));
-    s.push_back(make("eval 0-d", {U({}, dt, -2, 2, 11)}, [](const Ts& in) { return Ts{dropout(in[0], 0.5, false)}; },
-                     identity));
-    s.push_back(make("training p 1 empty", {U({0, 3}, dt, -2, 2, 12)},
-                     [](const Ts& in) { return Ts{dropout(in[0], 1.0, true)}; },
-                     [](const Ts& in) { return Refs{{in[0].sizes(), {}}}; }));
+    s.push_back(make(
+        "eval 0-d", {U({}, dt, -2, 2, 11)}, [](const Ts& in) { return Ts{dropout(in[0], 0.5, false)}; }, identity));
+    s.push_back(make(
+        "training p 1 empty", {U({0, 3}, dt, -2, 2, 12)}, [](const Ts& in) { return Ts{dropout(in[0], 1.0, true)}; },
+        [](const Ts& in) {
+          return Refs{{in[0].sizes(), {}}};
+        }));
     // Statistics of one large draw (no zeros in x, so "kept" is "nonzero"): kept fraction
     // (Binomial(20000, 0.7): sd 0.0032), mean of y (E = mean of x, sd ~0.007) and the
     // largest deviation of a kept element from x / (1 - p).
@@ -1607,7 +1637,8 @@ void add_losses(std::vector<OpInfo>& db) {
         return ints(random_targets(numel_of(ts), classes, ignore, seed), ts);
       };
       const Tensor w5 = U({5}, kFloat32, 0.5, 2, 3);
-      for (Reduction red : reds) add("(6, 5)", U({6, 5}, dt, -3, 3, 1), targets({6}, 5, -100, 2), Tensor(), -100, red, 0);
+      for (Reduction red : reds)
+        add("(6, 5)", U({6, 5}, dt, -3, 3, 1), targets({6}, 5, -100, 2), Tensor(), -100, red, 0);
       add("(6, 5)", U({6, 5}, dt, -3, 3, 4), targets({6}, 5, -100, 5), w5, -100, kMean, 0);
       add("(6, 5)", U({6, 5}, dt, -3, 3, 6), targets({6}, 5, 2, 7), w5, 2, kSum, 0.2);
       add("spatial (2, 3, 4)", U({2, 3, 4}, dt, -3, 3, 8), targets({2, 4}, 3, -100, 9), U({3}, kFloat32, 0.5, 2, 10),
@@ -1615,8 +1646,8 @@ void add_losses(std::vector<OpInfo>& db) {
       add("spatial (2, 3, 4)", U({2, 3, 4}, dt, -3, 3, 11), targets({2, 4}, 3, -100, 12), Tensor(), -100, kMean, 0);
       add("unbatched (5)", U({5}, dt, -3, 3, 13), ints({3}, {}), Tensor(), -100, kMean, 0);
       add("unbatched (5)", U({5}, dt, -3, 3, 14), ints({1}, {}), w5, -100, kNone, 0.3);
-      add("transposed logits", Ut({5, 6}, dt, -3, 3, 15), targets({5}, 6, -100, 16), U({6}, kFloat32, 0.5, 2, 17),
-          -100, kMean, 0.3);
+      add("transposed logits", Ut({5, 6}, dt, -3, 3, 15), targets({5}, 6, -100, 16), U({6}, kFloat32, 0.5, 2, 17), -100,
+          kMean, 0.3);
       add("int32 targets", U({5, 7}, dt, -3, 3, 18), targets({5}, 7, -100, 19).to(kInt32), Tensor(), -100, kNone, 0);
       add("stepped targets", U({6, 4}, dt, -3, 3, 20), targets({12}, 4, -100, 21).slice(0, 0, 12, 2), Tensor(), -100,
           kSum, 0.1);
@@ -1671,10 +1702,10 @@ void add_losses(std::vector<OpInfo>& db) {
           [red](const Ts& in) {
             const Shape sh = in[0].sizes();
             const std::vector<double> xv = in[0].to_vector(), tv = broadcast_values(in[1], sh);
-            const std::vector<double> wv = in[2].defined() ? broadcast_values(in[2], sh)
-                                                           : std::vector<double>(xv.size(), 1.0);
-            const std::vector<double> pv = in[3].defined() ? broadcast_values(in[3], sh)
-                                                           : std::vector<double>(xv.size(), 1.0);
+            const std::vector<double> wv =
+                in[2].defined() ? broadcast_values(in[2], sh) : std::vector<double>(xv.size(), 1.0);
+            const std::vector<double> pv =
+                in[3].defined() ? broadcast_values(in[3], sh) : std::vector<double>(xv.size(), 1.0);
             std::vector<double> v(xv.size());
             for (size_t i = 0; i < v.size(); ++i) v[i] = bce_ref(xv[i], tv[i], wv[i], pv[i]);
             return Refs{reduce_ref(sh, v, red)};
@@ -1691,8 +1722,8 @@ void add_losses(std::vector<OpInfo>& db) {
         seed += 2;
       }
     for (Reduction red : reds) {
-      add("transposed logits, stepped targets", Ut({5, 4}, dt, -8, 8, seed + 1), Us({5, 4}, dt, 0, 1, seed + 2), Tensor(),
-          U({4}, dt, 0.5, 3, seed + 3), red);
+      add("transposed logits, stepped targets", Ut({5, 4}, dt, -8, 8, seed + 1), Us({5, 4}, dt, 0, 1, seed + 2),
+          Tensor(), U({4}, dt, 0.5, 3, seed + 3), red);
       seed += 3;
     }
     add("expanded targets", U({4, 3}, dt, -4, 4, seed + 1), U({1, 3}, dt, 0, 1, seed + 2).expand({4, 3}),

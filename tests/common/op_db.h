@@ -34,8 +34,8 @@ bool cuda_available();
 struct RefOut {
   Shape shape;
   std::vector<double> values;
-  bool integral = false;         // an int64 index output, compared exactly
-  std::optional<DType> dtype;    // the expected dtype when not the sample's dtype
+  bool integral = false;       // an int64 index output, compared exactly
+  std::optional<DType> dtype;  // the expected dtype when not the sample's dtype
 };
 
 using OpCall = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
@@ -50,9 +50,9 @@ struct Sample {
   // log2 growth. The tolerance gains 2 * u_acc * acc, u_acc the unit roundoff of the
   // accumulation dtype (float32 for 16-bit and float32, float64 for float64).
   double acc = 0;
-  bool gradcheck = true;       // small and smooth enough for gradcheck
-  bool autocast = true;        // the call is the op alone (no derived statistics)
-  std::optional<Tol> tol;      // replaces the entry's forward tolerance (statistical checks)
+  bool gradcheck = true;   // small and smooth enough for gradcheck
+  bool autocast = true;    // the call is the op alone (no derived statistics)
+  std::optional<Tol> tol;  // replaces the entry's forward tolerance (statistical checks)
 
   bool noncontiguous() const;  // some defined input is not contiguous
 };
@@ -64,8 +64,8 @@ struct OpInfo {
   std::function<std::vector<Sample>(DType)> samples;
   std::vector<int> grad_inputs;  // differentiable inputs (indices into Sample::inputs); empty: none
   amp::CastPolicy policy = amp::CastPolicy::Passthrough;  // expected autocast policy
-  std::map<DType, Tol> fwd_tol;   // overrides of the forward tolerance
-  std::map<DType, Tol> grad_tol;  // overrides of the gradcheck tolerance
+  std::map<DType, Tol> fwd_tol;                           // overrides of the forward tolerance
+  std::map<DType, Tol> grad_tol;                          // overrides of the gradcheck tolerance
 
   std::string id() const { return variant.empty() ? name : name + "_" + variant; }
   bool differentiable() const { return !grad_inputs.empty(); }

@@ -8,11 +8,16 @@ namespace tc::testing {
 
 Tol tol_for(DType dt, double ulps) {
   switch (dt) {
-    case DType::Float64: return {1e-10, 1e-10};
-    case DType::Float32: return {ulps * 0x1p-23 * 4, ulps * 0x1p-23 * 4};  // float32 math inside
-    case DType::BFloat16: return {ulps * 0x1p-8, ulps * 0x1p-8};
-    case DType::Float16: return {ulps * 0x1p-11, ulps * 0x1p-11};
-    default: return {0, 0};
+    case DType::Float64:
+      return {1e-10, 1e-10};
+    case DType::Float32:
+      return {ulps * 0x1p-23 * 4, ulps * 0x1p-23 * 4};  // float32 math inside
+    case DType::BFloat16:
+      return {ulps * 0x1p-8, ulps * 0x1p-8};
+    case DType::Float16:
+      return {ulps * 0x1p-11, ulps * 0x1p-11};
+    default:
+      return {0, 0};
   }
 }
 

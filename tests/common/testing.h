@@ -7,21 +7,19 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
-#include <string>
 #include <vector>
 
 #include "tensorcast/tensorcast.h"
 
 // Expects `stmt` to throw tc::Error whose message contains `substr`.
-#define TC_EXPECT_ERROR(stmt, substr)                                                   \
-  do {                                                                                  \
-    try {                                                                               \
-      stmt;                                                                             \
-      ADD_FAILURE() << "expected tc::Error containing \"" << (substr) << "\" from " #stmt; \
-    } catch (const ::tc::Error& e_) {                                                   \
-      EXPECT_NE(std::string(e_.what()).find(substr), std::string::npos)                 \
-          << "message: " << e_.what();                                                  \
-    }                                                                                   \
+#define TC_EXPECT_ERROR(stmt, substr)                                                                \
+  do {                                                                                               \
+    try {                                                                                            \
+      stmt;                                                                                          \
+      ADD_FAILURE() << "expected tc::Error containing \"" << (substr) << "\" from " #stmt;           \
+    } catch (const ::tc::Error& e_) {                                                                \
+      EXPECT_NE(std::string(e_.what()).find(substr), std::string::npos) << "message: " << e_.what(); \
+    }                                                                                                \
   } while (0)
 
 namespace tc::testing {
@@ -89,7 +87,6 @@ using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 // Inputs that do not require grad are held constant. The output is reduced with fixed
 // random weights so every output element contributes. The tolerance scales with the
 // largest numerical gradient magnitude: |a - n| <= atol * max(1, max|n|) + rtol * |n|.
-::testing::AssertionResult gradcheck(const Fn& f, const std::vector<Tensor>& inputs, Tol tol,
-                                     double eps = 1e-6);
+::testing::AssertionResult gradcheck(const Fn& f, const std::vector<Tensor>& inputs, Tol tol, double eps = 1e-6);
 
 }  // namespace tc::testing

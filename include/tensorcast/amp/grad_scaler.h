@@ -34,10 +34,10 @@ struct GradScalerOptions {
   TC_ARG(int64_t, growth_interval) = 2000;
   TC_ARG(bool, enabled) = true;
   // Beyond PyTorch:
-  TC_ARG(int64_t, hysteresis) = 1;     // overflows tolerated since the last growth before backing off (Megatron)
-  TC_ARG(double, min_scale) = 0.0;     // 0: unbounded; backing off below this raises, unless clamp_min_scale
+  TC_ARG(int64_t, hysteresis) = 1;  // overflows tolerated since the last growth before backing off (Megatron)
+  TC_ARG(double, min_scale) = 0.0;  // 0: unbounded; backing off below this raises, unless clamp_min_scale
   TC_ARG(bool, clamp_min_scale) = false;
-  TC_ARG(double, max_scale) = 0.0;     // 0: unbounded; growth stops at this value
+  TC_ARG(double, max_scale) = 0.0;  // 0: unbounded; growth stops at this value
 };
 
 // What happened on the last step(), for logs and reports.

@@ -51,8 +51,8 @@ std::string policy_table_markdown();
 std::vector<Tensor> autocast_args(std::string_view op, const std::vector<Tensor>& tensors);
 
 template <class... Ts>
-  requires(sizeof...(Ts) >= 1 && (std::is_convertible_v<const Ts&, const Tensor&> && ...))
-std::tuple<decltype((void)sizeof(Ts), Tensor())...> autocast_args(std::string_view op, const Ts&... tensors) {
+requires(sizeof...(Ts) >= 1 && (std::is_convertible_v<const Ts&, const Tensor&> && ...))
+    std::tuple<decltype((void)sizeof(Ts), Tensor())...> autocast_args(std::string_view op, const Ts&... tensors) {
   std::vector<Tensor> cast = autocast_args(op, std::vector<Tensor>{Tensor(tensors)...});
   size_t i = 0;
   return {(static_cast<void>(sizeof(Ts)), cast[i++])...};

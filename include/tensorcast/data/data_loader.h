@@ -10,8 +10,8 @@
 // completed pass moves the position to the next epoch's first batch. Breaking out
 // mid-epoch keeps the position: the next range-for resumes at the next unseen batch.
 #pragma once
-#include <cstdint>
 #include <concepts>
+#include <cstdint>
 #include <iterator>
 #include <memory>
 #include <type_traits>
@@ -36,7 +36,10 @@ struct DataLoaderOptions {
   TC_ARG(int64_t, prefetch) = 2;
 };
 
-namespace detail { struct Pass; struct Cursor; }
+namespace detail {
+struct Pass;
+struct Cursor;
+}  // namespace detail
 
 class DataLoader {
  public:
@@ -44,8 +47,7 @@ class DataLoader {
   // Convenience: copies or moves a concrete dataset (tensor-backed datasets are handles,
   // so this does not copy their data).
   template <class D>
-    requires std::derived_from<std::remove_cvref_t<D>, Dataset>
-  DataLoader(D&& dataset, DataLoaderOptions options = {})
+  requires std::derived_from<std::remove_cvref_t<D>, Dataset> DataLoader(D&& dataset, DataLoaderOptions options = {})
       : DataLoader(std::shared_ptr<const Dataset>(std::make_shared<std::remove_cvref_t<D>>(std::forward<D>(dataset))),
                    options) {}
   ~DataLoader();  // stops and joins a running prefetch thread
@@ -78,10 +80,10 @@ class DataLoader {
   Iterator begin();  // starts (or resumes) the current epoch at the loader's position
   std::default_sentinel_t end() const noexcept { return {}; }
 
-  int64_t size() const;                        // batches per epoch
-  int64_t epoch() const;                       // epoch of the next batch
-  int64_t batch_index() const;                 // index in its epoch of the next batch
-  void set_epoch(int64_t epoch);               // position := first batch of `epoch`
+  int64_t size() const;           // batches per epoch
+  int64_t epoch() const;          // epoch of the next batch
+  int64_t batch_index() const;    // index in its epoch of the next batch
+  void set_epoch(int64_t epoch);  // position := first batch of `epoch`
   const Dataset& dataset() const { return *dataset_; }
   const DataLoaderOptions& options() const { return options_; }
   // Dataset indices of every batch of `epoch`, in order (before batching).

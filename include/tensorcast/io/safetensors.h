@@ -23,8 +23,7 @@ struct SafetensorsFile {
 // Writes `tensors` (any strides, CPU or not; written contiguous, names sorted) atomically:
 // a temporary file in the same directory is written, fsynced and renamed over `path`, so
 // a crash leaves either the old file or the new one, never a torn one.
-void save_safetensors(const std::filesystem::path& path, const StateDict& tensors,
-                      const Metadata& metadata = {});
+void save_safetensors(const std::filesystem::path& path, const StateDict& tensors, const Metadata& metadata = {});
 
 // Reads and validates a whole file; any defect throws tc::Error "[io] <path>: <problem>".
 SafetensorsFile load_safetensors(const std::filesystem::path& path);

@@ -16,8 +16,10 @@ namespace tc::nn {
 
 namespace detail {
 template <class T>
-concept ModulePtr = requires(const T& p) { typename T::element_type; } &&
-                    std::derived_from<typename T::element_type, Module>;
+concept ModulePtr = requires(const T& p) {
+  typename T::element_type;
+}
+&&std::derived_from<typename T::element_type, Module>;
 template <class T>
 concept SequentialItem = AnyModuleHolder<T> || ModulePtr<std::decay_t<T>>;
 }  // namespace detail
@@ -31,20 +33,21 @@ class SequentialImpl : public Module {
   }
 
   template <class M>
-    requires std::derived_from<M, Module>
+  requires std::derived_from<M, Module>
   void push_back(std::string name, std::shared_ptr<M> module) {
-    static_assert(requires(M& m, const Tensor& x) { { m.forward(x) } -> std::convertible_to<Tensor>; },
-                  "Sequential holds modules whose forward takes and returns one Tensor");
+    static_assert(
+        requires(M & m, const Tensor& x) {
+          { m.forward(x) } -> std::convertible_to<Tensor>;
+        },
+        "Sequential holds modules whose forward takes and returns one Tensor");
     M* raw = module.get();
     register_module(std::move(name), module);
     forwards_.push_back([raw](const Tensor& x) -> Tensor { return raw->forward(x); });
     modules_.push_back(std::move(module));
   }
   template <class M>
-    requires std::derived_from<M, Module>
-  void push_back(std::shared_ptr<M> module) {
-    push_back(std::to_string(modules_.size()), std::move(module));
-  }
+  requires std::derived_from<M, Module>
+  void push_back(std::shared_ptr<M> module) { push_back(std::to_string(modules_.size()), std::move(module)); }
   template <AnyModuleHolder H>
   void push_back(std::string name, const H& holder) {
     push_back(std::move(name), holder.ptr());

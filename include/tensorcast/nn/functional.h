@@ -42,8 +42,7 @@ struct AvgPool2dFuncOptions {
   TC_ARG(bool, count_include_pad) = true;
 };
 inline Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& o) {
-  return tc::avg_pool2d(input, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(),
-                        o.count_include_pad());
+  return tc::avg_pool2d(input, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(), o.count_include_pad());
 }
 inline Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
   return tc::adaptive_avg_pool2d(input, std::move(output_size));
@@ -69,8 +68,7 @@ struct BatchNormFuncOptions {
 };
 inline Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                          const BatchNormFuncOptions& o = {}) {
-  return tc::batch_norm(input, running_mean, running_var, o.weight(), o.bias(), o.training(),
-                        o.momentum(), o.eps());
+  return tc::batch_norm(input, running_mean, running_var, o.weight(), o.bias(), o.training(), o.momentum(), o.eps());
 }
 
 struct DropoutFuncOptions {

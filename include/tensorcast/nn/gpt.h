@@ -21,7 +21,7 @@ struct GPTConfig {
   TC_ARG(int64_t, context) = 128;  // the longest sequence (block size)
   TC_ARG(int64_t, layers) = 4;
   TC_ARG(int64_t, heads) = 4;
-  TC_ARG(int64_t, width) = 256;    // d_model; must divide by heads
+  TC_ARG(int64_t, width) = 256;  // d_model; must divide by heads
   TC_ARG(double, dropout) = 0.0;
 };
 

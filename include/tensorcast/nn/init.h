@@ -11,7 +11,7 @@ namespace tc::nn::init {
 
 enum class FanMode : uint8_t { FanIn, FanOut };
 
-Tensor uniform_(Tensor tensor, double a = 0.0, double b = 1.0);   // U(a, b)
+Tensor uniform_(Tensor tensor, double a = 0.0, double b = 1.0);  // U(a, b)
 Tensor normal_(Tensor tensor, double mean = 0.0, double std = 1.0);
 Tensor constant_(Tensor tensor, double value);
 Tensor zeros_(Tensor tensor);

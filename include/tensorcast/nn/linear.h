@@ -42,7 +42,8 @@ struct FlattenOptions {
 class FlattenImpl : public Module {
  public:
   explicit FlattenImpl(const FlattenOptions& options = {}) : Module("Flatten"), options(options) {}
-  FlattenImpl(int64_t start_dim, int64_t end_dim) : FlattenImpl(FlattenOptions().start_dim(start_dim).end_dim(end_dim)) {}
+  FlattenImpl(int64_t start_dim, int64_t end_dim)
+      : FlattenImpl(FlattenOptions().start_dim(start_dim).end_dim(end_dim)) {}
   Tensor forward(const Tensor& input) { return input.flatten(options.start_dim(), options.end_dim()); }
   void pretty_print(std::ostream& os) const override;
 

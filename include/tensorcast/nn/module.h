@@ -43,8 +43,10 @@ struct is_module_holder<ModuleHolder<C>> : std::true_type {};
 
 // A ModuleHolder or a class derived from one (what TC_MODULE defines).
 template <class H>
-concept AnyModuleHolder = requires { typename std::decay_t<H>::ContainedType; } &&
-                          std::derived_from<std::decay_t<H>, ModuleHolder<typename std::decay_t<H>::ContainedType>>;
+concept AnyModuleHolder = requires {
+  typename std::decay_t<H>::ContainedType;
+}
+&&std::derived_from<std::decay_t<H>, ModuleHolder<typename std::decay_t<H>::ContainedType>>;
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -63,8 +65,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // Buffers are state that is not trained (running statistics); they are saved.
   Tensor register_buffer(std::string name, Tensor tensor);
   template <class M>
-    requires std::derived_from<M, Module>
-  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
+  requires std::derived_from<M, Module> std::shared_ptr<M> register_module(std::string name,
+                                                                           std::shared_ptr<M> module) {
     add_child(std::move(name), module);
     return module;
   }
@@ -144,18 +146,14 @@ class ModuleHolder {
  public:
   using ContainedType = Contained;
 
-  ModuleHolder()
-    requires std::is_default_constructible_v<Contained>
-      : impl_(std::make_shared<Contained>()) {}
-  ModuleHolder(std::nullptr_t) {}  // NOLINT: `Linear fc = nullptr;`
+  ModuleHolder() requires std::is_default_constructible_v<Contained> : impl_(std::make_shared<Contained>()) {}
+  ModuleHolder(std::nullptr_t) {}                                            // NOLINT: `Linear fc = nullptr;`
   ModuleHolder(std::shared_ptr<Contained> impl) : impl_(std::move(impl)) {}  // NOLINT
   // Constructs the module from its constructor's arguments (`Linear(784, 10)`).
   template <class A, class... Args>
-    requires(!std::is_same_v<std::decay_t<A>, std::nullptr_t> &&
-             !std::is_base_of_v<ModuleHolder, std::decay_t<A>> &&
-             !std::is_same_v<std::decay_t<A>, std::shared_ptr<Contained>> &&
-             std::is_constructible_v<Contained, A, Args...>)
-  explicit ModuleHolder(A&& a, Args&&... args)
+  requires(!std::is_same_v<std::decay_t<A>, std::nullptr_t> && !std::is_base_of_v<ModuleHolder, std::decay_t<A>> &&
+           !std::is_same_v<std::decay_t<A>, std::shared_ptr<Contained>> &&
+           std::is_constructible_v<Contained, A, Args...>) explicit ModuleHolder(A&& a, Args&&... args)
       : impl_(std::make_shared<Contained>(std::forward<A>(a), std::forward<Args>(args)...)) {}
 
   Contained* operator->() const { return checked(); }
@@ -183,9 +181,9 @@ class ModuleHolder {
 
 // TC_MODULE(Linear) defines `tc::nn::Linear`-style holders for `LinearImpl`, as libtorch's
 // TORCH_MODULE.
-#define TC_MODULE(Name)                                            \
-  class Name : public ::tc::nn::ModuleHolder<Name##Impl> {         \
-   public:                                                         \
-    using ::tc::nn::ModuleHolder<Name##Impl>::ModuleHolder;        \
-    using Impl = Name##Impl;                                       \
+#define TC_MODULE(Name)                                     \
+  class Name : public ::tc::nn::ModuleHolder<Name##Impl> {  \
+   public:                                                  \
+    using ::tc::nn::ModuleHolder<Name##Impl>::ModuleHolder; \
+    using Impl = Name##Impl;                                \
   }

@@ -50,8 +50,10 @@ struct AdaptiveAvgPool2dOptions {
 
 class AdaptiveAvgPool2dImpl : public Module {
  public:
-  explicit AdaptiveAvgPool2dImpl(const AdaptiveAvgPool2dOptions& options) : Module("AdaptiveAvgPool2d"), options(options) {}
-  explicit AdaptiveAvgPool2dImpl(ExpandingArray2 output_size) : AdaptiveAvgPool2dImpl(AdaptiveAvgPool2dOptions(output_size)) {}
+  explicit AdaptiveAvgPool2dImpl(const AdaptiveAvgPool2dOptions& options)
+      : Module("AdaptiveAvgPool2d"), options(options) {}
+  explicit AdaptiveAvgPool2dImpl(ExpandingArray2 output_size)
+      : AdaptiveAvgPool2dImpl(AdaptiveAvgPool2dOptions(output_size)) {}
   Tensor forward(const Tensor& input);
   void pretty_print(std::ostream& os) const override;
   AdaptiveAvgPool2dOptions options;

@@ -23,7 +23,6 @@ struct AdamOptions : OptimizerCloneableOptions<AdamOptions> {
   TC_ARG(double, eps) = 1e-8;
   TC_ARG(double, weight_decay) = 0.0;
   TC_ARG(bool, amsgrad) = false;
-
 };
 
 class Adam : public Optimizer {

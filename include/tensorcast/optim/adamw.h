@@ -19,7 +19,6 @@ struct AdamWOptions : OptimizerCloneableOptions<AdamWOptions> {
   TC_ARG(double, eps) = 1e-8;
   TC_ARG(double, weight_decay) = 1e-2;  // PyTorch's AdamW default
   TC_ARG(bool, amsgrad) = false;
-
 };
 
 class AdamW : public Optimizer {

@@ -49,7 +49,7 @@ struct OptimizerCloneableOptions : OptimizerOptions {
 
 struct OptimizerParamGroup {
   std::vector<Tensor> params;
-  std::unique_ptr<OptimizerOptions> options;  // null: the optimizer's defaults
+  std::unique_ptr<OptimizerOptions> options;                            // null: the optimizer's defaults
   OptimizerParamGroup(std::vector<Tensor> p) : params(std::move(p)) {}  // NOLINT
   OptimizerParamGroup(std::vector<Tensor> p, std::unique_ptr<OptimizerOptions> o)
       : params(std::move(p)), options(std::move(o)) {}
@@ -134,8 +134,7 @@ class Optimizer {
   // the base constructor).
   void init_groups();
   // The buffer `name` of `state`, created zero-filled when missing (`created` says so).
-  Tensor& state_buffer(ParamState& state, const std::string& name, const Tensor& param,
-                       bool* created = nullptr);
+  Tensor& state_buffer(ParamState& state, const std::string& name, const Tensor& param, bool* created = nullptr);
 
   std::vector<OptimizerParamGroup> groups_;
   std::unique_ptr<OptimizerOptions> defaults_;

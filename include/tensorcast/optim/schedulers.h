@@ -24,10 +24,10 @@ class LRScheduler {
   LRScheduler(const LRScheduler&) = delete;
   LRScheduler& operator=(const LRScheduler&) = delete;
 
-  void step();                                  // last_epoch += 1, then set the lrs
+  void step();  // last_epoch += 1, then set the lrs
   int64_t last_epoch() const noexcept { return last_epoch_; }
   const std::vector<double>& base_lrs() const noexcept { return base_lrs_; }
-  std::vector<double> get_last_lr() const;      // the lrs the groups hold now
+  std::vector<double> get_last_lr() const;  // the lrs the groups hold now
   // The schedule itself: the lr at `epoch` for a group whose base lr is `base_lr`.
   virtual double lr_at(int64_t epoch, double base_lr) const = 0;
 

@@ -18,7 +18,6 @@ struct SGDOptions : OptimizerCloneableOptions<SGDOptions> {
   TC_ARG(double, dampening) = 0.0;
   TC_ARG(double, weight_decay) = 0.0;
   TC_ARG(bool, nesterov) = false;
-
 };
 
 class SGD : public Optimizer {

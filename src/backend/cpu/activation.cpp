@@ -15,7 +15,9 @@ namespace tc::cpu {
 namespace {
 
 template <class C>
-inline C gelu_erf_value(C v) { return C(0.5) * v * (C(1) + fast_erf(v * C(M_SQRT1_2))); }
+inline C gelu_erf_value(C v) {
+  return C(0.5) * v * (C(1) + fast_erf(v * C(M_SQRT1_2)));
+}
 template <class C>
 inline C gelu_erf_grad(C g, C v) {
   const C cdf = C(0.5) * (C(1) + fast_erf(v * C(M_SQRT1_2)));
@@ -69,17 +71,18 @@ void gelu_backward_block(bool tanh_form, const C* g, const C* x, C* dx, int64_t 
 // Calls f(C{}) with C = double (float64 or 64-bit integer operands) or float.
 template <class F>
 void with_gelu_compute_type(bool dbl, F f) {
-  if (dbl) f(double{});
-  else f(float{});
+  if (dbl)
+    f(double{});
+  else
+    f(float{});
 }
 
 }  // namespace
 
 void gelu(const Tensor& out, const Tensor& x, bool tanh_approx) {
   with_gelu_compute_type(computes_in_double(out.dtype()) || computes_in_double(x.dtype()), [&]<class C>(C) {
-    map_blocks<C, 1>(out, {x}, "gelu", [&](int64_t n, const C* const* in, C* o) {
-      gelu_block(tanh_approx, in[0], o, n);
-    });
+    map_blocks<C, 1>(out, {x}, "gelu",
+                     [&](int64_t n, const C* const* in, C* o) { gelu_block(tanh_approx, in[0], o, n); });
   });
 }
 

@@ -23,11 +23,28 @@ constexpr int64_t kGrain = 1 << 16;
 constexpr int64_t kHalfBlock = 1024;
 
 // Exponent-bits view of each storage type: all exponent bits set means inf or NaN.
-template <class T> struct Bits;
-template <> struct Bits<float> { using U = uint32_t; static constexpr U kExp = 0x7f800000u; };
-template <> struct Bits<double> { using U = uint64_t; static constexpr U kExp = 0x7ff0000000000000ull; };
-template <> struct Bits<Half> { using U = uint16_t; static constexpr U kExp = 0x7c00u; };
-template <> struct Bits<BFloat16> { using U = uint16_t; static constexpr U kExp = 0x7f80u; };
+template <class T>
+struct Bits;
+template <>
+struct Bits<float> {
+  using U = uint32_t;
+  static constexpr U kExp = 0x7f800000u;
+};
+template <>
+struct Bits<double> {
+  using U = uint64_t;
+  static constexpr U kExp = 0x7ff0000000000000ull;
+};
+template <>
+struct Bits<Half> {
+  using U = uint16_t;
+  static constexpr U kExp = 0x7c00u;
+};
+template <>
+struct Bits<BFloat16> {
+  using U = uint16_t;
+  static constexpr U kExp = 0x7f80u;
+};
 
 // 1 when the exponent bits are all ones (inf/NaN), else 0. OR-ing these over a loop is
 // branch-free and vectorizes with baseline SSE2 compares (an unsigned max would need SSE4.1).
@@ -68,11 +85,15 @@ bool check_and_scale_half(T* p, int64_t n, float s) {
     const int64_t m = std::min(kHalfBlock, n - j);
     T* q = p + j;
     bad |= any_non_finite(q, m);
-    if constexpr (std::is_same_v<T, BFloat16>) bf16_to_float(q, buf, m);
-    else half_to_float(q, buf, m);
+    if constexpr (std::is_same_v<T, BFloat16>)
+      bf16_to_float(q, buf, m);
+    else
+      half_to_float(q, buf, m);
     for (int64_t i = 0; i < m; ++i) buf[i] *= s;
-    if constexpr (std::is_same_v<T, BFloat16>) float_to_bf16(buf, q, m);
-    else float_to_half(buf, q, m);
+    if constexpr (std::is_same_v<T, BFloat16>)
+      float_to_bf16(buf, q, m);
+    else
+      float_to_half(buf, q, m);
   }
   return bad;
 }
@@ -80,15 +101,17 @@ bool check_and_scale_half(T* p, int64_t n, float s) {
 template <class T>
 bool check_segment(T* p, int64_t n, bool write, float inv_scale) {
   if (!write) return any_non_finite(p, n);
-  if constexpr (std::is_same_v<T, float>) return check_and_scale_wide<float>(p, n, inv_scale);
-  else if constexpr (std::is_same_v<T, double>) return check_and_scale_wide<double>(p, n, inv_scale);
-  else return check_and_scale_half<T>(p, n, inv_scale);
+  if constexpr (std::is_same_v<T, float>)
+    return check_and_scale_wide<float>(p, n, inv_scale);
+  else if constexpr (std::is_same_v<T, double>)
+    return check_and_scale_wide<double>(p, n, inv_scale);
+  else
+    return check_and_scale_half<T>(p, n, inv_scale);
 }
 
 bool check_span(char* base, DType dt, int64_t begin, int64_t n, bool write, float inv_scale) {
-  return dispatch_floating(dt, kOp, [&]<class T>() {
-    return check_segment<T>(reinterpret_cast<T*>(base) + begin, n, write, inv_scale);
-  });
+  return dispatch_floating(
+      dt, kOp, [&]<class T>() { return check_segment<T>(reinterpret_cast<T*>(base) + begin, n, write, inv_scale); });
 }
 
 void check_impl(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) {
@@ -97,8 +120,8 @@ void check_impl(const std::vector<Tensor>& grads, const Tensor& found_inf, const
   float s = 1.0f;
   if (inv_scale.defined()) {
     TC_CHECK(inv_scale.dtype() == kFloat32 && inv_scale.numel() == 1, kOp,
-             "inv_scale must be a one-element float32 tensor, got ", dtype_name(inv_scale.dtype()),
-             " of shape ", shape_str(inv_scale.sizes()));
+             "inv_scale must be a one-element float32 tensor, got ", dtype_name(inv_scale.dtype()), " of shape ",
+             shape_str(inv_scale.sizes()));
     s = *inv_scale.data_ptr<float>();
   }
   const bool write = s != 1.0f;  // PyTorch: inv_scale == 1 leaves the values untouched
@@ -177,8 +200,8 @@ void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker, const 
     if (h <= 0) {
       ns = static_cast<float>(s * p.backoff_factor);  // float * double, as PyTorch's kernel
       if (p.min_scale > 0.0 && ns < p.min_scale) {
-        TC_CHECK(p.clamp_min_scale, kOp, "the loss scale ", s, " would back off to ", ns,
-                 ", below min_scale ", p.min_scale,
+        TC_CHECK(p.clamp_min_scale, kOp, "the loss scale ", s, " would back off to ", ns, ", below min_scale ",
+                 p.min_scale,
                  ": gradients keep overflowing at the smallest allowed scale (set "
                  "clamp_min_scale(true) to stay at min_scale instead)");
         ns = static_cast<float>(p.min_scale);

@@ -217,8 +217,7 @@ void avg_windows(int64_t H, int64_t W, const PoolParams& p, bool include_pad, F 
     const Window wh = avg_window(oh, H, p.kernel[0], p.stride[0], p.padding[0]);
     for (int64_t ow = 0; ow < p.out[1]; ++ow) {
       const Window ww = avg_window(ow, W, p.kernel[1], p.stride[1], p.padding[1]);
-      const int64_t div = include_pad ? wh.padded_len * ww.padded_len
-                                      : (wh.end - wh.start) * (ww.end - ww.start);
+      const int64_t div = include_pad ? wh.padded_len * ww.padded_len : (wh.end - wh.start) * (ww.end - ww.start);
       f(oh * p.out[1] + ow, wh.start, wh.end, ww.start, ww.end, div);
     }
   }

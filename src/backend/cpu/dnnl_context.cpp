@@ -16,12 +16,18 @@ dnnl::stream& dnnl_stream() {
 
 dnnl::memory::data_type dnnl_dtype(DType dt, const char* op) {
   switch (dt) {
-    case DType::Float32: return dnnl::memory::data_type::f32;
-    case DType::BFloat16: return dnnl::memory::data_type::bf16;
-    case DType::Float16: return dnnl::memory::data_type::f16;
-    case DType::Int32: return dnnl::memory::data_type::s32;
-    case DType::UInt8: return dnnl::memory::data_type::u8;
-    default: TC_FAIL(op, "dtype ", dtype_name(dt), " is not supported by oneDNN");
+    case DType::Float32:
+      return dnnl::memory::data_type::f32;
+    case DType::BFloat16:
+      return dnnl::memory::data_type::bf16;
+    case DType::Float16:
+      return dnnl::memory::data_type::f16;
+    case DType::Int32:
+      return dnnl::memory::data_type::s32;
+    case DType::UInt8:
+      return dnnl::memory::data_type::u8;
+    default:
+      TC_FAIL(op, "dtype ", dtype_name(dt), " is not supported by oneDNN");
   }
 }
 

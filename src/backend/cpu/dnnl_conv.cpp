@@ -29,9 +29,7 @@ memory::desc weight_desc(const Shape& sizes, const Shape& strides, DType dt, int
                       {strides[0] * og, strides[0], strides[1], strides[2], strides[3]});
 }
 
-memory::desc any_desc(const memory::dims& dims, DType dt) {
-  return memory::desc(dims, dnnl_dtype(dt, kOp), tag::any);
-}
+memory::desc any_desc(const memory::dims& dims, DType dt) { return memory::desc(dims, dnnl_dtype(dt, kOp), tag::any); }
 
 // The activation desc of a primitive: nhwc for the channels-last path, else any.
 memory::desc act_desc(const Shape& sizes, DType dt, bool cl) {
@@ -66,13 +64,12 @@ std::string base_key(const char* what, DType dt, const ConvParams& p) {
   std::string key = what;
   key += dtype_name(dt);
   key += ':';
-  key_append(key, Shape{p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1],
-                        p.groups});
+  key_append(key, Shape{p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups});
   return key;
 }
 
-dnnl::convolution_forward::primitive_desc forward_pd(const Shape& x, const Shape& w, const Shape& y,
-                                                     bool bias, DType dt, const ConvParams& p, bool cl) {
+dnnl::convolution_forward::primitive_desc forward_pd(const Shape& x, const Shape& w, const Shape& y, bool bias,
+                                                     DType dt, const ConvParams& p, bool cl) {
   const Geometry g = geometry(x, w, y, p);
   auto src = act_desc(x, dt, cl), wei = any_desc(any_weight_dims(w, p.groups), dt), dst = act_desc(y, dt, cl);
   auto alg = dnnl::algorithm::convolution_direct;
@@ -156,8 +153,7 @@ std::string dnnl_conv2d_impl(const Tensor& x, const Tensor& w, const ConvParams&
   return plan ? plan->impl : std::string();
 }
 
-Tensor dnnl_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Shape& xs, const ConvParams& p,
-                                 bool cl) {
+Tensor dnnl_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Shape& xs, const ConvParams& p, bool cl) {
   const DType dt = w.dtype();
   std::string key = base_key("bwd_data", dt, p);
   key_append(key, cl ? 1 : 0);
@@ -171,8 +167,7 @@ Tensor dnnl_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Shape&
       auto fwd = forward_pd(xs, w.sizes(), gy.sizes(), false, dt, p, cl);
       dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, act_desc(xs, dt, cl),
                                               any_desc(any_weight_dims(w.sizes(), p.groups), dt),
-                                              act_desc(gy.sizes(), dt, cl), g.strides, g.dilates, g.pad_l,
-                                              g.pad_r);
+                                              act_desc(gy.sizes(), dt, cl), g.strides, g.dilates, g.pad_l, g.pad_r);
       dnnl::convolution_backward_data::primitive_desc pd(d, dnnl_engine(), fwd);
       auto plan = std::make_shared<Plan>();
       plan->impl = pd.impl_info_str();

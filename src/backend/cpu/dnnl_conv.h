@@ -27,13 +27,13 @@ inline int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_
 
 Tensor dnnl_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p);
 // grad_input is channels-last when input_channels_last (the forward input's layout).
-Tensor dnnl_conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Shape& input_sizes,
-                                 const ConvParams& p, bool input_channels_last = false);
+Tensor dnnl_conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Shape& input_sizes, const ConvParams& p,
+                                 bool input_channels_last = false);
 // Returns (grad_weight, grad_bias) in grad_dtype (x's, or float32 for 16-bit x: the float32
 // accumulators unrounded); grad_bias is undefined unless with_bias.
 std::pair<Tensor, Tensor> dnnl_conv2d_backward_weights(const Tensor& x, const Tensor& grad_out,
-                                                       const Shape& weight_sizes, bool with_bias,
-                                                       const ConvParams& p, DType grad_dtype);
+                                                       const Shape& weight_sizes, bool with_bias, const ConvParams& p,
+                                                       DType grad_dtype);
 
 // The oneDNN implementation the forward of this configuration uses ("" = float32 fallback).
 std::string dnnl_conv2d_impl(const Tensor& x, const Tensor& w, const ConvParams& p);

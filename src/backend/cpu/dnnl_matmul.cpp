@@ -178,7 +178,8 @@ bool run_dnnl(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl_memory(a, dnnl_desc(a, op))},
                                              {DNNL_ARG_WEIGHTS, dnnl_memory(b, dnnl_desc(b, op))},
                                              {DNNL_ARG_DST, dnnl_memory(c, dnnl_desc(c, op))}};
-  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_desc(bias, c.dim(), op), dnnl_engine(), bias.raw_data()));
+  if (bias.defined())
+    args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_desc(bias, c.dim(), op), dnnl_engine(), bias.raw_data()));
   if (e.scratchpad_bytes > 0) {
     dnnl::memory::desc sd({static_cast<dnnl::memory::dim>(e.scratchpad_bytes)}, dnnl::memory::data_type::u8, {1});
     args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(sd, dnnl_engine(), scratchpad(e.scratchpad_bytes)));
@@ -248,10 +249,14 @@ bool probe_native(DType dt) {
 bool native_matmul(DType dt) {
   static const bool f32 = probe_native(kFloat32), bf16 = probe_native(kBFloat16), f16 = probe_native(kFloat16);
   switch (dt) {
-    case DType::Float32: return f32;
-    case DType::BFloat16: return bf16;
-    case DType::Float16: return f16;
-    default: return false;
+    case DType::Float32:
+      return f32;
+    case DType::BFloat16:
+      return bf16;
+    case DType::Float16:
+      return f16;
+    default:
+      return false;
   }
 }
 
@@ -262,8 +267,10 @@ bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
   if (c.numel() == 0) return true;
   const DType dt = c.dtype();
   if (a_in.size(-1) == 0) {  // an empty sum: the bias, or zeros
-    if (bias.defined()) copy_into(c, bias);
-    else fill_zero(c);
+    if (bias.defined())
+      copy_into(c, bias);
+    else
+      fill_zero(c);
     return true;
   }
   const Tensor a = canonical(a_in), b = canonical(b_in);

@@ -21,8 +21,7 @@ namespace tc::cpu {
 // written in place and must not overlap a or b. k == 0 gives bias (or zeros). Returns
 // false, having written nothing, when this CPU has no GEMM for a 16-bit a, b or c; every
 // float32 and float64 product runs.
-[[nodiscard]] bool matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
-                               const char* op);
+[[nodiscard]] bool matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op);
 
 // Whether this CPU's oneDNN has a native matmul for `dt` (false for float16 on CPUs
 // without AVX512-FP16; always false for float64).

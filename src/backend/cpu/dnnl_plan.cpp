@@ -23,8 +23,7 @@ PlanArg plan_arg(int id, const dnnl::memory::desc& user, const dnnl::memory::des
   return a;
 }
 
-std::shared_ptr<const Plan> cached_plan(const std::string& key,
-                                        const std::function<std::shared_ptr<Plan>()>& build) {
+std::shared_ptr<const Plan> cached_plan(const std::string& key, const std::function<std::shared_ptr<Plan>()>& build) {
   static std::mutex mu;
   static std::unordered_map<std::string, std::shared_ptr<const Plan>> cache;
   {

@@ -15,10 +15,10 @@
 namespace tc::cpu {
 
 struct PlanArg {
-  int id = 0;                    // DNNL_ARG_*
-  dnnl::memory::desc user;       // the tc tensor as it is
-  dnnl::memory::desc prim;       // what the primitive wants
-  dnnl::reorder reorder;         // user -> prim (inputs) or prim -> user (outputs); empty if equal
+  int id = 0;               // DNNL_ARG_*
+  dnnl::memory::desc user;  // the tc tensor as it is
+  dnnl::memory::desc prim;  // what the primitive wants
+  dnnl::reorder reorder;    // user -> prim (inputs) or prim -> user (outputs); empty if equal
   bool output = false;
   bool needs_reorder() const { return static_cast<bool>(reorder); }
 };
@@ -26,7 +26,7 @@ struct PlanArg {
 struct Plan {
   dnnl::primitive prim;
   std::vector<PlanArg> args;
-  std::string impl;              // oneDNN's implementation name, for logs and tests
+  std::string impl;  // oneDNN's implementation name, for logs and tests
 };
 
 // An argument of `plan`, adding the reorder when the layouts differ.
@@ -35,8 +35,7 @@ PlanArg plan_arg(int id, const dnnl::memory::desc& user, const dnnl::memory::des
 // The plan for `key`, built by `build` on first use. `build` returns nullptr when oneDNN
 // has no suitable implementation (e.g. float16 on a CPU without fp16 math); that answer is
 // cached too, so callers can fall back without retrying primitive creation.
-std::shared_ptr<const Plan> cached_plan(const std::string& key,
-                                        const std::function<std::shared_ptr<Plan>()>& build);
+std::shared_ptr<const Plan> cached_plan(const std::string& key, const std::function<std::shared_ptr<Plan>()>& build);
 
 // Runs `plan` with one tensor per argument (same order as plan.args): reorders inputs into
 // scratch buffers when needed, executes, reorders outputs back, and waits.

@@ -22,9 +22,12 @@ const char* op_name(PoolKind k) { return k == PoolKind::Max ? "max_pool2d" : "av
 
 dnnl::algorithm algorithm_of(PoolKind k) {
   switch (k) {
-    case PoolKind::Max: return dnnl::algorithm::pooling_max;
-    case PoolKind::AvgIncludePad: return dnnl::algorithm::pooling_avg_include_padding;
-    default: return dnnl::algorithm::pooling_avg_exclude_padding;
+    case PoolKind::Max:
+      return dnnl::algorithm::pooling_max;
+    case PoolKind::AvgIncludePad:
+      return dnnl::algorithm::pooling_avg_include_padding;
+    default:
+      return dnnl::algorithm::pooling_avg_exclude_padding;
   }
 }
 
@@ -53,8 +56,8 @@ std::string key_of(const char* what, const Shape& xs, DType dt, const PoolParams
   key_append(key, static_cast<int64_t>(kind));
   key_append(key, cl ? 1 : 0);
   key_append(key, xs);
-  key_append(key, Shape{p.kernel[0], p.kernel[1], p.stride[0], p.stride[1], p.padding[0], p.padding[1],
-                        p.dilation[0], p.dilation[1], p.out[0], p.out[1]});
+  key_append(key, Shape{p.kernel[0], p.kernel[1], p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0],
+                        p.dilation[1], p.out[0], p.out[1]});
   return key;
 }
 
@@ -64,8 +67,8 @@ dnnl::pooling_v2_forward::primitive_desc forward_pd(const Shape& xs, DType dt, c
   const char* op = op_name(kind);
   dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_training, algorithm_of(kind),
                                    activation_desc(xs, dt, cl, op),
-                                   activation_desc({xs[0], xs[1], p.out[0], p.out[1]}, dt, cl, op), g.strides,
-                                   g.kernel, g.dilation, g.pad_l, g.pad_r);
+                                   activation_desc({xs[0], xs[1], p.out[0], p.out[1]}, dt, cl, op), g.strides, g.kernel,
+                                   g.dilation, g.pad_l, g.pad_r);
   return {d, dnnl_engine()};
 }
 
@@ -122,13 +125,12 @@ PoolResult dnnl_pool2d_forward(const Tensor& xin, const PoolParams& p, PoolKind 
   return r;
 }
 
-Tensor dnnl_pool2d_backward(const Tensor& gyin, const Tensor& workspace, const Shape& xs, DType dt,
-                            const PoolParams& p, PoolKind kind, bool cl) {
+Tensor dnnl_pool2d_backward(const Tensor& gyin, const Tensor& workspace, const Shape& xs, DType dt, const PoolParams& p,
+                            PoolKind kind, bool cl) {
   // The backward follows the forward's choice: the workspace of a float32 fallback
   // forward only fits a float32 backward, and vice versa.
   if (!forward_plan(xs, dt, p, kind, cl))
-    return cast_dense(
-        dnnl_pool2d_backward(cast_dense(gyin, kFloat32), workspace, xs, kFloat32, p, kind, cl), dt);
+    return cast_dense(dnnl_pool2d_backward(cast_dense(gyin, kFloat32), workspace, xs, kFloat32, p, kind, cl), dt);
   // The primitive runs in the forward's layout; a gradient in another dense layout is
   // reordered into it by the plan, anything else (expanded, overlapping) is copied first.
   const Tensor gy = dense_stride_order(gyin.sizes(), gyin.strides()).empty() ? as_contiguous(gyin) : gyin;

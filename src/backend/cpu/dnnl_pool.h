@@ -20,7 +20,7 @@ struct PoolResult {
 PoolResult dnnl_pool2d_forward(const Tensor& x, const PoolParams& p, PoolKind kind);
 // input_channels_last: the forward input's layout (is_channels_last); grad_out may have any
 // strides; grad_input comes in the forward input's layout.
-Tensor dnnl_pool2d_backward(const Tensor& grad_out, const Tensor& workspace, const Shape& input_sizes,
-                            DType dtype, const PoolParams& p, PoolKind kind, bool input_channels_last = false);
+Tensor dnnl_pool2d_backward(const Tensor& grad_out, const Tensor& workspace, const Shape& input_sizes, DType dtype,
+                            const PoolParams& p, PoolKind kind, bool input_channels_last = false);
 
 }  // namespace tc::cpu

@@ -69,9 +69,8 @@ void embedding_gather(const Tensor& out, const Tensor& weight, const Tensor& ids
 }
 
 void embedding_scatter_add(const Tensor& grad_weight, const Tensor& g, const Tensor& ids) {
-  dispatch_compute(grad_weight.dtype(), [&]<class C>() {
-    scatter_add<C>(grad_weight, g, ids.data_ptr<int64_t>(), ids.numel());
-  });
+  dispatch_compute(grad_weight.dtype(),
+                   [&]<class C>() { scatter_add<C>(grad_weight, g, ids.data_ptr<int64_t>(), ids.numel()); });
 }
 
 }  // namespace tc::cpu

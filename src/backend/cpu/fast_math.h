@@ -42,8 +42,8 @@ inline float fast_exp(float v) {
   const float fn = t - 12582912.0f;
   const int32_t n = std::bit_cast<int32_t>(t) - 0x4b400000;
   const float r = (xc - fn * 0.693359375f) - fn * -2.12194440e-4f;
-  float p = horner(r, {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
-                       1.6666665459e-1f, 5.0000001201e-1f});
+  float p = horner(
+      r, {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f});
   p = p * r * r + r + 1.0f;
   float e = p * std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23);
   e = v < kLo ? 0.0f : e;
@@ -62,9 +62,8 @@ inline float fast_log1p_unit(float e) {
   const float k = big ? 1.0f : 0.0f;
   const float x = m - 1.0f;
   const float z = x * x;
-  float y = horner(x, {7.0376836292e-2f, -1.1514610310e-1f, 1.1676998740e-1f, -1.2420140846e-1f,
-                       1.4249322787e-1f, -1.6668057665e-1f, 2.0000714765e-1f, -2.4999993993e-1f,
-                       3.3333331174e-1f});
+  float y = horner(x, {7.0376836292e-2f, -1.1514610310e-1f, 1.1676998740e-1f, -1.2420140846e-1f, 1.4249322787e-1f,
+                       -1.6668057665e-1f, 2.0000714765e-1f, -2.4999993993e-1f, 3.3333331174e-1f});
   y = y * x * z;
   y += -2.12194440e-4f * k;
   y += -0.5f * z;
@@ -85,12 +84,12 @@ inline double fast_log1p_unit(double e) { return std::log1p(e); }
 inline float fast_erf(float x) {
   const float t = std::fabs(x);
   const float s = x * x;
-  const float p = horner(s, {-6.111288676e-4f, 5.016227718e-3f, -2.678195573e-2f, 1.128223017e-1f,
-                             -3.761253357e-1f, 1.283791512e-1f});
+  const float p = horner(
+      s, {-6.111288676e-4f, 5.016227718e-3f, -2.678195573e-2f, 1.128223017e-1f, -3.761253357e-1f, 1.283791512e-1f});
   const float small = x + x * p;
   const float tc = t < 4.0f ? t : 4.0f;
-  const float q = horner(tc, {1.971839374e-4f, -3.055627458e-3f, 2.227715962e-2f, -1.040375009e-1f,
-                              -6.370596290e-1f, -1.127749681e+0f, -1.774767152e-4f});
+  const float q = horner(tc, {1.971839374e-4f, -3.055627458e-3f, 2.227715962e-2f, -1.040375009e-1f, -6.370596290e-1f,
+                              -1.127749681e+0f, -1.774767152e-4f});
   const float big = std::copysign(1.0f - fast_exp(q), x);
   const float r = t < 0.9f ? small : big;
   return x != x ? x : r;
@@ -106,8 +105,8 @@ inline double fast_erf(double x) { return std::erf(x); }
 inline float fast_tanh(float x) {
   const float t = std::fabs(x);
   const float s = x * x;
-  const float p = horner(s, {-4.554561747e-4f, 2.582656918e-3f, -8.264531381e-3f, 2.166353539e-2f,
-                             -5.392929912e-2f, 1.333297789e-1f, -3.333332241e-1f});
+  const float p = horner(s, {-4.554561747e-4f, 2.582656918e-3f, -8.264531381e-3f, 2.166353539e-2f, -5.392929912e-2f,
+                             1.333297789e-1f, -3.333332241e-1f});
   const float small = t + t * s * p;  // on |x|: x + x s P(s) would turn -0 into +0
   const float tc = t < 9.5f ? t : 9.5f;
   const float e = fast_exp(2.0f * tc);

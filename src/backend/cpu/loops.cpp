@@ -13,8 +13,10 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape, const char* op) {
   Shape out(shape.size(), 0);
   const size_t lead = shape.size() - ts.size();
   for (size_t d = 0; d < ts.size(); ++d) {
-    if (ts[d] == shape[lead + d]) out[lead + d] = t.strides()[d];
-    else TC_CHECK(ts[d] == 1, op, "cannot broadcast shape ", shape_str(ts), " to ", shape_str(shape));
+    if (ts[d] == shape[lead + d])
+      out[lead + d] = t.strides()[d];
+    else
+      TC_CHECK(ts[d] == 1, op, "cannot broadcast shape ", shape_str(ts), " to ", shape_str(shape));
   }
   return out;
 }
@@ -49,11 +51,14 @@ void store_block(const C* src, char* p, int64_t stride, DType dt, int64_t n) {
   dispatch_all(dt, "store", [&]<class T>() {
     for (int64_t i = 0; i < n; ++i) {
       T v;
-      if constexpr (std::is_same_v<T, bool>) v = src[i] != C(0);
-      else if constexpr (std::is_integral_v<T>) v = static_cast<T>(static_cast<int64_t>(src[i]));
+      if constexpr (std::is_same_v<T, bool>)
+        v = src[i] != C(0);
+      else if constexpr (std::is_integral_v<T>)
+        v = static_cast<T>(static_cast<int64_t>(src[i]));
       else if constexpr (std::is_same_v<C, double> && (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>))
         v = round_double_to<T>(src[i]);  // double -> float -> 16-bit would round twice
-      else v = static_cast<T>(src[i]);
+      else
+        v = static_cast<T>(src[i]);
       std::memcpy(p + i * stride, &v, sizeof(T));
     }
   });
@@ -81,10 +86,18 @@ void copy_into(const Tensor& dst, const Tensor& src) {
         for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * st[0], p[1] + i * st[1], sizeof(U));
       };
       switch (es) {
-        case 1: strided.template operator()<uint8_t>(); break;
-        case 2: strided.template operator()<uint16_t>(); break;
-        case 4: strided.template operator()<uint32_t>(); break;
-        default: strided.template operator()<uint64_t>(); break;
+        case 1:
+          strided.template operator()<uint8_t>();
+          break;
+        case 2:
+          strided.template operator()<uint16_t>();
+          break;
+        case 4:
+          strided.template operator()<uint32_t>();
+          break;
+        default:
+          strided.template operator()<uint64_t>();
+          break;
       }
     });
     return;
@@ -94,19 +107,19 @@ void copy_into(const Tensor& dst, const Tensor& src) {
     char* d = static_cast<char*>(dst.raw_data());
     const char* s = static_cast<const char*>(src.raw_data());
     const size_t des = element_size(dst.dtype()), ses = element_size(src.dtype());
-    parallel_for(0, n, kGrainElements, [&](int64_t b, int64_t e) {
-      convert(s + b * ses, src.dtype(), d + b * des, dst.dtype(), e - b);
-    });
+    parallel_for(0, n, kGrainElements,
+                 [&](int64_t b, int64_t e) { convert(s + b * ses, src.dtype(), d + b * des, dst.dtype(), e - b); });
     return;
   }
   const bool dbl = computes_in_double(dst.dtype()) || computes_in_double(src.dtype());
   auto body = [&]<class C>() {
-    map_blocks<C, 1>(dst, {src}, "copy_", [](int64_t n, const C* const* in, C* o) {
-      std::memcpy(o, in[0], n * sizeof(C));
-    });
+    map_blocks<C, 1>(dst, {src}, "copy_",
+                     [](int64_t n, const C* const* in, C* o) { std::memcpy(o, in[0], n * sizeof(C)); });
   };
-  if (dbl) body.template operator()<double>();
-  else body.template operator()<float>();
+  if (dbl)
+    body.template operator()<double>();
+  else
+    body.template operator()<float>();
 }
 
 Tensor as_contiguous(const Tensor& t) {
@@ -127,9 +140,8 @@ void fill_zero(const Tensor& t) {
   // All-zero bits are +0 in every dtype.
   char* base = static_cast<char*>(t.raw_data());
   const int64_t es = static_cast<int64_t>(element_size(t.dtype()));
-  parallel_for(0, t.numel(), kGrainElements * 4, [&](int64_t b, int64_t e) {
-    std::memset(base + b * es, 0, static_cast<size_t>((e - b) * es));
-  });
+  parallel_for(0, t.numel(), kGrainElements * 4,
+               [&](int64_t b, int64_t e) { std::memset(base + b * es, 0, static_cast<size_t>((e - b) * es)); });
 }
 
 }  // namespace tc::cpu

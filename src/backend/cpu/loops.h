@@ -18,7 +18,7 @@
 namespace tc::cpu {
 
 inline constexpr int kMaxDims = 16;
-inline constexpr int64_t kBlock = 256;          // elements per stack block
+inline constexpr int64_t kBlock = 256;            // elements per stack block
 inline constexpr int64_t kGrainElements = 32768;  // below this, one thread
 
 struct Operand {
@@ -33,8 +33,8 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape, const char* op);
 template <int N>
 struct RunGeometry {
   int ndim = 0;
-  int64_t sizes[kMaxDims];         // outermost first
-  int64_t strides[N][kMaxDims];    // bytes
+  int64_t sizes[kMaxDims];       // outermost first
+  int64_t strides[N][kMaxDims];  // bytes
   char* base[N];
   int64_t numel = 1;
 };
@@ -190,13 +190,14 @@ void unary_map(const Tensor& out, const Tensor& x, const char* op, F f) {
       for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
     });
   };
-  if (computes_in_double(out.dtype()) || computes_in_double(x.dtype())) body.template operator()<double>();
-  else body.template operator()<float>();
+  if (computes_in_double(out.dtype()) || computes_in_double(x.dtype()))
+    body.template operator()<double>();
+  else
+    body.template operator()<float>();
 }
 
 template <class F>
-void binary_map(const Tensor& out, const Tensor& a, const Tensor& b, const char* op, F f,
-                bool compute_double) {
+void binary_map(const Tensor& out, const Tensor& a, const Tensor& b, const char* op, F f, bool compute_double) {
   auto body = [&]<class C>() {
     map_blocks<C, 2>(out, {a, b}, op, [&](int64_t n, const C* const* in, C* o) {
       const C* x = in[0];
@@ -204,8 +205,10 @@ void binary_map(const Tensor& out, const Tensor& a, const Tensor& b, const char*
       for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
     });
   };
-  if (compute_double) body.template operator()<double>();
-  else body.template operator()<float>();
+  if (compute_double)
+    body.template operator()<double>();
+  else
+    body.template operator()<float>();
 }
 
 template <class F>
@@ -216,8 +219,10 @@ void ternary_map(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
       for (int64_t i = 0; i < n; ++i) o[i] = f(in[0][i], in[1][i], in[2][i]);
     });
   };
-  if (compute_double) body.template operator()<double>();
-  else body.template operator()<float>();
+  if (compute_double)
+    body.template operator()<double>();
+  else
+    body.template operator()<float>();
 }
 
 // Strided copy with dtype conversion and broadcasting of src to dst's shape.

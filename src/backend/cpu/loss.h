@@ -12,11 +12,11 @@ namespace tc::cpu {
 
 // Class-index targets as the kernels read them.
 struct ClassTargets {
-  int64_t cdim = 0;              // the class dim of the input (1, or 0 for unbatched (C))
+  int64_t cdim = 0;  // the class dim of the input (1, or 0 for unbatched (C))
   int64_t classes = 0;
   int64_t ignore_index = -100;
-  std::vector<int64_t> target;   // one per row, row-major over the non-class dims
-  std::vector<double> weight;    // per class; empty: all ones
+  std::vector<int64_t> target;  // one per row, row-major over the non-class dims
+  std::vector<double> weight;   // per class; empty: all ones
 };
 
 // t.target = target (int64 or int32, any layout), each checked to be t.ignore_index or in

@@ -40,8 +40,8 @@ void store_vector(const Tensor& t, const std::vector<C>& v) {
 // ------------------------------------------------------------------ layer_norm
 
 template <class C>
-void ln_forward(const Tensor& x, const C* wp, const C* bp, double eps, int64_t M, int64_t N, const Tensor& out,
-                C* mean, C* rstd) {
+void ln_forward(const Tensor& x, const C* wp, const C* bp, double eps, int64_t M, int64_t N, const Tensor& out, C* mean,
+                C* rstd) {
   const DType xdt = x.dtype(), odt = out.dtype();
   const void* xp = x.raw_data();
   void* op = out.raw_data();
@@ -57,8 +57,10 @@ void ln_forward(const Tensor& x, const C* wp, const C* bp, double eps, int64_t M
       const C m = static_cast<C>(mu), s = static_cast<C>(rs);
       C* y = ybuf.data();
       for (int64_t j = 0; j < N; ++j) y[j] = (xr[j] - m) * s;
-      if (wp) for (int64_t j = 0; j < N; ++j) y[j] *= wp[j];
-      if (bp) for (int64_t j = 0; j < N; ++j) y[j] += bp[j];
+      if (wp)
+        for (int64_t j = 0; j < N; ++j) y[j] *= wp[j];
+      if (bp)
+        for (int64_t j = 0; j < N; ++j) y[j] += bp[j];
       store_row<C>(y, op, odt, r * N, N);
     }
   });
@@ -86,11 +88,15 @@ void ln_backward(const Tensor& g, const Tensor& x, const C* mean, const C* rstd,
         const C* gr = load_row<C>(gp, gdt, r * N, N, gbuf.data());
         const C m = mean[r], s = rstd[r];
         for (int64_t j = 0; j < N; ++j) xhat[j] = (xr[j] - m) * s;
-        if (dwc) for (int64_t j = 0; j < N; ++j) dwc[j] += gr[j] * xhat[j];
-        if (dbc) for (int64_t j = 0; j < N; ++j) dbc[j] += gr[j];
+        if (dwc)
+          for (int64_t j = 0; j < N; ++j) dwc[j] += gr[j] * xhat[j];
+        if (dbc)
+          for (int64_t j = 0; j < N; ++j) dbc[j] += gr[j];
         if (!dx.defined()) continue;
-        if (wp) for (int64_t j = 0; j < N; ++j) dxhat[j] = gr[j] * wp[j];
-        else std::copy(gr, gr + N, dxhat.begin());
+        if (wp)
+          for (int64_t j = 0; j < N; ++j) dxhat[j] = gr[j] * wp[j];
+        else
+          std::copy(gr, gr + N, dxhat.begin());
         const C a = static_cast<C>(row_sum_double(dxhat.data(), N) / static_cast<double>(N));
         for (int64_t j = 0; j < N; ++j) xbuf[j] = dxhat[j] * xhat[j];  // xr is no longer needed
         const C bsum = static_cast<C>(row_sum_double(xbuf.data(), N) / static_cast<double>(N));
@@ -120,36 +126,39 @@ void bn_forward(const Tensor& x, const BnGeometry& geo, bool use_batch, const st
   void* op = out.raw_data();
   const int64_t S = geo.S;
   const double count = static_cast<double>(geo.count());
-  parallel_for(0, geo.Ch, std::max<int64_t>(1, kGrain / std::max<int64_t>(geo.count(), 1)), [&](int64_t c0, int64_t c1) {
-    std::vector<C> buf(static_cast<size_t>(S)), ybuf(static_cast<size_t>(S));
-    for (int64_t c = c0; c < c1; ++c) {
-      double mu, var;
-      if (use_batch) {
-        double s = 0;
-        for (int64_t n = 0; n < geo.B; ++n) s += row_sum_double(load_row<C>(xp, xdt, geo.row(n, c), S, buf.data()), S);
-        mu = s / count;
-        double q = 0;
-        for (int64_t n = 0; n < geo.B; ++n) q += row_sq_dev(load_row<C>(xp, xdt, geo.row(n, c), S, buf.data()), S, mu);
-        var = q / count;  // biased: what normalization uses
-        batch_var[c] = var;
-      } else {
-        mu = rm[c];
-        var = rv[c];
-      }
-      const double rs = 1.0 / std::sqrt(var + eps);
-      mean_out[c] = static_cast<C>(mu);
-      rstd_out[c] = static_cast<C>(rs);
-      // y = x * scale + shift, with the affine parameters folded in once per channel.
-      const double scale = rs * (wp ? static_cast<double>(wp[c]) : 1.0);
-      const C sc = static_cast<C>(scale);
-      const C sh = static_cast<C>((bp ? static_cast<double>(bp[c]) : 0.0) - mu * scale);
-      for (int64_t n = 0; n < geo.B; ++n) {
-        const C* xr = load_row<C>(xp, xdt, geo.row(n, c), S, buf.data());
-        for (int64_t j = 0; j < S; ++j) ybuf[j] = xr[j] * sc + sh;
-        store_row<C>(ybuf.data(), op, odt, geo.row(n, c), S);
-      }
-    }
-  });
+  parallel_for(0, geo.Ch, std::max<int64_t>(1, kGrain / std::max<int64_t>(geo.count(), 1)),
+               [&](int64_t c0, int64_t c1) {
+                 std::vector<C> buf(static_cast<size_t>(S)), ybuf(static_cast<size_t>(S));
+                 for (int64_t c = c0; c < c1; ++c) {
+                   double mu, var;
+                   if (use_batch) {
+                     double s = 0;
+                     for (int64_t n = 0; n < geo.B; ++n)
+                       s += row_sum_double(load_row<C>(xp, xdt, geo.row(n, c), S, buf.data()), S);
+                     mu = s / count;
+                     double q = 0;
+                     for (int64_t n = 0; n < geo.B; ++n)
+                       q += row_sq_dev(load_row<C>(xp, xdt, geo.row(n, c), S, buf.data()), S, mu);
+                     var = q / count;  // biased: what normalization uses
+                     batch_var[c] = var;
+                   } else {
+                     mu = rm[c];
+                     var = rv[c];
+                   }
+                   const double rs = 1.0 / std::sqrt(var + eps);
+                   mean_out[c] = static_cast<C>(mu);
+                   rstd_out[c] = static_cast<C>(rs);
+                   // y = x * scale + shift, with the affine parameters folded in once per channel.
+                   const double scale = rs * (wp ? static_cast<double>(wp[c]) : 1.0);
+                   const C sc = static_cast<C>(scale);
+                   const C sh = static_cast<C>((bp ? static_cast<double>(bp[c]) : 0.0) - mu * scale);
+                   for (int64_t n = 0; n < geo.B; ++n) {
+                     const C* xr = load_row<C>(xp, xdt, geo.row(n, c), S, buf.data());
+                     for (int64_t j = 0; j < S; ++j) ybuf[j] = xr[j] * sc + sh;
+                     store_row<C>(ybuf.data(), op, odt, geo.row(n, c), S);
+                   }
+                 }
+               });
 }
 
 // running = (1 - momentum) running + momentum * batch statistic (the unbiased variance,
@@ -170,8 +179,8 @@ void bn_update_running(const Tensor& running_mean, const Tensor& running_var, co
 }
 
 template <class C>
-void bn_backward(const Tensor& g, const Tensor& x, const BnGeometry& geo, bool use_batch, const C* mean,
-                 const C* rstd, const C* wp, const Tensor& dx, std::vector<C>* dw, std::vector<C>* db) {
+void bn_backward(const Tensor& g, const Tensor& x, const BnGeometry& geo, bool use_batch, const C* mean, const C* rstd,
+                 const C* wp, const Tensor& dx, std::vector<C>* dw, std::vector<C>* db) {
   const DType gdt = g.dtype(), xdt = x.dtype();
   const void* gp = g.raw_data();
   const void* xp = x.raw_data();
@@ -179,32 +188,33 @@ void bn_backward(const Tensor& g, const Tensor& x, const BnGeometry& geo, bool u
   const double count = static_cast<double>(geo.count());
   if (dw) dw->assign(static_cast<size_t>(geo.Ch), C(0));
   if (db) db->assign(static_cast<size_t>(geo.Ch), C(0));
-  parallel_for(0, geo.Ch, std::max<int64_t>(1, kGrain / std::max<int64_t>(geo.count(), 1)), [&](int64_t c0, int64_t c1) {
-    std::vector<C> xbuf(static_cast<size_t>(S)), gbuf(static_cast<size_t>(S)), tmp(static_cast<size_t>(S));
-    for (int64_t c = c0; c < c1; ++c) {
-      const C m = mean[c], s = rstd[c];
-      double sum_g = 0, sum_gx = 0;  // sum g and sum g*xhat
-      for (int64_t n = 0; n < geo.B; ++n) {
-        const C* xr = load_row<C>(xp, xdt, geo.row(n, c), S, xbuf.data());
-        const C* gr = load_row<C>(gp, gdt, geo.row(n, c), S, gbuf.data());
-        for (int64_t j = 0; j < S; ++j) tmp[j] = gr[j] * ((xr[j] - m) * s);
-        sum_g += row_sum_double(gr, S);
-        sum_gx += row_sum_double(tmp.data(), S);
-      }
-      if (dw) (*dw)[c] = static_cast<C>(sum_gx);
-      if (db) (*db)[c] = static_cast<C>(sum_g);
-      if (!dx.defined()) continue;
-      const C k = static_cast<C>(wp ? static_cast<double>(wp[c]) * s : static_cast<double>(s));
-      const C mg = static_cast<C>(use_batch ? sum_g / count : 0.0);
-      const C mgx = static_cast<C>(use_batch ? sum_gx / count : 0.0);
-      for (int64_t n = 0; n < geo.B; ++n) {
-        const C* xr = load_row<C>(xp, xdt, geo.row(n, c), S, xbuf.data());
-        const C* gr = load_row<C>(gp, gdt, geo.row(n, c), S, gbuf.data());
-        for (int64_t j = 0; j < S; ++j) tmp[j] = k * (gr[j] - mg - (xr[j] - m) * s * mgx);
-        store_row<C>(tmp.data(), dx.raw_data(), dx.dtype(), geo.row(n, c), S);
-      }
-    }
-  });
+  parallel_for(0, geo.Ch, std::max<int64_t>(1, kGrain / std::max<int64_t>(geo.count(), 1)),
+               [&](int64_t c0, int64_t c1) {
+                 std::vector<C> xbuf(static_cast<size_t>(S)), gbuf(static_cast<size_t>(S)), tmp(static_cast<size_t>(S));
+                 for (int64_t c = c0; c < c1; ++c) {
+                   const C m = mean[c], s = rstd[c];
+                   double sum_g = 0, sum_gx = 0;  // sum g and sum g*xhat
+                   for (int64_t n = 0; n < geo.B; ++n) {
+                     const C* xr = load_row<C>(xp, xdt, geo.row(n, c), S, xbuf.data());
+                     const C* gr = load_row<C>(gp, gdt, geo.row(n, c), S, gbuf.data());
+                     for (int64_t j = 0; j < S; ++j) tmp[j] = gr[j] * ((xr[j] - m) * s);
+                     sum_g += row_sum_double(gr, S);
+                     sum_gx += row_sum_double(tmp.data(), S);
+                   }
+                   if (dw) (*dw)[c] = static_cast<C>(sum_gx);
+                   if (db) (*db)[c] = static_cast<C>(sum_g);
+                   if (!dx.defined()) continue;
+                   const C k = static_cast<C>(wp ? static_cast<double>(wp[c]) * s : static_cast<double>(s));
+                   const C mg = static_cast<C>(use_batch ? sum_g / count : 0.0);
+                   const C mgx = static_cast<C>(use_batch ? sum_gx / count : 0.0);
+                   for (int64_t n = 0; n < geo.B; ++n) {
+                     const C* xr = load_row<C>(xp, xdt, geo.row(n, c), S, xbuf.data());
+                     const C* gr = load_row<C>(gp, gdt, geo.row(n, c), S, gbuf.data());
+                     for (int64_t j = 0; j < S; ++j) tmp[j] = k * (gr[j] - mg - (xr[j] - m) * s * mgx);
+                     store_row<C>(tmp.data(), dx.raw_data(), dx.dtype(), geo.row(n, c), S);
+                   }
+                 }
+               });
 }
 
 }  // namespace
@@ -220,9 +230,8 @@ void layer_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rst
   });
 }
 
-void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g,
-                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t M,
-                         int64_t N) {
+void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g, const Tensor& x,
+                         const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t M, int64_t N) {
   if (M == 0 || N == 0) {
     for (const Tensor* t : {&dx, &dweight, &dbias})
       if (t->defined()) fill_zero(*t);
@@ -239,9 +248,8 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
 }
 
 void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                        const Tensor& running_var, const BnGeometry& geo, bool use_batch, bool update_running,
-                        double momentum, double eps) {
+                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                        const BnGeometry& geo, bool use_batch, bool update_running, double momentum, double eps) {
   dispatch_compute(x.dtype(), [&]<class C>() {
     std::vector<C> wbuf, bbuf, rm, rv;
     const C* wp = compute_data<C>(weight, geo.Ch, wbuf);
@@ -256,9 +264,9 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rst
   });
 }
 
-void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g,
-                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
-                         const BnGeometry& geo, bool use_batch) {
+void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g, const Tensor& x,
+                         const Tensor& mean, const Tensor& rstd, const Tensor& weight, const BnGeometry& geo,
+                         bool use_batch) {
   dispatch_compute(x.dtype(), [&]<class C>() {
     std::vector<C> wbuf, dw, db;
     const C* wp = compute_data<C>(weight, geo.Ch, wbuf);

@@ -18,9 +18,8 @@ void layer_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rst
 // dbias = sum_rows g. g is contiguous with x's shape; each output is undefined (not
 // wanted) or contiguous (dx: x's shape and dtype; dweight/dbias: N elements of their own
 // floating dtype) and written entirely, zeros when there are no rows.
-void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g,
-                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t M,
-                         int64_t N);
+void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g, const Tensor& x,
+                         const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t M, int64_t N);
 
 // x viewed as (B, Ch, S): channel c's data is B contiguous rows of S elements.
 struct BnGeometry {
@@ -35,15 +34,14 @@ struct BnGeometry {
 // dtype, what normalized. weight, bias, running_*: undefined or 1-d of Ch, any floating
 // dtype (running_* any stride).
 void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                        const Tensor& running_var, const BnGeometry& geo, bool use_batch, bool update_running,
-                        double momentum, double eps);
+                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                        const BnGeometry& geo, bool use_batch, bool update_running, double momentum, double eps);
 
 // Training (batch statistics): dx = w*rstd*(g - mean(g) - xhat*mean(g*xhat)).
 // Eval (fixed statistics): dx = g*w*rstd. Both: dweight = sum g*xhat, dbias = sum g per
 // channel. Outputs as in layer_norm_backward (dweight/dbias: Ch elements).
-void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g,
-                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
-                         const BnGeometry& geo, bool use_batch);
+void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g, const Tensor& x,
+                         const Tensor& mean, const Tensor& rstd, const Tensor& weight, const BnGeometry& geo,
+                         bool use_batch);
 
 }  // namespace tc::cpu

@@ -12,10 +12,10 @@
 namespace tc::cpu {
 namespace {
 
-constexpr int64_t kChunk = 8192;  // columns per outer-loop item: whole rows stream best from memory
-constexpr int64_t kRowsPerBlock = 64;       // rows summed plainly before a pairwise step
-constexpr int64_t kSplitElements = 32768;   // reduced elements per work item when splitting
-constexpr int64_t kTargetItems = 64;        // split small outputs into about this many items
+constexpr int64_t kChunk = 8192;           // columns per outer-loop item: whole rows stream best from memory
+constexpr int64_t kRowsPerBlock = 64;      // rows summed plainly before a pairwise step
+constexpr int64_t kSplitElements = 32768;  // reduced elements per work item when splitting
+constexpr int64_t kTargetItems = 64;       // split small outputs into about this many items
 
 // One group of dims (kept or reduced), coalesced; byte strides, outermost first. Always
 // at least one dim (a lone size-1 dim of stride 0 when the group is empty).
@@ -75,8 +75,7 @@ Plan make_plan(const Tensor& x, const std::vector<bool>& reduced, bool logical_o
   p.es = static_cast<int64_t>(element_size(x.dtype()));
   p.base = static_cast<const char*>(x.raw_data());
   std::vector<std::pair<int64_t, int64_t>> kd, rd;
-  for (int64_t d = 0; d < x.dim(); ++d)
-    (reduced[d] ? rd : kd).push_back({x.size(d), x.stride(d) * p.es});
+  for (int64_t d = 0; d < x.dim(); ++d) (reduced[d] ? rd : kd).push_back({x.size(d), x.stride(d) * p.es});
   if (!logical_order)
     std::stable_sort(rd.begin(), rd.end(), [](auto a, auto b) { return std::abs(a.second) > std::abs(b.second); });
   p.kept = make_group(kd);
@@ -121,8 +120,10 @@ void store_c(const C* src, char* p, DType dt, int64_t n) {
     dispatch_all(dt, "reduce", [&]<class T>() {
       for (int64_t i = 0; i < n; ++i) {
         T v;
-        if constexpr (std::is_same_v<T, bool>) v = src[i] != 0;
-        else v = static_cast<T>(src[i]);
+        if constexpr (std::is_same_v<T, bool>)
+          v = src[i] != 0;
+        else
+          v = static_cast<T>(src[i]);
         std::memcpy(p + i * es, &v, sizeof(T));
       }
     });
@@ -340,8 +341,8 @@ void reduce_sum(const Plan& p, C* final_out, const Prep& prep) {
   parallel_for(0, n_out * splits, std::max<int64_t>(1, kGrainElements / per_item), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const int64_t o = i / splits, s = i % splits;
-      const C v = inner_partial<C>(p, p.base + group_offset(K, o, K.n), o, n_red * s / splits,
-                                   n_red * (s + 1) / splits, prep);
+      const C v =
+          inner_partial<C>(p, p.base + group_offset(K, o, K.n), o, n_red * s / splits, n_red * (s + 1) / splits, prep);
       (splits > 1 ? part[i] : final_out[o]) = v;
     }
   });
@@ -370,9 +371,12 @@ void store_result(const Tensor& out, C* final_vals, double divisor) {
 
 template <class F>
 void dispatch_acc(DType dt, F&& f) {
-  if (dt == kFloat64) f.template operator()<double>();
-  else if (is_floating(dt)) f.template operator()<float>();
-  else f.template operator()<int64_t>();
+  if (dt == kFloat64)
+    f.template operator()<double>();
+  else if (is_floating(dt))
+    f.template operator()<float>();
+  else
+    f.template operator()<int64_t>();
 }
 
 }  // namespace
@@ -431,8 +435,10 @@ struct Best {
   C v{};
   int64_t i = -1;  // -1: nothing seen yet
   static bool is_nan(C a) {
-    if constexpr (std::is_floating_point_v<C>) return a != a;
-    else return false;
+    if constexpr (std::is_floating_point_v<C>)
+      return a != a;
+    else
+      return false;
   }
   static bool better(C a, C b) { return kMax ? a > b : a < b; }
   bool done() const { return i >= 0 && is_nan(v); }
@@ -465,14 +471,16 @@ struct Best {
       lane[0] = better(x[j], lane[0]) ? x[j] : lane[0];
     }
     if (nan) {
-      for (j = 0; !is_nan(x[j]); ++j) {}
+      for (j = 0; !is_nan(x[j]); ++j) {
+      }
       offer(x[j], i0 + j);
       return;
     }
     C bm = lane[0];
     for (int l = 1; l < 8; ++l) bm = better(lane[l], bm) ? lane[l] : bm;
     if (i >= 0 && !better(bm, v)) return;
-    for (j = 0; x[j] != bm; ++j) {}
+    for (j = 0; x[j] != bm; ++j) {
+    }
     v = bm;
     i = i0 + j;
   }
@@ -584,8 +592,10 @@ void minmax_kernel(const Tensor& values, const Tensor& indices, const Tensor& x,
   if (dim >= 0) reduced[dim] = true;
   if ((values.defined() ? values.numel() : indices.numel()) == 0) return;
   dispatch_acc(x.dtype(), [&]<class C>() {
-    if (is_max) minmax_impl<C, true>(values, indices, x, reduced);
-    else minmax_impl<C, false>(values, indices, x, reduced);
+    if (is_max)
+      minmax_impl<C, true>(values, indices, x, reduced);
+    else
+      minmax_impl<C, false>(values, indices, x, reduced);
   });
 }
 

@@ -47,8 +47,9 @@ std::vector<C> to_compute_vector(const Tensor& t) {
   if (!t.defined()) return v;
   const Tensor c = as_contiguous(t);
   v.resize(static_cast<size_t>(c.numel()));
-  if (!v.empty()) load_block<C>(static_cast<const char*>(c.raw_data()), static_cast<int64_t>(element_size(c.dtype())),
-                                     c.dtype(), v.data(), c.numel());
+  if (!v.empty())
+    load_block<C>(static_cast<const char*>(c.raw_data()), static_cast<int64_t>(element_size(c.dtype())), c.dtype(),
+                  v.data(), c.numel());
   return v;
 }
 

@@ -2,12 +2,13 @@
 // float/double buffers. The float loops are cloned for AVX-512 and AVX2 (GCC target_clones,
 // resolved once at load time), so the library still runs on any x86-64.
 //
+#include "backend/cpu/rows.h"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "backend/cpu/fast_math.h"
-#include "backend/cpu/rows.h"
 
 #define TC_ROW_CLONES TC_SIMD_CLONES
 

@@ -17,10 +17,10 @@ namespace tc::cpu {
 struct RowView {
   char* base = nullptr;
   DType dtype = kFloat32;
-  int64_t len = 1;          // elements per row (size along dim)
-  int64_t stride = 0;       // element stride along dim
-  int64_t rows = 1;         // product of the other sizes
-  Shape outer_sizes;        // the other dims, coalesced where their strides chain
+  int64_t len = 1;     // elements per row (size along dim)
+  int64_t stride = 0;  // element stride along dim
+  int64_t rows = 1;    // product of the other sizes
+  Shape outer_sizes;   // the other dims, coalesced where their strides chain
   Shape outer_strides;
 
   int64_t offset(int64_t r) const {  // element offset of row r from base
@@ -35,7 +35,9 @@ struct RowView {
   int64_t byte_stride() const { return stride * static_cast<int64_t>(element_size(dtype)); }
   // Rows already laid out as contiguous C can be used in place, without a copy.
   template <class C>
-  bool direct() const { return dtype == dtype_of<C> && (stride == 1 || len <= 1); }
+  bool direct() const {
+    return dtype == dtype_of<C> && (stride == 1 || len <= 1);
+  }
 
   // Row r as contiguous C: the data itself when direct, else converted into buf.
   template <class C>
@@ -46,7 +48,9 @@ struct RowView {
   }
   // Where to compute row r of an output: in place when direct, else in buf (then store).
   template <class C>
-  C* out(int64_t r, C* buf) const { return direct<C>() ? reinterpret_cast<C*>(row(r)) : buf; }
+  C* out(int64_t r, C* buf) const {
+    return direct<C>() ? reinterpret_cast<C*>(row(r)) : buf;
+  }
   template <class C>
   void store(int64_t r, const C* src) const {
     if (!direct<C>()) store_block<C>(src, row(r), byte_stride(), dtype, len);
@@ -68,8 +72,10 @@ struct RowView {
       const int64_t es = static_cast<int64_t>(element_size(dtype)), bs = byte_stride();
       for (int64_t k = 0; k < len; ++k) {
         const C* src = tmp;
-        if (dtype == dtype_of<C>) src = reinterpret_cast<const C*>(p + k * bs);
-        else load_block<C>(p + k * bs, es, dtype, tmp, w);
+        if (dtype == dtype_of<C>)
+          src = reinterpret_cast<const C*>(p + k * bs);
+        else
+          load_block<C>(p + k * bs, es, dtype, tmp, w);
         for (int64_t j = 0; j < w; ++j) buf[j * len + k] = src[j];
       }
       return;
