@@ -12,6 +12,10 @@ PACKAGES=(
   zlib1g-dev            # gzip-compressed IDX datasets
   dataset-fashion-mnist # the default training data (/usr/share/datasets/fashion-mnist)
 )
+# `deps.sh format`: also what scripts/check-format needs.
+if [ "${1:-}" = format ]; then
+  PACKAGES+=(clang-format-14)
+fi
 # `deps.sh fuzz`: also what scripts/fuzz.sh needs (libFuzzer comes with clang's runtime).
 if [ "${1:-}" = fuzz ]; then
   PACKAGES+=(
