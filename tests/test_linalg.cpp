@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/dnnl_matmul.h"
+#include "common/references.h"
 #include "common/testing.h"
 #include "tensorcast/allocator.h"
 
@@ -26,48 +27,9 @@ using testing::uniform;
 
 // ---- float64 reference -----------------------------------------------------------------
 
-// Row-major values of a (..., n, k) @ b (..., k, m) with NumPy batch broadcasting, computed
-// from the tensors' values by a plain triple loop in double (no tc op involved).
-struct Ref {
-  Shape shape;
-  std::vector<double> v;
-};
-
-Ref ref_matmul(const Tensor& a, const Tensor& b, const std::vector<double>* bias = nullptr) {
-  const std::vector<double> av = a.to_vector(), bv = b.to_vector();
-  const int64_t nd = std::max(a.dim(), b.dim());
-  Shape as(static_cast<size_t>(nd - a.dim()), 1), bs(static_cast<size_t>(nd - b.dim()), 1);
-  as.insert(as.end(), a.sizes().begin(), a.sizes().end());
-  bs.insert(bs.end(), b.sizes().begin(), b.sizes().end());
-  const int64_t n = as[nd - 2], k = as[nd - 1], m = bs[nd - 1];
-  Shape batch;
-  for (int64_t d = 0; d < nd - 2; ++d) batch.push_back(std::max(as[d], bs[d]));
-  int64_t nb = 1;
-  for (auto s : batch) nb *= s;
-  Ref r;
-  r.shape = batch;
-  r.shape.push_back(n);
-  r.shape.push_back(m);
-  r.v.assign(static_cast<size_t>(nb * n * m), 0.0);
-  for (int64_t bi = 0; bi < nb; ++bi) {
-    int64_t rem = bi, oa = 0, ob = 0, sa = 1, sb = 1;
-    for (int64_t d = nd - 3; d >= 0; --d) {
-      const int64_t i = rem % batch[d];
-      rem /= batch[d];
-      if (as[d] != 1) oa += i * sa;
-      if (bs[d] != 1) ob += i * sb;
-      sa *= as[d];
-      sb *= bs[d];
-    }
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < m; ++j) {
-        double acc = bias ? (*bias)[j] : 0.0;
-        for (int64_t p = 0; p < k; ++p) acc += av[(oa * n + i) * k + p] * bv[(ob * k + p) * m + j];
-        r.v[(bi * n + i) * m + j] = acc;
-      }
-  }
-  return r;
-}
+// Products are checked against testing::ref::matmul (common/references.h): a plain triple
+// loop in double over the tensors' values (no tc op involved).
+using Ref = testing::ref::ShapedValues;
 
 double max_abs(const Tensor& t) {
   double m = 0;
@@ -98,7 +60,7 @@ Tol product_tol(DType dt, int64_t k, double amax, double bmax) {
   if (out.dtype() != dt) return ::testing::AssertionFailure() << "dtype " << dtype_name(out.dtype());
   if (out.sizes() != ref.shape)
     return ::testing::AssertionFailure() << "shape " << shape_str(out.sizes()) << " != " << shape_str(ref.shape);
-  return all_close(out, ref.v, product_tol(dt, k, amax, bmax));
+  return all_close(out, ref.values, product_tol(dt, k, amax, bmax));
 }
 
 const std::vector<DType> kAllTypes = {kFloat32, kBFloat16, kFloat16, kFloat64};
@@ -113,8 +75,8 @@ TEST_P(LinalgTyped, MmMatchesReference) {
   const DType dt = GetParam();
   for (auto [n, k, m] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {3, 5, 7}, {37, 129, 23}, {64, 512, 96}}) {
     Tensor a = uniform({n, k}, dt, -2, 2, 1), b = uniform({k, m}, dt, -2, 2, 2);
-    EXPECT_TRUE(matches_ref(mm(a, b), ref_matmul(a, b), dt, k, 2, 2)) << n << "x" << k << "x" << m;
-    EXPECT_TRUE(matches_ref(matmul(a, b), ref_matmul(a, b), dt, k, 2, 2)) << n << "x" << k << "x" << m;
+    EXPECT_TRUE(matches_ref(mm(a, b), testing::ref::matmul(a, b), dt, k, 2, 2)) << n << "x" << k << "x" << m;
+    EXPECT_TRUE(matches_ref(matmul(a, b), testing::ref::matmul(a, b), dt, k, 2, 2)) << n << "x" << k << "x" << m;
   }
 }
 
@@ -128,7 +90,7 @@ TEST_P(LinalgTyped, TransposedAndStridedInputs) {
   ASSERT_FALSE(at.is_contiguous());
   ASSERT_FALSE(as.is_contiguous());
   for (const Tensor& a : {at, as})
-    for (const Tensor& b : {bt, bs}) EXPECT_TRUE(matches_ref(mm(a, b), ref_matmul(a, b), dt, k, 1, 1));
+    for (const Tensor& b : {bt, bs}) EXPECT_TRUE(matches_ref(mm(a, b), testing::ref::matmul(a, b), dt, k, 1, 1));
 }
 
 TEST(Linalg, TransposedInputsAreNotCopied) {
@@ -156,7 +118,7 @@ TEST(Linalg, TransposedInputsAreNotCopied) {
     const int64_t before_l2 = memory_stats().allocation_count;
     Tensor y2 = linear(xl, w, bias);
     EXPECT_EQ(memory_stats().allocation_count - before_l2, 1) << dtype_name(dt);
-    EXPECT_TRUE(matches_ref(d, ref_matmul(bt, b), dt, 32, 2, 2));
+    EXPECT_TRUE(matches_ref(d, testing::ref::matmul(bt, b), dt, 32, 2, 2));
   }
 }
 
@@ -184,8 +146,8 @@ TEST(Linalg, Bf16IsOneRoundingOfFloat32Accumulation) {
   // Large K: a bf16 accumulator would be off by far more than one output rounding.
   const int64_t k = 4096;
   Tensor a = uniform({8, k}, kBFloat16, 0, 1, 30), b = uniform({k, 8}, kBFloat16, 0, 1, 31);
-  Ref r = ref_matmul(a, b);
-  EXPECT_TRUE(all_close(mm(a, b), r.v, {2.0 * k * 0x1p-23, 0x1p-8}));
+  Ref r = testing::ref::matmul(a, b);
+  EXPECT_TRUE(all_close(mm(a, b), r.values, {2.0 * k * 0x1p-23, 0x1p-8}));
 }
 
 // ---- backward -----------------------------------------------------------------------------
@@ -200,7 +162,7 @@ std::vector<double> ref_reduce(const Ref& full, const Shape& full_shape, const S
   int64_t tn = 1;
   for (auto s : tp) tn *= s;
   std::vector<double> out(static_cast<size_t>(tn), 0.0);
-  for (size_t i = 0; i < full.v.size(); ++i) {
+  for (size_t i = 0; i < full.values.size(); ++i) {
     int64_t rem = static_cast<int64_t>(i), idx = 0, mul = 1;
     for (int64_t d = nd - 1; d >= 0; --d) {
       const int64_t c = rem % full_shape[d];
@@ -208,7 +170,7 @@ std::vector<double> ref_reduce(const Ref& full, const Shape& full_shape, const S
       if (tp[d] != 1) idx += c * mul;
       mul *= tp[d];
     }
-    out[idx] += full.v[i];
+    out[idx] += full.values[i];
   }
   return out;
 }
@@ -229,8 +191,8 @@ TEST_P(LinalgTyped, MatmulBackwardMatchesReference) {
     out.backward(g);
     const int64_t nd = out.dim();
     // G (..., n, m) @ b^T and a^T @ G, in float64, then summed to the operand's shape.
-    Ref ga = ref_matmul(g, b.detach().transpose(-1, -2).contiguous());
-    Ref gb = ref_matmul(a.detach().transpose(-1, -2).contiguous(), g);
+    Ref ga = testing::ref::matmul(g, b.detach().transpose(-1, -2).contiguous());
+    Ref gb = testing::ref::matmul(a.detach().transpose(-1, -2).contiguous(), g);
     // Terms summed into one gradient element: the GEMM's inner size (m for a, n for b)
     // times the batch elements the operand was broadcast over.
     int64_t out_batch = 1;
@@ -258,21 +220,21 @@ TEST_P(LinalgTyped, LinearBackwardMatchesReference) {
   Tensor g = uniform({2, 3, 5}, dt, -1, 1, 53);
   y.backward(g);
   Tensor g2 = g.view({6, 5}), x2 = x.detach().view({6, 8});
-  Ref gx = ref_matmul(g2, w.detach());
-  Ref gw = ref_matmul(g2.t().contiguous(), x2);
+  Ref gx = testing::ref::matmul(g2, w.detach());
+  Ref gw = testing::ref::matmul(g2.t().contiguous(), x2);
   std::vector<double> gbias(5, 0.0), gv = g.to_vector();
   for (int i = 0; i < 6; ++i)
     for (int j = 0; j < 5; ++j) gbias[j] += gv[i * 5 + j];
   EXPECT_EQ(x.grad().sizes(), x.sizes());
   EXPECT_EQ(w.grad().dtype(), dt);
   EXPECT_EQ(bias.grad().dtype(), dt);
-  EXPECT_TRUE(all_close(x.grad(), gx.v, product_tol(dt, 5, 1, 1)));
-  EXPECT_TRUE(all_close(w.grad(), gw.v, product_tol(dt, 6, 1, 1)));
+  EXPECT_TRUE(all_close(x.grad(), gx.values, product_tol(dt, 5, 1, 1)));
+  EXPECT_TRUE(all_close(w.grad(), gw.values, product_tol(dt, 6, 1, 1)));
   EXPECT_TRUE(all_close(bias.grad(), gbias, product_tol(dt, 6, 1, 1)));
   // without bias, only two inputs get gradients
   Tensor x1 = x.detach().clone().requires_grad_(), w1 = w.detach().clone().requires_grad_();
   linear(x1, w1).backward(g);
-  EXPECT_TRUE(all_close(w1.grad(), gw.v, product_tol(dt, 6, 1, 1)));
+  EXPECT_TRUE(all_close(w1.grad(), gw.values, product_tol(dt, 6, 1, 1)));
 }
 
 // ---- errors -------------------------------------------------------------------------------

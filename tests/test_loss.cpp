@@ -6,9 +6,9 @@
 // and huge logits, large accurate sums, errors.
 #include <cmath>
 #include <limits>
-#include <random>
 #include <string>
 
+#include "common/references.h"
 #include "common/testing.h"
 
 namespace tc {
@@ -38,52 +38,10 @@ Tol grad_tol(DType dt) {
 
 using testing::expect_error;
 
-// ----------------------------------------------------------------- class-index references
+// ----------------------------------------------------------------- class-index helpers
+// (the float64 reference is testing::ref::class_loss, common/references.h)
 
-// Logits/log-probs `x` of `shape` ((C), (N, C) or (N, C, d...)), row-major.
-// nll: x already holds log-probabilities.
-std::vector<double> class_loss_ref(const std::vector<double>& x, const Shape& shape, const std::vector<int64_t>& t,
-                                   const std::vector<double>& w, int64_t ignore, Reduction red, double eps, bool nll) {
-  const bool unbatched = shape.size() == 1;
-  const int64_t n = unbatched ? 1 : shape[0], c = unbatched ? shape[0] : shape[1];
-  int64_t inner = 1;
-  for (size_t d = 2; d < shape.size(); ++d) inner *= shape[d];
-  std::vector<double> loss;
-  double total = 0, denom = 0;
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t i = 0; i < inner; ++i) {
-      auto at = [&](int64_t k) { return x[(b * c + k) * inner + i]; };
-      const int64_t tt = t[b * inner + i];
-      if (tt == ignore) {
-        loss.push_back(0);
-        continue;
-      }
-      double lse = 0;
-      if (!nll) {
-        double m = -kInf;
-        for (int64_t k = 0; k < c; ++k) m = std::max(m, at(k));
-        double s = 0;
-        for (int64_t k = 0; k < c; ++k) s += std::exp(at(k) - m);
-        lse = m + std::log(s);
-      }
-      auto wk = [&](int64_t k) { return w.empty() ? 1.0 : w[k]; };
-      double l = -(1 - eps) * wk(tt) * (at(tt) - lse);
-      for (int64_t k = 0; k < c && eps > 0; ++k) l -= eps / c * wk(k) * (at(k) - lse);
-      loss.push_back(l);
-      total += l;
-      denom += wk(tt);
-    }
-  if (red == kNone) return loss;
-  return {red == kSum ? total : total / denom};
-}
-
-std::vector<int64_t> random_targets(int64_t n, int64_t classes, int64_t ignore, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::vector<int64_t> t(static_cast<size_t>(n));
-  for (auto& v : t) v = static_cast<int64_t>(gen() % classes);
-  if (n > 2) t[1] = ignore;  // always exercise ignore_index
-  return t;
-}
+using testing::random_targets;
 
 int64_t numel_of(const Shape& s) {
   int64_t n = 1;
@@ -125,7 +83,8 @@ TEST_P(ClassLossTest, ForwardMatchesReference) {
               Tensor y = class_loss(nll, x, t, w, ignore, red, eps);
               ASSERT_EQ(y.dtype(), dt);
               ASSERT_EQ(y.sizes(), red == kNone ? ts : Shape{});
-              EXPECT_TRUE(all_close(y, class_loss_ref(x.to_vector(), s, tv, wv, ignore, red, eps, nll), tol_for(dt)))
+              EXPECT_TRUE(
+                  all_close(y, testing::ref::class_loss(x.to_vector(), s, tv, wv, ignore, red, eps, nll), tol_for(dt)))
                   << dtype_name(dt) << " " << shape_str(s) << " ignore " << ignore << " weighted " << weighted
                   << " eps " << eps << " " << red_name(red);
             }
@@ -141,7 +100,7 @@ TEST_P(ClassLossTest, ManyRowsSplitAcrossThreads) {
     Tensor t = tensor(tv).reshape(ts);
     for (Reduction red : {kNone, kMean})
       EXPECT_TRUE(all_close(class_loss(nll, x, t, Tensor(), -100, red, 0.05),
-                            class_loss_ref(x.to_vector(), s, tv, {}, -100, red, nll ? 0.0 : 0.05, nll),
+                            testing::ref::class_loss(x.to_vector(), s, tv, {}, -100, red, nll ? 0.0 : 0.05, nll),
                             tol_for(kBFloat16)))
           << shape_str(s) << " " << red_name(red);
   }
@@ -154,7 +113,7 @@ TEST_P(ClassLossTest, Int32TargetsMatchInt64) {
   Tensor a = class_loss(nll, x, t, Tensor(), -100, kNone, 0);
   Tensor b = class_loss(nll, x, t.to(kInt32), Tensor(), -100, kNone, 0);
   EXPECT_TRUE(testing::equal(a, b));
-  EXPECT_TRUE(all_close(a, class_loss_ref(x.to_vector(), {5, 7}, {0, 6, 3, -100, 2}, {}, -100, kNone, 0, nll),
+  EXPECT_TRUE(all_close(a, testing::ref::class_loss(x.to_vector(), {5, 7}, {0, 6, 3, -100, 2}, {}, -100, kNone, 0, nll),
                         tol_for(kFloat32)));
 }
 
@@ -266,7 +225,7 @@ TEST(CrossEntropy, HugeAndNonFiniteLogits) {
     // 1e4 logits would overflow exp in every dtype without the max subtraction.
     Tensor x = tensor({10000.0, 0.0, -10000.0, 10000.0, 9998.0, -10000.0}, dt).view({2, 3});
     Tensor t = tensor(std::vector<int64_t>{1, 0});
-    std::vector<double> ref = class_loss_ref(x.to_vector(), {2, 3}, {1, 0}, {}, -100, kNone, 0, false);
+    std::vector<double> ref = testing::ref::class_loss(x.to_vector(), {2, 3}, {1, 0}, {}, -100, kNone, 0, false);
     EXPECT_TRUE(all_close(cross_entropy(x, t, Tensor(), -100, kNone), ref, tol_for(dt))) << dtype_name(dt);
     EXPECT_EQ(ref[0], x.to_vector()[0]);  // the logit gap itself (10000 rounds to 9984 in bf16)
     Tensor xg = x.detach().requires_grad_();

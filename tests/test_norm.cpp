@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "common/references.h"
 #include "common/testing.h"
 
 namespace tc {
@@ -16,31 +17,13 @@ using testing::uniform;
 
 using testing::throws_with;
 
-// ------------------------------------------------------------------ references
-
-// Rows of N = numel(normalized) normalized with biased variance, then the affine map.
-std::vector<double> layer_norm_ref(const Tensor& x, int64_t N, const Tensor& w, const Tensor& b, double eps) {
-  std::vector<double> xv = x.to_vector(), out(xv.size());
-  std::vector<double> wv = w.defined() ? w.to_vector() : std::vector<double>(N, 1.0);
-  std::vector<double> bv = b.defined() ? b.to_vector() : std::vector<double>(N, 0.0);
-  for (size_t r = 0; r < xv.size() / N; ++r) {
-    double m = 0, v = 0;
-    for (int64_t j = 0; j < N; ++j) m += xv[r * N + j];
-    m /= N;
-    for (int64_t j = 0; j < N; ++j) v += (xv[r * N + j] - m) * (xv[r * N + j] - m);
-    v /= N;
-    for (int64_t j = 0; j < N; ++j) out[r * N + j] = (xv[r * N + j] - m) / std::sqrt(v + eps) * wv[j] + bv[j];
-  }
-  return out;
-}
-
 // ------------------------------------------------------------------ layer_norm
 
 TEST(LayerNorm, LongRowsAndLargeOffsetStayAccurate) {
   // A large common offset defeats the naive E[x^2] - E[x]^2 formula in float32.
   Tensor x = add(uniform({3, 4096}, kFloat32, -1, 1, 5), 1000.0);
   Tensor y = layer_norm(x, {4096});
-  EXPECT_TRUE(all_close(y, layer_norm_ref(x, 4096, Tensor(), Tensor(), 1e-5), {2e-4, 2e-4}));
+  EXPECT_TRUE(all_close(y, testing::ref::layer_norm(x, 4096, Tensor(), Tensor(), 1e-5), {2e-4, 2e-4}));
 }
 
 TEST(LayerNorm, ConstantRowGivesBiasNotNaN) {
@@ -65,7 +48,7 @@ TEST(LayerNorm, WeightGradientIsDeterministicAcrossThreadCounts) {
   set_num_threads(prev);
   EXPECT_TRUE(testing::equal(a, b));
   // And the value is right: dw_j = sum_r gy[r, j] * xhat[r, j].
-  std::vector<double> xhat = layer_norm_ref(x, 128, Tensor(), Tensor(), 1e-5), gv = gy.to_vector();
+  std::vector<double> xhat = testing::ref::layer_norm(x, 128, Tensor(), Tensor(), 1e-5), gv = gy.to_vector();
   std::vector<double> ref(128, 0.0);
   for (size_t i = 0; i < xhat.size(); ++i) ref[i % 128] += gv[i] * xhat[i];
   EXPECT_TRUE(all_close(a, ref, {1e-4, 1e-4}));

@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 
+#include "common/references.h"
 #include "common/testing.h"
 #include "tensorcast/tensorcast.h"
 
@@ -28,30 +29,7 @@ using testing::kInf;
 using testing::kNaN;
 
 // ---- float64 references (independent of the library's reductions)
-
-// The elements of each output of a reduction over `mask`, in increasing flat order
-// (so, for one reduced dim, in index order along it).
-std::vector<std::vector<double>> groups_of(const Tensor& x, const std::vector<bool>& mask) {
-  const std::vector<double> v = x.to_vector();
-  const Shape& s = x.sizes();
-  int64_t n_out = 1;
-  for (size_t d = 0; d < s.size(); ++d)
-    if (!mask[d]) n_out *= s[d];
-  std::vector<std::vector<double>> g(static_cast<size_t>(n_out));
-  for (size_t i = 0; i < v.size(); ++i) {
-    int64_t rem = static_cast<int64_t>(i), o = 0, mul = 1;
-    for (int64_t d = static_cast<int64_t>(s.size()) - 1; d >= 0; --d) {
-      const int64_t c = rem % s[d];
-      rem /= s[d];
-      if (!mask[d]) {
-        o += c * mul;
-        mul *= s[d];
-      }
-    }
-    g[o].push_back(v[i]);
-  }
-  return g;
-}
+// (groups, sum, var and extreme shared with the op table: common/references.h)
 
 std::vector<bool> mask_of(int64_t ndim, std::vector<int64_t> dims) {
   std::vector<bool> m(static_cast<size_t>(ndim), dims.empty());
@@ -59,18 +37,10 @@ std::vector<bool> mask_of(int64_t ndim, std::vector<int64_t> dims) {
   return m;
 }
 
-double ref_sum(const std::vector<double>& g) { return std::accumulate(g.begin(), g.end(), 0.0); }
 double ref_abs_sum(const std::vector<double>& g) {
   double s = 0;
   for (double v : g) s += std::fabs(v);
   return s;
-}
-double ref_var(const std::vector<double>& g, int64_t correction) {
-  const double n = static_cast<double>(g.size());
-  const double m = ref_sum(g) / n;
-  double ss = 0;
-  for (double v : g) ss += (v - m) * (v - m);
-  return ss / std::max(0.0, n - static_cast<double>(correction));
 }
 
 // Unit roundoff of the result dtype.
@@ -110,8 +80,8 @@ double unit_roundoff(DType dt) {
 ::testing::AssertionResult check_sum(const Tensor& got, const Tensor& x, const std::vector<bool>& mask) {
   std::vector<double> ref, abs;
   int64_t n = 0;
-  for (auto& g : groups_of(x, mask)) {
-    ref.push_back(ref_sum(g));
+  for (auto& g : testing::ref::groups(x, mask)) {
+    ref.push_back(testing::ref::sum(g));
     abs.push_back(ref_abs_sum(g));
     n = static_cast<int64_t>(g.size());
   }
@@ -160,8 +130,8 @@ TEST(Sum, Bf16Million) {
   EXPECT_TRUE(check_sum(sum(x, {1}), x, mask_of(2, {1})));
   // All-positive values: the bound is then tight relative to the result itself.
   Tensor p = uniform({1000, 1000}, kBFloat16, 0, 1, 22);
-  const auto g = groups_of(p, mask_of(2, {}))[0];
-  EXPECT_NEAR(sum(p).item_double(), ref_sum(g), 0x1p-8 * ref_sum(g));
+  const auto g = testing::ref::groups(p, mask_of(2, {}))[0];
+  EXPECT_NEAR(sum(p).item_double(), testing::ref::sum(g), 0x1p-8 * testing::ref::sum(g));
 }
 
 TEST(Sum, IsIndependentOfThreadCount) {
@@ -242,7 +212,7 @@ TEST(Var, MatchesFloat64Reference) {
       for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{}, {0}, {1}, {2}, {0, 2}}) {
         const auto m = mask_of(3, dims);
         std::vector<double> ref;
-        for (auto& g : groups_of(x, m)) ref.push_back(ref_var(g, corr));
+        for (auto& g : testing::ref::groups(x, m)) ref.push_back(testing::ref::var(g, corr));
         Tensor got = var(x, dims, corr, dims.size() == 1);
         EXPECT_EQ(got.dtype(), dt);
         EXPECT_TRUE(all_close(got, ref, tol_for(dt, 8))) << "correction " << corr;
@@ -252,7 +222,7 @@ TEST(Var, MatchesFloat64Reference) {
   // Offset 100 with spread 1: the one-pass E[x^2] - E[x]^2 in fp32 is off by ~1e-3
   // relative here; the two-pass form keeps ~1e-6.
   Tensor y = uniform({4096}, kFloat32, 99, 101, 4);
-  EXPECT_TRUE(all_close(var(y, {0}), {ref_var(y.to_vector(), 1)}, {0, 1e-5}));
+  EXPECT_TRUE(all_close(var(y, {0}), {testing::ref::var(y.to_vector(), 1)}, {0, 1e-5}));
 }
 
 TEST(Var, CorrectionAtOrAboveCountGivesInfOrNan) {
@@ -276,20 +246,13 @@ struct RefMinMax {
   std::vector<double> i;
 };
 
-// First index wins ties; the first NaN wins over everything.
+// The values and indices of max / min over `mask` (testing::ref::extreme of each group).
 RefMinMax ref_minmax(const Tensor& x, const std::vector<bool>& mask, bool is_max) {
   RefMinMax r;
-  for (auto& g : groups_of(x, mask)) {
-    size_t best = 0;
-    for (size_t k = 0; k < g.size(); ++k) {
-      if (std::isnan(g[k])) {
-        best = k;
-        break;
-      }
-      if (is_max ? g[k] > g[best] : g[k] < g[best]) best = k;
-    }
-    r.v.push_back(g[best]);
-    r.i.push_back(static_cast<double>(best));
+  for (auto& g : testing::ref::groups(x, mask)) {
+    const auto [value, index] = testing::ref::extreme(g, is_max);
+    r.v.push_back(value);
+    r.i.push_back(static_cast<double>(index));
   }
   return r;
 }

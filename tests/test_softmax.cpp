@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/cpu/fast_math.h"
+#include "common/references.h"
 #include "common/testing.h"
 
 namespace tc {
@@ -21,25 +22,6 @@ using testing::kAllFloat;
 using testing::kInf;
 using testing::kNaN;
 
-// softmax / log_softmax of row-major `v` with `shape` along `dim`, in float64.
-std::vector<double> softmax_ref(const std::vector<double>& v, const Shape& shape, int64_t dim, bool log) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
-  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
-  const int64_t n = shape.empty() ? 1 : shape[dim];
-  std::vector<double> out(v.size());
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
-      auto at = [&](int64_t k) { return (o * n + k) * inner + i; };
-      double m = -kInf;
-      for (int64_t k = 0; k < n; ++k) m = std::max(m, v[at(k)]);
-      double s = 0;
-      for (int64_t k = 0; k < n; ++k) s += std::exp(v[at(k)] - m);
-      for (int64_t k = 0; k < n; ++k) out[at(k)] = log ? v[at(k)] - m - std::log(s) : std::exp(v[at(k)] - m) / s;
-    }
-  return out;
-}
-
 Tensor apply(bool log, const Tensor& x, int64_t dim) { return log ? log_softmax(x, dim) : softmax(x, dim); }
 
 class SoftmaxTest : public ::testing::TestWithParam<bool> {};  // param: log_softmax?
@@ -51,7 +33,7 @@ TEST_P(SoftmaxTest, ManyRowsSplitAcrossThreads) {
   for (DType dt : {kFloat32, kBFloat16}) {
     Tensor x = uniform({700, 300}, dt, -8, 8, 17);
     for (int64_t d : {0, 1})
-      EXPECT_TRUE(all_close(apply(log, x, d), softmax_ref(x.to_vector(), {700, 300}, d, log), tol_for(dt)))
+      EXPECT_TRUE(all_close(apply(log, x, d), testing::ref::softmax(x.to_vector(), {700, 300}, d, log), tol_for(dt)))
           << dtype_name(dt) << " dim " << d;
   }
 }
@@ -62,7 +44,7 @@ TEST_P(SoftmaxTest, HugeLogitsAreStable) {
     Tensor x = tensor({10000.0, 9999.0, -10000.0, 0.0, 9996.0, 10000.0}, dt).view({2, 3});
     const std::vector<double> v = x.to_vector();
     Tensor y = apply(log, x, 1);
-    std::vector<double> ref = softmax_ref(v, {2, 3}, 1, log);
+    std::vector<double> ref = testing::ref::softmax(v, {2, 3}, 1, log);
     for (double r : ref) ASSERT_TRUE(std::isfinite(r));
     EXPECT_TRUE(all_close(y, ref, tol_for(dt))) << dtype_name(dt);
     // fp16 cannot hold exp(10000): the max subtraction is what makes this finite.
@@ -161,7 +143,7 @@ TEST_P(SoftmaxTest, BackwardFormulaExplicit) {
     Tensor g = uniform({3, 6}, dt, -1, 1, 22);
     Tensor y = apply(log, x, 1);
     y.backward(g);
-    std::vector<double> yr = softmax_ref(x.to_vector(), {3, 6}, 1, false);  // softmax probabilities
+    std::vector<double> yr = testing::ref::softmax(x.to_vector(), {3, 6}, 1, false);  // softmax probabilities
     std::vector<double> gv = g.to_vector(), expect(18);
     for (int r = 0; r < 3; ++r) {
       double dot = 0, sum = 0;

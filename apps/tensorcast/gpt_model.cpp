@@ -1,4 +1,4 @@
-// The CLI's gpt: tc::nn::GPT with the shapes.
+// The CLI's gpt: tc::nn::GPT with the shapes of docs/cli.md ("Models").
 #include "gpt_model.h"
 
 #include <tensorcast/nn/gpt.h>

@@ -3,7 +3,7 @@
 in fp32 and with torch.autocast("cpu", dtype=torch.bfloat16) on synthetic data.
 
 Shapes, loss, optimizer, data and timing follow apps/tensorcast/{models,bench}.cpp and
-issue 4's "Model shapes":
+docs/cli.md ("Models"):
   mlp        Flatten-Linear(784,512)-ReLU-Linear(512,512)-ReLU-Linear(512,10); x (B,1,28,28)
   cnn        Conv2d(1,32,3,p1)-ReLU-MaxPool(2)-Conv2d(32,64,3,p1)-ReLU-MaxPool(2)-Flatten-
              Linear(3136,128)-ReLU-Linear(128,10); x (B,1,28,28)

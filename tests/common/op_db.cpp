@@ -1,6 +1,6 @@
 // The op database (see op_db.h). References here are plain loops over the float64 values
 // of the inputs (Tensor::to_vector, row-major in the logical shape); none of them calls
-// the op under test.
+// the op under test. Those the hand-written tests use too are in common/references.h.
 #include "common/op_db.h"
 
 #include <algorithm>
@@ -12,6 +12,8 @@
 #include <string>
 #include <tuple>
 #include <utility>
+
+#include "common/references.h"
 
 namespace tc::testing {
 
@@ -428,50 +430,15 @@ Groups reduce_groups(const Tensor& x, const std::vector<int64_t>& dims, bool kee
   for (int64_t d : dims)
     if (nd > 0) mask[static_cast<size_t>((d % nd + nd) % nd)] = true;
   Groups r;
-  int64_t n_out = 1;
   for (int64_t d = 0; d < nd; ++d) {
     if (!mask[d]) {
       r.shape.push_back(s[d]);
-      n_out *= s[d];
     } else if (keepdim) {
       r.shape.push_back(1);
     }
   }
-  r.g.resize(static_cast<size_t>(n_out));
-  const std::vector<double> v = x.to_vector();
-  for (size_t i = 0; i < v.size(); ++i) {
-    int64_t rem = static_cast<int64_t>(i), o = 0, mul = 1;
-    for (int64_t d = nd - 1; d >= 0; --d) {
-      const int64_t c = rem % s[d];
-      rem /= s[d];
-      if (!mask[d]) {
-        o += c * mul;
-        mul *= s[d];
-      }
-    }
-    r.g[o].push_back(v[i]);
-  }
+  r.g = ref::groups(x, mask);
   return r;
-}
-
-double ref_sum(const std::vector<double>& g) { return std::accumulate(g.begin(), g.end(), 0.0); }
-
-double ref_var(const std::vector<double>& g, int64_t correction) {
-  const double n = static_cast<double>(g.size());
-  const double m = ref_sum(g) / n;
-  double ss = 0;
-  for (double v : g) ss += (v - m) * (v - m);
-  return ss / std::max(0.0, n - static_cast<double>(correction));
-}
-
-// First index wins ties; the first NaN wins over everything.
-std::pair<double, int64_t> ref_extreme(const std::vector<double>& g, bool is_max) {
-  size_t best = 0;
-  for (size_t k = 0; k < g.size(); ++k) {
-    if (std::isnan(g[k])) return {g[k], static_cast<int64_t>(k)};
-    if (is_max ? g[k] > g[best] : g[k] < g[best]) best = k;
-  }
-  return {g[best], static_cast<int64_t>(best)};
 }
 
 std::string dims_str(const std::vector<int64_t>& dims, bool keepdim) {
@@ -494,7 +461,7 @@ Sample sum_sample(const std::string& desc, const Tensor& x, std::vector<int64_t>
       [=](const Ts& in) {
         Groups gr = reduce_groups(in[0], dims, keepdim);
         std::vector<double> r;
-        for (const auto& g : gr.g) r.push_back(ref_sum(g));
+        for (const auto& g : gr.g) r.push_back(ref::sum(g));
         return Refs{{gr.shape, r}};
       },
       acc_of(n, max_abs(x)));
@@ -508,7 +475,7 @@ Sample mean_sample(const std::string& desc, const Tensor& x, std::vector<int64_t
       [=](const Ts& in) {
         Groups gr = reduce_groups(in[0], dims, keepdim);
         std::vector<double> r;
-        for (const auto& g : gr.g) r.push_back(ref_sum(g) / static_cast<double>(g.size()));
+        for (const auto& g : gr.g) r.push_back(ref::sum(g) / static_cast<double>(g.size()));
         return Refs{{gr.shape, r}};
       },
       n > 0 ? acc_of(n, max_abs(x)) / static_cast<double>(n) : 0.0);
@@ -522,7 +489,7 @@ Sample var_sample(const std::string& desc, const Tensor& x, std::vector<int64_t>
       [=](const Ts& in) {
         Groups gr = reduce_groups(in[0], dims, keepdim);
         std::vector<double> r;
-        for (const auto& g : gr.g) r.push_back(ref_var(g, correction));
+        for (const auto& g : gr.g) r.push_back(ref::var(g, correction));
         return Refs{{gr.shape, r}};
       });
 }
@@ -532,7 +499,7 @@ Sample extreme_all_sample(const std::string& desc, const Tensor& x, bool is_max)
   return make(
       desc, {x}, [=](const Ts& in) { return Ts{is_max ? max(in[0]) : min(in[0])}; },
       [=](const Ts& in) {
-        return Refs{{{}, {ref_extreme(reduce_groups(in[0], {}, false).g[0], is_max).first}}};
+        return Refs{{{}, {ref::extreme(reduce_groups(in[0], {}, false).g[0], is_max).first}}};
       });
 }
 
@@ -548,7 +515,7 @@ Sample extreme_dim_sample(const std::string& desc, const Tensor& x, int64_t dim,
         Groups gr = reduce_groups(in[0], {dim}, keepdim);
         RefOut v{gr.shape, {}}, i{gr.shape, {}, true};
         for (const auto& g : gr.g) {
-          auto [val, idx] = ref_extreme(g, is_max);
+          auto [val, idx] = ref::extreme(g, is_max);
           v.values.push_back(val);
           i.values.push_back(static_cast<double>(idx));
         }
@@ -564,7 +531,7 @@ Sample arg_sample(const std::string& desc, const Tensor& x, std::optional<int64_
       [=](const Ts& in) {
         Groups gr = reduce_groups(in[0], dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{}, keepdim);
         RefOut r{gr.shape, {}, true};
-        for (const auto& g : gr.g) r.values.push_back(static_cast<double>(ref_extreme(g, is_max).second));
+        for (const auto& g : gr.g) r.values.push_back(static_cast<double>(ref::extreme(g, is_max).second));
         return Refs{r};
       });
 }
@@ -699,7 +666,7 @@ void add_reductions(std::vector<OpInfo>& db) {
             if (none) return Refs{{size, in[0].to_vector()}};
             Groups gr = reduce_groups(in[0], dims, true);
             std::vector<double> r;
-            for (const auto& g : gr.g) r.push_back(ref_sum(g));
+            for (const auto& g : gr.g) r.push_back(ref::sum(g));
             return Refs{{size, r}};
           },
           acc_of(n, max_abs(x))));
@@ -717,51 +684,16 @@ void add_reductions(std::vector<OpInfo>& db) {
 
 // ------------------------------------------------------------------ linear algebra
 
-// (..., n, k) @ (..., k, m) with NumPy batch broadcasting and 1-d rules, by a triple loop.
-RefOut ref_matmul(const Tensor& a, const Tensor& b) {
-  const std::vector<double> av = a.to_vector(), bv = b.to_vector();
-  Shape as = a.sizes(), bs = b.sizes();
-  const bool a1 = as.size() == 1, b1 = bs.size() == 1;
-  if (a1) as = {1, as[0]};
-  if (b1) bs = {bs[0], 1};
-  const int64_t nd = static_cast<int64_t>(std::max(as.size(), bs.size()));
-  as.insert(as.begin(), nd - as.size(), 1);
-  bs.insert(bs.begin(), nd - bs.size(), 1);
-  const int64_t n = as[nd - 2], k = as[nd - 1], m = bs[nd - 1];
-  Shape batch;
-  for (int64_t d = 0; d < nd - 2; ++d) batch.push_back(as[d] == 1 ? bs[d] : as[d]);
-  const int64_t nb = numel_of(batch);
-  RefOut r;
-  r.shape = batch;
-  if (!a1) r.shape.push_back(n);
-  if (!b1) r.shape.push_back(m);
-  r.values.assign(static_cast<size_t>(nb * n * m), 0.0);
-  for (int64_t bi = 0; bi < nb; ++bi) {
-    int64_t rem = bi, oa = 0, ob = 0, sa = 1, sb = 1;
-    for (int64_t d = nd - 3; d >= 0; --d) {
-      const int64_t i = rem % batch[d];
-      rem /= batch[d];
-      if (as[d] != 1) oa += i * sa;
-      if (bs[d] != 1) ob += i * sb;
-      sa *= as[d];
-      sb *= bs[d];
-    }
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < m; ++j) {
-        double acc = 0;
-        for (int64_t p = 0; p < k; ++p) acc += av[(oa * n + i) * k + p] * bv[(ob * k + p) * m + j];
-        r.values[(bi * n + i) * m + j] = acc;
-      }
-  }
-  return r;
-}
-
 Sample product_sample(const std::string& desc, const Tensor& a, const Tensor& b,
                       Tensor (*op)(const Tensor&, const Tensor&)) {
   const int64_t k = a.size(-1);
   return make(
       desc + " " + shape_str(a.sizes()) + " @ " + shape_str(b.sizes()), {a, b},
-      [op](const Ts& in) { return Ts{op(in[0], in[1])}; }, [](const Ts& in) { return Refs{ref_matmul(in[0], in[1])}; },
+      [op](const Ts& in) { return Ts{op(in[0], in[1])}; },
+      [](const Ts& in) {
+        ref::ShapedValues r = ref::matmul(in[0], in[1]);
+        return Refs{{r.shape, r.values}};
+      },
       acc_of(k, max_abs(a) * max_abs(b)));
 }
 
@@ -1168,42 +1100,6 @@ void add_conv_pool(std::vector<OpInfo>& db) {
 
 // ------------------------------------------------------------------ neural-network ops
 
-std::vector<double> ref_softmax(const Tensor& x, int64_t dim, bool log) {
-  const std::vector<double> v = x.to_vector();
-  const Shape& shape = x.sizes();
-  if (shape.empty()) return {log ? 0.0 : 1.0};
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
-  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
-  const int64_t n = shape[dim];
-  std::vector<double> out(v.size());
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
-      auto at = [&](int64_t k) { return (o * n + k) * inner + i; };
-      double m = -kInfD;
-      for (int64_t k = 0; k < n; ++k) m = std::max(m, v[at(k)]);
-      double s = 0;
-      for (int64_t k = 0; k < n; ++k) s += std::exp(v[at(k)] - m);
-      for (int64_t k = 0; k < n; ++k) out[at(k)] = log ? v[at(k)] - m - std::log(s) : std::exp(v[at(k)] - m) / s;
-    }
-  return out;
-}
-
-std::vector<double> ref_layer_norm(const Tensor& x, int64_t N, const Tensor& w, const Tensor& b, double eps) {
-  std::vector<double> xv = x.to_vector(), out(xv.size());
-  const std::vector<double> wv = w.defined() ? w.to_vector() : std::vector<double>(N, 1.0);
-  const std::vector<double> bv = b.defined() ? b.to_vector() : std::vector<double>(N, 0.0);
-  for (size_t r = 0; r < xv.size() / N; ++r) {
-    double m = 0, v = 0;
-    for (int64_t j = 0; j < N; ++j) m += xv[r * N + j];
-    m /= N;
-    for (int64_t j = 0; j < N; ++j) v += (xv[r * N + j] - m) * (xv[r * N + j] - m);
-    v /= N;
-    for (int64_t j = 0; j < N; ++j) out[r * N + j] = (xv[r * N + j] - m) / std::sqrt(v + eps) * wv[j] + bv[j];
-  }
-  return out;
-}
-
 // batch_norm: inputs (x, running_mean, running_var, weight, bias); outputs y and, when
 // given, the running stats after the call (they are updated in place in training).
 Refs ref_batch_norm(const Ts& in, bool training, double momentum, double eps) {
@@ -1270,7 +1166,8 @@ void add_nn(std::vector<OpInfo>& db) {
             [dim, log](const Ts& in) { return Ts{log ? log_softmax(in[0], dim) : softmax(in[0], dim)}; },
             [dim, log](const Ts& in) {
               const int64_t nd = in[0].dim();
-              return Refs{{in[0].sizes(), ref_softmax(in[0], nd == 0 ? 0 : (dim + nd) % nd, log)}};
+              return Refs{
+                  {in[0].sizes(), ref::softmax(in[0].to_vector(), in[0].sizes(), nd == 0 ? 0 : (dim + nd) % nd, log)}};
             });
         smp.gradcheck = grad;
         s.push_back(std::move(smp));
@@ -1315,7 +1212,7 @@ void add_nn(std::vector<OpInfo>& db) {
           desc + " over " + shape_str(norm), {x, w, b},
           [norm](const Ts& in) { return Ts{layer_norm(in[0], norm, in[1], in[2], 1e-5)}; },
           [n](const Ts& in) {
-            return Refs{{in[0].sizes(), ref_layer_norm(in[0], n, in[1], in[2], 1e-5)}};
+            return Refs{{in[0].sizes(), ref::layer_norm(in[0], n, in[1], in[2], 1e-5)}};
           },
           acc_of(n, 4.0));
       smp.gradcheck = grad;
@@ -1554,53 +1451,12 @@ void add_nn(std::vector<OpInfo>& db) {
 
 const char* red_name(Reduction r) { return r == kNone ? "none" : r == kMean ? "mean" : "sum"; }
 
-// Logits/log-probs x ((C), (N, C) or (N, C, d...)); PyTorch's definitions of weights,
-// ignore_index, label smoothing and reductions.
-RefOut ref_class_loss(const Tensor& xt, const Tensor& tt, const Tensor& wt, int64_t ignore, Reduction red, double eps,
+// The class-index loss reference (references.h) on a sample's logits, targets and weights.
+RefOut ref_class_loss(const Tensor& x, const Tensor& t, const Tensor& w, int64_t ignore, Reduction red, double eps,
                       bool nll) {
-  const std::vector<double> x = xt.to_vector();
-  const std::vector<int64_t> t = int_values(tt);
-  const std::vector<double> w = wt.defined() ? wt.to_vector() : std::vector<double>();
-  const Shape& shape = xt.sizes();
-  const bool unbatched = shape.size() == 1;
-  const int64_t n = unbatched ? 1 : shape[0], c = unbatched ? shape[0] : shape[1];
-  int64_t inner = 1;
-  for (size_t d = 2; d < shape.size(); ++d) inner *= shape[d];
-  std::vector<double> loss;
-  double total = 0, denom = 0;
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t i = 0; i < inner; ++i) {
-      auto at = [&](int64_t k) { return x[(b * c + k) * inner + i]; };
-      const int64_t target = t[b * inner + i];
-      if (target == ignore) {
-        loss.push_back(0);
-        continue;
-      }
-      double lse = 0;
-      if (!nll) {
-        double m = -kInfD;
-        for (int64_t k = 0; k < c; ++k) m = std::max(m, at(k));
-        double s = 0;
-        for (int64_t k = 0; k < c; ++k) s += std::exp(at(k) - m);
-        lse = m + std::log(s);
-      }
-      auto wk = [&](int64_t k) { return w.empty() ? 1.0 : w[k]; };
-      double l = -(1 - eps) * wk(target) * (at(target) - lse);
-      for (int64_t k = 0; k < c && eps > 0; ++k) l -= eps / c * wk(k) * (at(k) - lse);
-      loss.push_back(l);
-      total += l;
-      denom += wk(target);
-    }
-  if (red == kNone) return {tt.sizes(), loss};
-  return {{}, {red == kSum ? total : total / denom}};
-}
-
-std::vector<int64_t> random_targets(int64_t n, int64_t classes, int64_t ignore, uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::vector<int64_t> t(static_cast<size_t>(n));
-  for (auto& v : t) v = static_cast<int64_t>(gen() % classes);
-  if (n > 2) t[1] = ignore;  // always exercise ignore_index
-  return t;
+  const std::vector<double> wv = w.defined() ? w.to_vector() : std::vector<double>();
+  return {red == kNone ? t.sizes() : Shape{},
+          ref::class_loss(x.to_vector(), x.sizes(), int_values(t), wv, ignore, red, eps, nll)};
 }
 
 RefOut reduce_ref(const Shape& shape, std::vector<double> v, Reduction red) {

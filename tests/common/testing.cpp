@@ -32,6 +32,14 @@ Tensor uniform(const Shape& shape, DType dt, double lo, double hi, uint64_t seed
   return tensor(v, {n}, kFloat64).reshape(shape).to(dt);
 }
 
+std::vector<int64_t> random_targets(int64_t n, int64_t classes, int64_t ignore, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<int64_t> t(static_cast<size_t>(n));
+  for (auto& v : t) v = static_cast<int64_t>(gen() % classes);
+  if (n > 2) t[1] = ignore;  // always exercise ignore_index
+  return t;
+}
+
 namespace {
 bool matches(double a, double e, Tol tol) {
   if (std::isnan(e)) return std::isnan(a);

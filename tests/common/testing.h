@@ -69,6 +69,10 @@ inline void expect_error(const std::function<void()>& fn, std::initializer_list<
 // (so float64 references see the same inputs). Deterministic for a given seed.
 Tensor uniform(const Shape& shape, DType dt, double lo = -2.0, double hi = 2.0, uint64_t seed = 1);
 
+// n class indices in [0, classes), deterministic for a given seed; element 1 (when n > 2)
+// is `ignore`, so that ignore_index is always exercised.
+std::vector<int64_t> random_targets(int64_t n, int64_t classes, int64_t ignore, uint64_t seed);
+
 // Compares `actual` (any dtype; NaN matches NaN, inf matches inf of the same sign) with
 // `expected` values in row-major order.
 ::testing::AssertionResult all_close(const Tensor& actual, const std::vector<double>& expected, Tol tol);
