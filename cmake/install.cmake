@@ -6,7 +6,7 @@ install(TARGETS tensorcast EXPORT tensorcastTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY include/tensorcast DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
+install(DIRECTORY include/tensorcast DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
 install(FILES ${PROJECT_BINARY_DIR}/include/tensorcast/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tensorcast)
 install(EXPORT tensorcastTargets NAMESPACE tensorcast:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tensorcast)
 configure_package_config_file(cmake/tensorcastConfig.cmake.in
