@@ -16,7 +16,7 @@ namespace {
 // Zero-filled contiguous tensor without going through the op layer.
 Tensor zeroed(const Shape& sizes, DType dt) {
   Tensor t = make_tensor(sizes, dt);
-  std::memset(t.raw_data(), 0, t.nbytes());
+  fill_zero(t);
   return t;
 }
 

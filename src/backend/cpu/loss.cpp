@@ -185,7 +185,7 @@ void nll_loss_forward(const Tensor& out, const Tensor& input, const ClassTargets
 
 void nll_loss_backward(const Tensor& gx, const ClassTargets& cl, const Tensor& g_rows, double g_scale) {
   const int64_t rows = static_cast<int64_t>(cl.target.size());
-  std::memset(gx.raw_data(), 0, gx.nbytes());  // all-zero bits are +0 in every float dtype
+  fill_zero(gx);
   const RowView gv = row_view(gx, cl.cdim);
   const std::vector<double> scale = row_scales<double>(g_rows, g_scale, rows);
   for (int64_t r = 0; r < rows; ++r) {
