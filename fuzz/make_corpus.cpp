@@ -3,13 +3,18 @@
 // A few small, valid inputs per target, written with the library's own writers, so
 // mutations start from files that get past the first checks.
 #include <tensorcast/io/safetensors.h>
+#include <tensorcast/io/summary_writer.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "io/crc32c.h"
 #include "tiny_run.h"
 
 namespace fs = std::filesystem;
@@ -81,6 +86,49 @@ std::string checkpoint(const std::string& optimizer, bool fp16, int steps, bool 
   return tc::io::serialize_safetensors(f.tensors, f.metadata);
 }
 
+// TensorBoard event file: a SummaryWriter's file, whose first record holds the time now.
+std::string tfevents_written() {
+  const fs::path dir = fs::temp_directory_path() / ("tc_make_corpus_" + std::to_string(::getpid()));
+  std::string path;
+  {
+    tc::io::SummaryWriter w(dir.string());
+    w.add_scalar("train/loss", 2.25, 0, 1700000000.5);
+    w.add_scalar("amp/loss_scale", INFINITY, 1, 1700000001);
+    w.add_scalar("test/accuracy", NAN, -3, 1700000002);
+    w.add_scalar("perf/samples_per_s", -0.0, int64_t{1} << 40, 1700000003);
+    path = w.path();
+  }
+  std::ifstream f(path, std::ios::binary);
+  std::string bytes{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  fs::remove_all(dir);
+  return bytes;
+}
+
+std::string le(uint64_t v, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += char(v >> (8 * i));
+  return s;
+}
+std::string pb_bytes(int field, const std::string& b) {
+  return char(field << 3 | 2) + std::string(1, char(b.size())) + b;
+}
+std::string tfrecord(const std::string& data) {
+  const std::string len = le(data.size(), 8);
+  return len + le(tc::io::mask_crc32c(tc::io::crc32c(0, len.data(), 8)), 4) + data +
+         le(tc::io::mask_crc32c(tc::io::crc32c(0, data.data(), data.size())), 4);
+}
+
+// An Event the writer never makes: unknown fields of each wire type, a Value without a
+// simple_value (an image), two Summary fields, the step after them.
+std::string tfevents_other_fields() {
+  const std::string scalar = pb_bytes(7, "node") + pb_bytes(1, "a") + "\x15" + le(0x40200000, 4);
+  const std::string image = pb_bytes(1, "img") + pb_bytes(4, "png");
+  return tfrecord(pb_bytes(3, "brain.Event:2")) +
+         tfrecord("\x09" + le(0x41d954fc40000000, 8) + "\x20\x63" + "\x49" + le(1, 8) + "\x5d" + le(1, 4) +
+                  pb_bytes(5, pb_bytes(1, scalar) + pb_bytes(1, image)) + pb_bytes(5, pb_bytes(1, pb_bytes(1, "b"))) +
+                  "\x10\x2a");
+}
+
 const char* kText =
     "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of\n"
     "foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season of Light,\n"
@@ -150,6 +198,11 @@ int main(int argc, char** argv) {
   put("text", "ctx4_stride1", std::string("\x04\x01", 2) + "abcdefgh");
   put("text", "ctx16_stride5", std::string("\x10\x05", 2) + kText);
   put("text", "gpt_sized", std::string("\x20\x00", 2) + kText + kText);
+
+  // tfevents: a SummaryWriter's file, other fields and values, an empty file
+  put("tfevents", "scalars", tfevents_written());
+  put("tfevents", "other_fields", tfevents_other_fields());
+  put("tfevents", "empty", "");
 
   // cli: argv, one argument per line
   put("cli", "train_full",

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 seconds="${1:-30}"
 case "$seconds" in '' | *[!0-9]*) echo "usage: scripts/fuzz.sh [SECONDS]" >&2; exit 2 ;; esac
-targets=(${FUZZ_TARGETS:-safetensors idx json text checkpoint cli})
+targets=(${FUZZ_TARGETS:-safetensors idx json text checkpoint cli tfevents})
 work="${FUZZ_WORK:-build-fuzz/fuzz-run}"
 JOBS="${JOBS:-$(nproc)}"
 export CCACHE_BASEDIR="$PWD"

@@ -22,6 +22,10 @@ Model sequential(std::string name, nn::Sequential net, std::string description) 
   m.name = std::move(name);
   m.module = net.ptr();
   m.forward = [net](const tc::Tensor& x) { return net->forward(x); };
+  m.forward_hooked = [net](const tc::Tensor& x, const Model::LayerHook& hook) {
+    return net->forward(
+        x, [&](size_t i, const tc::Tensor& y) { return hook(std::to_string(i) + " " + net->ptr(i)->name(), y); });
+  };
   m.description = std::move(description);
   return m;
 }
@@ -51,6 +55,9 @@ Model build_model(const std::string& name) {
     auto gpt = make_gpt();
     m.module = gpt.module;
     m.forward = gpt.forward;
+    m.forward_hooked = [f = gpt.forward](const tc::Tensor& x, const Model::LayerHook& hook) {
+      return hook("logits", f(x));
+    };
     m.language_model = true;
     m.description = "GPT bytes, context 128, 4 layers x 4 heads, width 256";
     return m;

@@ -23,8 +23,12 @@ struct Model {
   std::string name;
   std::shared_ptr<tc::nn::Module> module;
   std::function<tc::Tensor(const tc::Tensor&)> forward;  // logits
-  bool language_model = false;                           // logits (B,T,256), targets (B,T)
-  std::string description;                               // one line, for logs
+  // forward, passing layer outputs through hook(layer name, output) (the numerics report
+  // watches them): every module of the Sequential models, the logits of gpt.
+  using LayerHook = std::function<tc::Tensor(const std::string&, const tc::Tensor&)>;
+  std::function<tc::Tensor(const tc::Tensor&, const LayerHook&)> forward_hooked;
+  bool language_model = false;  // logits (B,T,256), targets (B,T)
+  std::string description;      // one line, for logs
 };
 
 const std::vector<std::string>& model_names();  // cnn, mlp, mlp-large, gpt

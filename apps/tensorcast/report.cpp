@@ -1,12 +1,16 @@
 // `tensorcast report`: trains the same model from the same seed in fp32, bf16, fp16 with a
 // GradScaler and fp16 without one, benchmarks forward passes, and writes DIR/report.md
 // with SVG plots (loss, loss scale with skipped steps, gradient zeros, time per step,
-// peak memory, test accuracy) and a paragraph on what fp16 without a scaler did.
+// peak memory, test accuracy) and a paragraph on what fp16 without a scaler did. Each run
+// also writes TensorBoard event files to DIR/tensorboard/<run>; the loss-scale plot is
+// drawn from them, so the report shows what TensorBoard will.
 #include <tensorcast/error.h>
+#include <tensorcast/io/summary_writer.h>
 #include <tensorcast/ops.h>
 #include <tensorcast/version.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -30,7 +34,50 @@ struct Run {
   bool scaler = true;
   TrainResult result;
   BenchResult inference;
+  std::vector<tc::io::ScalarEvent> events;  // read back from the run's event file
 };
+
+// A run's TensorBoard directory name: "fp16 + GradScaler" -> "fp16-gradscaler".
+std::string dir_name(const std::string& label) {
+  std::string name;
+  for (char c : label) {
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (!name.empty() && name.back() != '-')
+      name += '-';
+  }
+  return name;
+}
+
+bool is_event_file(const fs::path& p) { return p.filename().string().starts_with("events.out.tfevents."); }
+
+// Event files of an earlier report in the same directory would mix into this one's runs.
+void remove_event_files(const fs::path& dir) {
+  std::error_code ec, rm;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (is_event_file(it->path()) && !fs::remove(it->path(), rm) && rm)
+      throw tc::Error("[report] cannot remove " + it->path().string() + ": " + rm.message());
+}
+
+std::vector<tc::io::ScalarEvent> read_run_events(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (is_event_file(it->path())) files.push_back(it->path());
+  if (ec) throw tc::Error("[report] cannot list " + dir.string() + ": " + ec.message());
+  if (files.size() != 1)
+    throw tc::Error("[report] expected one TensorBoard event file in " + dir.string() + ", found " +
+                    std::to_string(files.size()));
+  return tc::io::read_scalars(files[0].string());
+}
+
+// One tag's scalars, in the order the run wrote them.
+std::vector<tc::io::ScalarEvent> scalars_of(const Run& r, const std::string& tag) {
+  std::vector<tc::io::ScalarEvent> out;
+  for (const auto& e : r.events)
+    if (e.tag == tag) out.push_back(e);
+  return out;
+}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -115,14 +162,55 @@ std::string explain_no_scaler(const Run& fp32, const Run& scaled, const Run& bar
          " in fp32 (" + fmt("%+.2f", -gap) + " points). ";
     if (std::fabs(gap) < 0.5 && nonfinite == 0)
       s += "Here the damage is small: AdamW divides each update by the gradient's running RMS, so a gradient that is "
-           "uniformly small still moves the weights; what underflow costs is the information in the values lost to "
-           "zero, "
-           "which grows with deeper models, smaller losses and longer training, and hurts more with plain SGD, whose "
-           "update is proportional to the gradient itself.";
+           "uniformly small still moves the weights, and most of this model's gradients lie above fp16's subnormal "
+           "range; what underflow costs is the values lost to zero. The next section shrinks the loss until they are "
+           "most of the gradient.";
     else
       s += "The scaler is what makes fp16 training work here.";
   }
   return s;
+}
+
+// The loss weight at which fp16 without a scaler measurably loses: at weight 1 AdamW's
+// normalization hides the lost gradients on these models (see explain_no_scaler).
+constexpr double kSmallLossWeight = 1e-4;
+
+// The section on a 10^4 times smaller loss: fp32, fp16 + GradScaler and fp16 without one,
+// with the numerics report naming the layers whose gradients fp16 flushes to zero.
+std::string small_loss_section(const std::vector<Run>& runs) {
+  const Run &fp32 = runs[0], &scaled = runs[1], &bare = runs[2];
+  const bool lm = fp32.result.test_accuracy < 0;
+  auto metric = [&](const Run& r) {
+    return lm ? fmt("%.4f bits/byte", r.result.test_bits_per_byte) : percent(r.result.test_accuracy);
+  };
+  std::string md = "## Where fp16 without a scaler fails: a smaller loss\n\n";
+  md += "The same runs with the loss multiplied by " + fmt("%g", kSmallLossWeight) +
+        " (`tensorcast train --loss-weight " + fmt("%g", kSmallLossWeight) +
+        "`), as an auxiliary-loss weight, a 1/K gradient accumulation or a per-token mean over many tokens shrinks "
+        "every gradient. AdamW's update does not depend on the gradient's scale, so fp32 and fp16 with a GradScaler "
+        "train as before; without a scaler the gradients fall under fp16's smallest subnormal (2^-24) and flush to "
+        "zero.\n\n";
+  md += std::string("| run (loss x ") + fmt("%g", kSmallLossWeight) + ") | test " + (lm ? "bits/byte" : "accuracy") +
+        " | loss (last 50 steps) | final loss scale |\n|---|---|---|---|\n";
+  for (const Run* r : {&fp32, &scaled, &bare})
+    md += "| " + r->label + " | " + metric(*r) + " | " +
+          fmt("%.4f", mean_tail(r->result.steps_log, 50, &StepRecord::loss)) + " | " +
+          (r->result.scaler ? fmt("%g", r->result.final_loss_scale) : std::string("—")) + " |\n";
+  md +=
+      "\nThe numerics report of both fp16 runs (`--numerics-report --numerics-every 2`): per tensor, the fraction of "
+      "gradient values that are zero (ReLU and pooling masks included) and that are fp16 subnormals (fewer than 11 "
+      "significant bits).\n\n";
+  md +=
+      "| gradient of | zero, no scaler | zero, GradScaler | subnormal, no scaler | subnormal, GradScaler |\n"
+      "|---|---|---|---|---|\n";
+  auto frac = [](int64_t part, int64_t whole) { return whole ? double(part) / double(whole) : 0.0; };
+  for (const auto& b : bare.result.numerics)
+    for (const auto& c : scaled.result.numerics)
+      if (b.name == c.name && b.kind == c.kind)
+        md += "| " + std::string(b.kind == "output_grad" ? "output of " : "") + b.name + " | " +
+              percent(frac(b.zero + b.flush, b.total)) + " | " + percent(frac(c.zero + c.flush, c.total)) + " | " +
+              percent(frac(b.subnormal, b.total)) + " | " + percent(frac(c.subnormal, c.total)) + " |\n";
+  return md + "\n";
 }
 
 void write_svg(const fs::path& dir, const std::string& name, const std::string& svg) {
@@ -158,10 +246,14 @@ int cmd_report(int argc, char** argv) {
                     " does not exist; create it first");
   if (parse_only) return 0;
 
-  std::vector<Run> runs = {{"fp32", "fp32", true, {}, {}},
-                           {"bf16", "bf16", true, {}, {}},
-                           {"fp16 + GradScaler", "fp16", true, {}, {}},
-                           {"fp16, no scaler", "fp16", false, {}, {}}};
+  std::vector<Run> runs = {{"fp32", "fp32", true, {}, {}, {}},
+                           {"bf16", "bf16", true, {}, {}, {}},
+                           {"fp16 + GradScaler", "fp16", true, {}, {}, {}},
+                           {"fp16, no scaler", "fp16", false, {}, {}, {}}};
+  std::vector<Run> small = {{"fp32", "fp32", true, {}, {}, {}},
+                            {"fp16 + GradScaler", "fp16", true, {}, {}, {}},
+                            {"fp16, no scaler", "fp16", false, {}, {}, {}}};
+  const size_t total_runs = runs.size() + small.size();
   for (size_t i = 0; i < runs.size(); ++i) {
     auto& r = runs[i];
     TrainConfig c;
@@ -176,9 +268,13 @@ int cmd_report(int argc, char** argv) {
     c.seed = static_cast<uint64_t>(seed);
     c.quiet = true;
     c.track_zero_grads = true;
-    std::printf("[%zu/%zu] training %s in %s ...\n", i + 1, runs.size(), model.c_str(), r.label.c_str());
+    c.tensorboard_dir = (fs::path(out) / "tensorboard" / dir_name(r.label)).string();
+    c.log_every = 1;  // every step in the event file, so the loss-scale plot marks each skipped step
+    remove_event_files(c.tensorboard_dir);
+    std::printf("[%zu/%zu] training %s in %s ...\n", i + 1, total_runs, model.c_str(), r.label.c_str());
     std::fflush(stdout);
     r.result = run_training(c);
+    r.events = read_run_events(c.tensorboard_dir);
     BenchConfig bc;
     bc.model = model;
     bc.precision = r.precision;
@@ -196,6 +292,27 @@ int cmd_report(int argc, char** argv) {
     std::fflush(stdout);
   }
 
+  for (size_t i = 0; i < small.size(); ++i) {
+    auto& r = small[i];
+    TrainConfig c;
+    c.model = model;
+    c.data = data;
+    c.precision = r.precision;
+    c.scaler = r.scaler;
+    c.on_nonfinite = "continue";
+    c.epochs = epochs;
+    c.max_steps = max_steps;
+    c.batch_size = batch;
+    c.seed = static_cast<uint64_t>(seed);
+    c.quiet = true;
+    c.loss_weight = kSmallLossWeight;
+    c.numerics_report = r.precision == "fp16";
+    c.numerics_every = 2;  // short report runs still get samples; these runs' timings are not reported
+    std::printf("[%zu/%zu] training %s in %s, loss x %g ...\n", runs.size() + i + 1, total_runs, model.c_str(),
+                r.label.c_str(), kSmallLossWeight);
+    std::fflush(stdout);
+    r.result = run_training(c);
+  }
   fs::create_directories(out);
   const fs::path dir(out);
   // ---- plots
@@ -225,17 +342,24 @@ int cmd_report(int argc, char** argv) {
     s.name = "fp16 + GradScaler";
     s.color = svg::palette(2);
     s.markers_name = "skipped step (inf/NaN gradient)";
-    for (const auto& st : runs[2].result.steps_log) {
-      s.x.push_back(double(st.step));
-      s.y.push_back(st.loss_scale);
-      if (st.skipped) s.markers.emplace_back(double(st.step), st.loss_scale);
+    const auto scale = scalars_of(runs[2], "amp/loss_scale");
+    const auto skipped = scalars_of(runs[2], "amp/skipped_steps");  // a running count, logged with the scale
+    float skipped_before = 0;
+    for (size_t i = 0; i < scale.size(); ++i) {
+      s.x.push_back(double(scale[i].step));
+      s.y.push_back(scale[i].value);
+      if (i < skipped.size() && skipped[i].value > skipped_before) {
+        s.markers.emplace_back(double(scale[i].step), scale[i].value);
+        skipped_before = skipped[i].value;
+      }
     }
     lp.series.push_back(std::move(s));
     svg::Series none;
     none.name = "fp16, no scaler (scale 1)";
     none.color = svg::palette(3);
     none.dashed = true;
-    for (const auto& st : runs[3].result.steps_log) none.x.push_back(double(st.step)), none.y.push_back(1.0);
+    for (const auto& e : scalars_of(runs[3], "amp/loss_scale"))
+      none.x.push_back(double(e.step)), none.y.push_back(e.value);
     lp.series.push_back(std::move(none));
     write_svg(dir, "loss_scale.svg", svg::render(lp));
   }
@@ -295,6 +419,10 @@ int cmd_report(int argc, char** argv) {
         std::to_string(tc::get_num_threads()) + " threads). Same model, data order and initialization (seed " +
         std::to_string(seed) + ") in every run; AdamW lr 1e-3, weight decay 0.\n\n";
   md += "Data: " + runs[0].result.data_description + ".\n\n";
+  md +=
+      "Every run's scalars (loss, learning rate, loss scale, skipped steps, gradient norm, samples/s, peak memory, "
+      "test metrics) are in TensorBoard event files, one directory per run: `tensorboard --logdir " +
+      (fs::path(out) / "tensorboard").string() + "` shows them side by side.\n\n";
   md += std::string("| run | test ") + (lm ? "bits/byte" : "accuracy") +
         " | loss (last 50 steps) | steps | skipped | final loss scale | zero grads | ms/step (train) | ms/forward | "
         "peak memory |\n";
@@ -311,11 +439,13 @@ int cmd_report(int argc, char** argv) {
   md += "\n## Loss\n\n![training loss](loss.svg)\n\n";
   md += "## fp16 without a GradScaler: what happened\n\n" + explain_no_scaler(runs[0], runs[2], runs[3]) + "\n\n";
   md += "![gradient zeros](zero_grads.svg)\n\n";
+  md += small_loss_section(small);
   md +=
       "## Loss scale\n\nThe GradScaler starts at 65536, halves the scale and skips the step when a gradient overflows "
       "(inf/NaN), and doubles it after 2000 clean steps. " +
       std::to_string(runs[2].result.skipped_steps) + " of " + std::to_string(runs[2].result.steps) +
-      " fp16 steps were skipped; the final scale was " + fmt("%g", runs[2].result.final_loss_scale) + ".\n\n";
+      " fp16 steps were skipped; the final scale was " + fmt("%g", runs[2].result.final_loss_scale) +
+      ". The plot is drawn from the runs' event files (tags `amp/loss_scale` and `amp/skipped_steps`).\n\n";
   md += "![loss scale](loss_scale.svg)\n\n";
   md += "## Speed and memory\n\n";
   md +=

@@ -14,10 +14,11 @@ namespace tcli {
 int cmd_train(int argc, char** argv) {
   TrainConfig c;
   std::string model = "cnn", precision = "auto", lr_schedule = "cosine", data, checkpoint, resume, metrics, summary;
-  std::string on_nonfinite = "stop";
+  std::string on_nonfinite = "stop", optimizer = "adamw", weight_update = "kahan", tensorboard, numerics_json;
   int64_t epochs = 2, batch = 128, seed = 0, threads = 0, max_steps = 0, ck_every = 0, log_every = 10;
-  double lr = 1e-3;
-  bool no_scaler = false, overwrite = false, no_progress = false;
+  int64_t numerics_every = 10;
+  double lr = 1e-3, loss_weight = 1.0;
+  bool no_scaler = false, overwrite = false, no_progress = false, numerics_report = false;
 
   ArgParser p("train",
               "Trains a model with automatic mixed precision (autocast + GradScaler + AdamW) and evaluates it\n"
@@ -25,14 +26,24 @@ int cmd_train(int argc, char** argv) {
   p.choice("--model", &model, {"cnn", "mlp", "mlp-large", "gpt"}, "model (default cnn)");
   p.string("--data", &data, "PATH",
            "Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist); a text file for gpt");
-  p.choice("--precision", &precision, {"auto", "fp32", "bf16", "fp16"},
-           "compute precision (default auto: bf16 on CPUs with native bf16, else fp32)");
+  p.choice("--precision", &precision, {"auto", "fp32", "bf16", "fp16", "bf16-pure"},
+           "compute precision (default auto: bf16 on CPUs with native bf16, else fp32); bf16-pure: bf16 weights "
+           "and optimizer state, no fp32 master copy");
+  p.choice("--weight-update", &weight_update, {"kahan", "nearest", "stochastic"},
+           "bf16-pure: round each update to nearest with Kahan compensation (default), to nearest, or "
+           "stochastically");
   p.flag("--no-scaler", &no_scaler, "fp16 without a GradScaler (shows gradient underflow)");
   p.choice("--on-nonfinite", &on_nonfinite, {"stop", "skip", "continue"},
            "inf/NaN loss or gradients without a GradScaler: stop (default), skip the step, continue");
   p.positive_int("--epochs", &epochs, "N", "passes over the training set (default 2)");
   p.positive_int("--batch-size", &batch, "B", "examples per step (default 128)");
-  p.positive_double("--lr", &lr, "LR", "AdamW learning rate (default 1e-3, weight decay 0)");
+  p.choice("--optimizer", &optimizer, {"adamw", "sgd"},
+           "adamw (weight decay 0, the default) or sgd (momentum 0.9: gradients are not normalized, so fp16 "
+           "underflow shows)");
+  p.positive_double("--lr", &lr, "LR", "learning rate (default 1e-3 for adamw, 0.05 for sgd)");
+  p.positive_double("--loss-weight", &loss_weight, "W",
+                    "minimize loss x W (default 1): every gradient scales by W, as with an auxiliary-loss weight or "
+                    "1/K gradient accumulation; small W shows fp16 underflow even under AdamW");
   p.choice("--lr-schedule", &lr_schedule, {"cosine", "constant"},
            "cosine: decay to 0 over the --epochs (default); constant: --lr throughout");
   p.nonnegative_int("--seed", &seed, "S", "seed of initialization, shuffling and synthetic data (default 0)");
@@ -47,11 +58,20 @@ int cmd_train(int argc, char** argv) {
   p.positive_int("--log-every", &log_every, "N", "one --metrics record every N steps (default 10)");
   p.string("--summary-json", &summary, "FILE", "write a JSON summary of the run at the end");
   p.flag("--no-progress", &no_progress, "no live progress bar (plain log lines)");
+  p.string("--tensorboard", &tensorboard, "DIR",
+           "write TensorBoard event files to DIR (loss, lr, loss scale, skipped steps, gradient norm, ...)");
+  p.flag("--numerics-report", &numerics_report,
+         "per-tensor gradient ranges against fp16 (zero, flushed, subnormal, overflow), bf16 update loss, and the "
+         "first non-finite tensor of each overflow step; a table at the end");
+  p.positive_int("--numerics-every", &numerics_every, "N", "numerics report: sample one step in N (default 10)");
+  p.string("--numerics-json", &numerics_json, "FILE", "write the numerics report as JSON (implies --numerics-report)");
   p.epilog(
       "examples:\n"
       "  tensorcast train                                         # the main job\n"
       "  tensorcast train --model cnn --precision bf16 --epochs 5\n"
-      "  tensorcast train --precision fp16 --no-scaler --epochs 1 # watch fp16 gradients underflow\n"
+      "  tensorcast train --precision fp16 --no-scaler --epochs 1 --numerics-report\n"
+      "                                                           # which gradients underflow in fp16\n"
+      "  tensorcast train --precision bf16-pure --epochs 5        # bf16 weights and AdamW state, Kahan updates\n"
       "  tensorcast train --model mlp --checkpoint ck --checkpoint-every 100\n"
       "  tensorcast train --resume ck --epochs 4                  # continue it, bit-identically\n"
       "  tensorcast train --model gpt --data book.txt --precision bf16\n");
@@ -59,8 +79,10 @@ int cmd_train(int argc, char** argv) {
   if (p.given("--checkpoint-every") && checkpoint.empty())
     throw UsageError("--checkpoint-every needs --checkpoint DIR (where to save)");
 
-  for (const char* f :
-       {"--model", "--precision", "--batch-size", "--seed", "--lr", "--lr-schedule", "--no-scaler", "--data"})
+  if (p.given("--weight-update") && precision != "bf16-pure")
+    throw UsageError("--weight-update applies to --precision bf16-pure only");
+  for (const char* f : {"--model", "--precision", "--batch-size", "--seed", "--lr", "--lr-schedule", "--no-scaler",
+                        "--data", "--weight-update", "--optimizer", "--loss-weight"})
     if (p.given(f)) c.explicit_flags.push_back(f);
   c.model = model;
   c.data = data;
@@ -68,7 +90,9 @@ int cmd_train(int argc, char** argv) {
   c.scaler = !no_scaler;
   c.epochs = epochs;
   c.batch_size = batch;
-  c.lr = lr;
+  c.optimizer = optimizer;
+  c.loss_weight = loss_weight;
+  c.lr = p.given("--lr") || optimizer != "sgd" ? lr : 0.05;
   c.lr_schedule = lr_schedule;
   c.seed = static_cast<uint64_t>(seed);
   c.max_steps = max_steps;
@@ -80,6 +104,11 @@ int cmd_train(int argc, char** argv) {
   c.log_every = log_every;
   c.progress = !no_progress;
   c.on_nonfinite = on_nonfinite;
+  c.weight_update = weight_update;
+  c.tensorboard_dir = tensorboard;
+  c.numerics_report = numerics_report || !numerics_json.empty();
+  c.numerics_every = numerics_every;
+  c.numerics_json = numerics_json;
   if (threads > 0) tc::set_num_threads(static_cast<int>(threads));
 
   check_output_path(summary, "--summary-json");  // fail now, not after an hour of training
@@ -91,6 +120,10 @@ int cmd_train(int argc, char** argv) {
                 static_cast<long long>(r.steps), static_cast<long long>(r.skipped_steps), r.final_loss_scale,
                 r.peak_memory_bytes / 1048576.0, r.train_seconds);
   std::puts(buf);
+  std::printf("weights + optimizer state: %.2f MiB\n", r.weight_state_bytes / 1048576.0);
+  if (!r.numerics_table.empty())
+    std::printf("numerics report (gradients against fp16's range):\n%s", r.numerics_table.c_str());
+  if (!numerics_json.empty()) std::printf("numerics report: %s\n", numerics_json.c_str());
   if (r.test_accuracy >= 0)
     std::printf("test accuracy %.2f%% (%s, %s)\n", 100 * r.test_accuracy, r.model.c_str(), r.precision.c_str());
   if (r.test_bits_per_byte >= 0)

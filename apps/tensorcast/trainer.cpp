@@ -5,6 +5,7 @@
 #include <tensorcast/allocator.h>
 #include <tensorcast/amp/autocast.h>
 #include <tensorcast/amp/grad_scaler.h>
+#include <tensorcast/amp/numerics.h>
 #include <tensorcast/autograd.h>
 #include <tensorcast/data/data_loader.h>
 #include <tensorcast/error.h>
@@ -13,6 +14,7 @@
 #include <tensorcast/ops.h>
 #include <tensorcast/optim/adamw.h>
 #include <tensorcast/optim/schedulers.h>
+#include <tensorcast/optim/sgd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +33,7 @@
 #include "models.h"
 #include "progress.h"
 #include "task_data.h"
+#include "tensorboard.h"
 
 namespace tcli {
 namespace fs = std::filesystem;
@@ -40,7 +43,9 @@ Precision resolve_precision(const std::string& flag) {
   if (flag == "fp32") return {"fp32", tc::kFloat32, ""};
   if (flag == "bf16") return {"bf16", tc::kBFloat16, ""};
   if (flag == "fp16") return {"fp16", tc::kFloat16, ""};
-  if (flag != "auto") throw tc::Error("[cli] unknown precision '" + flag + "' (use auto, fp32, bf16 or fp16)");
+  if (flag == "bf16-pure") return {"bf16-pure", tc::kBFloat16, "", /*pure=*/true};
+  if (flag != "auto")
+    throw tc::Error("[cli] unknown precision '" + flag + "' (use auto, fp32, bf16, fp16 or bf16-pure)");
   if (tc::amp::is_bf16_supported(tc::kCPU))
     return {"bf16", tc::kBFloat16,
             "this CPU has native bf16 math (AVX-512 BF16/AMX), so bf16 autocast is faster than fp32; bf16 has fp32's "
@@ -169,6 +174,31 @@ Evaluation evaluate(Model& model, const tc::data::Dataset& test, const Precision
   return e;
 }
 
+// The gradients' global L2 norm, unscaled (divided by the loss scale they carry).
+double grad_norm(const std::vector<tc::Tensor>& params, double loss_scale) {
+  double sum = 0;
+  for (const auto& p : params)
+    if (p.grad().defined()) {
+      const tc::Tensor g = p.grad().to(tc::kFloat32);
+      sum += (g * g).sum().item<double>();
+    }
+  return std::sqrt(sum) / loss_scale;
+}
+
+// Bytes of the weights and of every tensor of the optimizer's state (moments, float32
+// master copies, Kahan compensation): what --precision bf16-pure saves.
+int64_t weight_state_bytes(const std::vector<tc::Tensor>& params, const tc::optim::Optimizer& optimizer) {
+  int64_t bytes = 0;
+  for (const auto& p : params) bytes += p.nbytes();
+  for (const auto& [name, t] : optimizer.state_dict())
+    if (name.rfind("state.", 0) == 0 && t.is_floating_point()) bytes += t.nbytes();  // not the step counts
+  return bytes;
+}
+
+tc::optim::WeightUpdate weight_update_mode(const std::string& name) {
+  return name == "kahan" ? tc::optim::WeightUpdate::PureKahan : tc::optim::WeightUpdate::Pure;
+}
+
 double zero_fraction(const std::vector<tc::Tensor>& params) {
   double zeros = 0, total = 0;
   for (const auto& p : params) {
@@ -282,6 +312,14 @@ TrainResult run_training(const TrainConfig& config) {
         cfg, meta, "lr_schedule", "--lr-schedule", cfg.lr_schedule, [&](const std::string& v) { cfg.lr_schedule = v; },
         dir);
     adopt(
+        cfg, meta, "loss_weight", "--loss-weight", fmt_double(cfg.loss_weight),
+        [&](const std::string& v) { cfg.loss_weight = meta_double(v, "loss_weight", dir); }, dir);
+    adopt(
+        cfg, meta, "optimizer", "--optimizer", cfg.optimizer, [&](const std::string& v) { cfg.optimizer = v; }, dir);
+    adopt(
+        cfg, meta, "weight_update", "--weight-update", cfg.weight_update,
+        [&](const std::string& v) { cfg.weight_update = v; }, dir);
+    adopt(
         cfg, meta, "scaler", "--no-scaler", cfg.scaler ? "1" : "0",
         [&](const std::string& v) { cfg.scaler = v == "1"; }, dir);
     if (!is_explicit(cfg, "--data"))
@@ -307,6 +345,11 @@ TrainResult run_training(const TrainConfig& config) {
                       " does not exist; create it first");
   }
   check_output_path(cfg.metrics_path, "--metrics");
+  check_output_path(cfg.numerics_json, "--numerics-json");
+  if (cfg.optimizer != "adamw" && cfg.optimizer != "sgd")
+    throw tc::Error("[cli] --optimizer expects adamw or sgd, got '" + cfg.optimizer + "'");
+  if (cfg.weight_update != "kahan" && cfg.weight_update != "nearest" && cfg.weight_update != "stochastic")
+    throw tc::Error("[cli] --weight-update expects kahan, nearest or stochastic, got '" + cfg.weight_update + "'");
 
   const Precision prec = resolve_precision(cfg.precision);
   const bool use_scaler = prec.compute == tc::kFloat16 && cfg.scaler;
@@ -317,8 +360,19 @@ TrainResult run_training(const TrainConfig& config) {
 
   tc::manual_seed(cfg.seed);
   Model model = build_model(cfg.model);
+  if (prec.pure) model.module->to(tc::kBFloat16);  // before the optimizer: it sizes its state from them
   std::vector<tc::Tensor> params = model.module->parameters();
-  tc::optim::AdamW optimizer(params, tc::optim::AdamWOptions(cfg.lr).weight_decay(0.0));
+  std::unique_ptr<tc::optim::Optimizer> optimizer_holder;
+  if (cfg.optimizer == "sgd")
+    optimizer_holder = std::make_unique<tc::optim::SGD>(params, tc::optim::SGDOptions(cfg.lr).momentum(0.9));
+  else
+    optimizer_holder = std::make_unique<tc::optim::AdamW>(params, tc::optim::AdamWOptions(cfg.lr).weight_decay(0.0));
+  tc::optim::Optimizer& optimizer = *optimizer_holder;
+  if (prec.pure) {
+    optimizer.set_weight_update(weight_update_mode(cfg.weight_update));
+    if (cfg.weight_update == "stochastic") optimizer.set_rounding(tc::optim::Rounding::Stochastic, cfg.seed);
+    result.weight_update = cfg.weight_update;
+  }
   tc::amp::GradScaler scaler(tc::amp::GradScalerOptions().enabled(use_scaler));
   const std::string data_name = cfg.data.empty() ? "the default data" : cfg.data;
   if (data.train->size() == 0 || data.test->size() == 0)
@@ -358,13 +412,19 @@ TrainResult run_training(const TrainConfig& config) {
   {
     char buf[512];
     std::snprintf(buf, sizeof buf,
-                  "tensorcast train: %s (%lld parameters), %s%s, batch %lld, AdamW lr %g (%s), seed %llu, %d threads",
+                  "tensorcast train: %s (%lld parameters), %s%s, batch %lld, %s lr %g (%s), seed %llu, %d threads",
                   model.description.c_str(), static_cast<long long>(result.parameters), prec.name.c_str(),
-                  use_scaler ? " + GradScaler" : "", static_cast<long long>(cfg.batch_size), cfg.lr,
+                  use_scaler ? " + GradScaler" : "", static_cast<long long>(cfg.batch_size),
+                  cfg.optimizer == "sgd" ? "SGD (momentum 0.9)" : "AdamW", cfg.lr,
                   cfg.lr_schedule == "cosine" ? "cosine decay" : "constant", static_cast<unsigned long long>(cfg.seed),
                   tc::get_num_threads());
     say(buf);
     if (cfg.precision == "auto") say("precision auto -> " + prec.name + ": " + prec.reason);
+    if (prec.pure)
+      say("bf16-pure: bf16 weights and optimizer state, no float32 master copy; updates rounded " +
+          std::string(cfg.weight_update == "kahan"     ? "to nearest with Kahan compensation"
+                      : cfg.weight_update == "nearest" ? "to nearest (small updates are lost)"
+                                                       : "stochastically"));
     if (prec.compute == tc::kFloat16 && !cfg.scaler)
       say("fp16 without a GradScaler: small gradients may underflow to zero (this run shows what the scaler prevents)");
     if (prec.compute != tc::kFloat16 && !cfg.scaler)
@@ -377,6 +437,10 @@ TrainResult run_training(const TrainConfig& config) {
 
   JsonLinesWriter metrics;
   if (!cfg.metrics_path.empty()) metrics = JsonLinesWriter(cfg.metrics_path, /*append=*/resume.has_value());
+  std::optional<TensorBoardLog> tensorboard;
+  if (!cfg.tensorboard_dir.empty()) tensorboard.emplace(cfg.tensorboard_dir);
+  std::optional<tc::amp::NumericsReport> numerics;
+  if (cfg.numerics_report) numerics.emplace(cfg.numerics_every);
 
   auto save = [&](int64_t epoch_done) {
     if (cfg.checkpoint_dir.empty()) return;
@@ -391,6 +455,9 @@ TrainResult run_training(const TrainConfig& config) {
     st.metadata = {{"model", cfg.model},
                    {"precision", prec.name},
                    {"scaler", cfg.scaler ? "1" : "0"},  // the choice (--no-scaler), not whether fp16 used it
+                   {"weight_update", cfg.weight_update},
+                   {"optimizer", cfg.optimizer},
+                   {"loss_weight", fmt_double(cfg.loss_weight)},
                    {"batch_size", std::to_string(cfg.batch_size)},
                    {"lr", fmt_double(cfg.lr)},
                    {"lr_schedule", cfg.lr_schedule},
@@ -411,7 +478,6 @@ TrainResult run_training(const TrainConfig& config) {
   const auto t_start = Clock::now();
   double step_seconds = 0;  // time spent in training steps in this process
   int64_t steps_here = 0;
-  const int64_t start_step = step;
   auto limit_reached = [&] { return cfg.max_steps > 0 && step >= cfg.max_steps; };
 
   while (loader.epoch() < cfg.epochs && !limit_reached()) {
@@ -421,25 +487,44 @@ TrainResult run_training(const TrainConfig& config) {
     for (auto& batch : loader) {
       const auto t0 = Clock::now();
       optimizer.zero_grad(/*set_to_none=*/true);
+      if (numerics) numerics->begin_step(step + 1);
       tc::Tensor loss;
       {
         tc::amp::AutocastGuard autocast(tc::kCPU, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
                                         prec.compute != tc::kFloat32);
-        loss = model_loss(model, model.forward(batch.data), batch.target);
+        const tc::Tensor logits =
+            numerics ? model.forward_hooked(batch.data, [&](const std::string& layer,
+                                                            const tc::Tensor& y) { return numerics->watch(y, layer); })
+                     : model.forward(batch.data);
+        loss = model_loss(model, logits, batch.target);
       }
-      scaler.scale(loss).backward();
+      // --loss-weight scales the objective (as an auxiliary-loss weight or 1/K gradient
+      // accumulation does) and so every gradient; the logged loss stays unweighted.
+      scaler.scale(cfg.loss_weight == 1.0 ? loss : loss * cfg.loss_weight).backward();
+      const bool log_now = (step + 1) % cfg.log_every == 0 || step + 1 == total_steps ||
+                           (cfg.max_steps > 0 && step + 1 >= cfg.max_steps);
+      if (numerics) {
+        numerics->record_gradients(named);
+        numerics->before_update(named);
+      }
       StepRecord rec;
       if (cfg.track_zero_grads) rec.zero_grad_fraction = zero_fraction(params);
       rec.loss_scale = scaler.get_scale();                     // the scale this step's gradients carry
       rec.lr = optimizer.param_groups()[0].options->get_lr();  // the lr of this step
       rec.loss = loss.item<double>();
+      const double norm = tensorboard && log_now ? grad_norm(params, rec.loss_scale) : -1;
       bool stepped = false;
       if (check_nonfinite && nonfinite_step(rec.loss, params, named, step + 1, cfg)) {
         ++result.nonfinite_steps;  // --on-nonfinite skip: drop the step, as a scaler would
+        if (numerics) numerics->record_overflow(step + 1, named);
         optimizer.zero_grad(/*set_to_none=*/true);
       } else {
         stepped = scaler.step(optimizer);
         scaler.update();
+        if (numerics && stepped) numerics->after_update(named);
+        if (numerics && !stepped)
+          say("step " + std::to_string(step + 1) +
+              ": inf/NaN, step skipped; first non-finite: " + numerics->record_overflow(step + 1, named));
       }
       if (scheduler) scheduler->step();
       const auto t1 = Clock::now();
@@ -469,6 +554,12 @@ TrainResult run_training(const TrainConfig& config) {
             .add("seconds", rec.seconds);
         if (rec.zero_grad_fraction >= 0) o.add("zero_grad_fraction", rec.zero_grad_fraction);
         metrics.write(o);
+      }
+      if (tensorboard && log_now) {
+        const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
+        tensorboard->step(step, rec.loss, rec.lr, rec.loss_scale, rec.skipped_total, norm,
+                          elapsed > 0 ? steps_here * double(cfg.batch_size) / elapsed : 0,
+                          tc::memory_stats().peak_bytes - data_bytes);
       }
       if (!cfg.quiet) {
         ProgressInfo pi;
@@ -505,6 +596,10 @@ TrainResult run_training(const TrainConfig& config) {
       result.test_accuracy = ev.accuracy;
       result.test_loss = ev.loss;
       result.test_bits_per_byte = ev.bits_per_byte;
+      if (tensorboard) {
+        tensorboard->epoch(step, ev.accuracy, ev.loss, ev.bits_per_byte);
+        tensorboard->flush();
+      }
       if (!cfg.quiet) {
         progress.finish();
         char buf[512];
@@ -548,15 +643,20 @@ TrainResult run_training(const TrainConfig& config) {
     std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
     result.median_step_ms = ms[ms.size() / 2];
   }
-  (void)start_step;
+  result.weight_state_bytes = weight_state_bytes(params, optimizer);
+  if (numerics) {
+    result.numerics_table = numerics->table();
+    result.numerics = numerics->stats();
+    if (!cfg.numerics_json.empty()) write_file_atomic(cfg.numerics_json, numerics->json());
+  }
   return result;
 }
 
 std::string summary_json(const TrainResult& r) {
   JsonObject o;
-  o.add("model", r.model)
-      .add("precision", r.precision)
-      .add("scaler", r.scaler)
+  o.add("model", r.model).add("precision", r.precision);
+  if (!r.weight_update.empty()) o.add("weight_update", r.weight_update);
+  o.add("scaler", r.scaler)
       .add("epochs", r.epochs)
       .add("steps", r.steps)
       .add("skipped_steps", r.skipped_steps)
@@ -570,6 +670,7 @@ std::string summary_json(const TrainResult& r) {
   if (r.test_bits_per_byte >= 0) o.add("test_bits_per_byte", r.test_bits_per_byte);
   o.add("train_seconds", r.train_seconds)
       .add("peak_memory_bytes", r.peak_memory_bytes)
+      .add("weight_state_bytes", r.weight_state_bytes)
       .add("median_step_ms", r.median_step_ms)
       .add("batch_size", r.batch_size)
       .add("parameters", r.parameters)

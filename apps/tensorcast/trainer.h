@@ -2,6 +2,7 @@
 // (an autocast region around forward + loss, a GradScaler for fp16, AdamW), evaluation
 // at each epoch end, checkpoints, exact resume, metrics and the progress display.
 #pragma once
+#include <tensorcast/amp/numerics.h>
 #include <tensorcast/dtype.h>
 
 #include <cstdint>
@@ -33,12 +34,15 @@ namespace tcli {
 
 // The precision a run uses and why (for --precision auto).
 struct Precision {
-  std::string name;  // fp32, bf16, fp16
+  std::string name;  // fp32, bf16, fp16, bf16-pure
   tc::DType compute = tc::kFloat32;
   std::string reason;  // filled for auto
+  bool pure = false;   // bf16-pure: the weights and optimizer state themselves are bf16
 };
 // "auto" -> bf16 where the CPU has native bf16 math, else fp32 (fp16 + GradScaler is
-// the choice on GPUs, which this build does not drive).
+// the choice on GPUs, which this build does not drive). "bf16-pure": bf16 autocast over
+// bf16 weights with bf16 optimizer state (TrainConfig::weight_update says how updates
+// are rounded), no float32 master copy.
 Precision resolve_precision(const std::string& flag);
 
 struct TrainConfig {
@@ -46,9 +50,13 @@ struct TrainConfig {
   std::string data;  // empty: the model's default
   std::string precision = "auto";
   bool scaler = true;  // fp16 only: false = --no-scaler
+  // bf16-pure only: "kahan" (compensated, the default), "nearest" or "stochastic".
+  std::string weight_update = "kahan";
   int64_t epochs = 2;
   int64_t batch_size = 128;
+  std::string optimizer = "adamw";  // adamw (weight decay 0) or sgd (momentum 0.9)
   double lr = 1e-3;
+  double loss_weight = 1.0;            // the objective is loss * loss_weight (every gradient scales with it)
   std::string lr_schedule = "cosine";  // cosine (to 0 over the planned epochs) or constant
   uint64_t seed = 0;
   int64_t max_steps = 0;         // 0: no limit (total steps, counting resumed ones)
@@ -57,6 +65,7 @@ struct TrainConfig {
   bool overwrite = false;        // allow replacing a checkpoint of another run
   std::string resume_dir;
   std::string metrics_path;       // JSON Lines
+  std::string tensorboard_dir;    // empty: no TensorBoard event files
   int64_t log_every = 10;         // metrics record every N steps (and the last step)
   bool progress = true;           // console output
   bool quiet = false;             // only errors (report runs)
@@ -65,6 +74,11 @@ struct TrainConfig {
   // step and the first non-finite gradient, nothing applied or saved), "skip" (drop the
   // step, as a scaler would) or "continue" (apply it anyway).
   std::string on_nonfinite = "stop";
+  // The numerics report (tc::amp::NumericsReport): sampled every N steps, printed at the
+  // end, written as JSON when numerics_json is set.
+  bool numerics_report = false;
+  int64_t numerics_every = 10;
+  std::string numerics_json;
   // Which flags the user set explicitly (resume checks them against the checkpoint).
   std::vector<std::string> explicit_flags;
 };
@@ -93,7 +107,11 @@ struct TrainResult {
   double final_loss_scale = 1, final_loss = 0;
   double test_accuracy = -1, test_loss = 0, test_bits_per_byte = -1;
   double train_seconds = 0;
-  int64_t peak_memory_bytes = 0;  // tensors during training (weights, optimizer, activations), not the dataset
+  int64_t peak_memory_bytes = 0;   // tensors during training (weights, optimizer, activations), not the dataset
+  int64_t weight_state_bytes = 0;  // the weights and the optimizer's state (moments, master copies, compensation)
+  std::string weight_update;       // bf16-pure runs: kahan, nearest or stochastic
+  std::string numerics_table;      // --numerics-report: the table printed at the end
+  std::vector<tc::amp::NumericsReport::TensorStats> numerics;  // and its rows
   int64_t parameters = 0;
   double median_step_ms = 0;
   std::vector<StepRecord> steps_log;  // every step run in this process

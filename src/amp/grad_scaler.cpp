@@ -115,8 +115,10 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
            "unscale_() has already been called on this optimizer since the last update().");
   TC_CHECK(st.stage != Stage::Stepped, kOp, "unscale_() is being called after step().");
 
-  // fp16 gradients are refused unless fp32 master weights will receive them (PyTorch).
-  std::vector<Tensor> grads = collect_grads(optimizer, optimizer.has_master_weights());
+  // fp16 gradients are refused unless the optimizer expects 16-bit gradients: fp32 master
+  // weights receive them, or a pure 16-bit update reads them as float (PyTorch refuses them
+  // for its fp32-parameter optimizers).
+  std::vector<Tensor> grads = collect_grads(optimizer, optimizer.reads_16bit_grads());
   const bool any = !grads.empty();
   const Tensor inv = inv_scale();
   Tensor found = scalar_f32(0.0);

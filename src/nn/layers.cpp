@@ -152,6 +152,13 @@ Tensor SequentialImpl::forward(const Tensor& input) {
   return x;
 }
 
+Tensor SequentialImpl::forward(const Tensor& input, const std::function<Tensor(size_t, const Tensor&)>& after) {
+  TC_CHECK(!forwards_.empty(), "nn", "Sequential::forward called on an empty Sequential");
+  Tensor x = input;
+  for (size_t i = 0; i < forwards_.size(); ++i) x = after(i, forwards_[i](x));
+  return x;
+}
+
 const std::shared_ptr<Module>& SequentialImpl::ptr(size_t index) const {
   TC_CHECK(index < modules_.size(), "nn", "Sequential: index ", index, " is out of range for a Sequential of ",
            modules_.size(), " modules");

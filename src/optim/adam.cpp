@@ -17,12 +17,6 @@ struct AdamConfig {
   bool amsgrad, decoupled;
 };
 
-struct ParamStateBuffers {
-  void* m;
-  void* v;
-  void* vmax;  // null without amsgrad
-};
-
 template <class O>
 AdamConfig config(const O& o, bool decoupled) {
   return {o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.weight_decay(), o.amsgrad(), decoupled};
@@ -69,22 +63,20 @@ std::unique_ptr<OptimizerOptions> load_adam(const StateDict& sd, const std::stri
 // The single-tensor, non-capturable path of torch.optim.Adam/AdamW, one pass per element.
 // Each intermediate is rounded to the compute type where PyTorch's separate ops round.
 // The option flags are template parameters so that each variant's loop is branch-free and
-// vectorizes.
+// vectorizes. The state arrives as block pointers s = {m, v, v_max (amsgrad)}: the buffers
+// themselves, or float copies of 16-bit blocks (fused.h), so one kernel serves both.
 template <class C>
 struct AdamScalars {
-  C* m;
-  C* v;
-  C* vmax;  // null without amsgrad
   C lerp_w, lerp_w1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size, wd, decay;
 };
 
 template <class C, bool kL2, bool kDecoupled, bool kAmsgrad, bool kLerpHigh>
 struct AdamKernel {
   AdamScalars<C> k;
-  void operator()(int64_t offset, int64_t n, const C* __restrict g, C* __restrict w) const {
-    C* __restrict mo = k.m + offset;
-    C* __restrict vo = k.v + offset;
-    C* __restrict xo = kAmsgrad ? k.vmax + offset : nullptr;
+  void operator()(int64_t n, const C* __restrict g, C* __restrict w, C* const* s) const {
+    C* __restrict mo = s[0];
+    C* __restrict vo = s[1];
+    C* __restrict xo = kAmsgrad ? s[2] : nullptr;
     for (int64_t i = 0; i < n; ++i) {
       C p = w[i];
       if constexpr (kDecoupled) p = p * k.decay;  // param.mul_(1 - lr * weight_decay)
@@ -111,14 +103,11 @@ struct AdamKernel {
 };
 
 template <class C>
-AdamScalars<C> make_scalars(const AdamConfig& c, int64_t step, const ParamStateBuffers& b) {
+AdamScalars<C> make_scalars(const AdamConfig& c, int64_t step) {
   // Bias corrections in double on the host, as Python floats are in PyTorch.
   const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(c.beta2, static_cast<double>(step));
   AdamScalars<C> k;
-  k.m = static_cast<C*>(b.m);
-  k.v = static_cast<C*>(b.v);
-  k.vmax = static_cast<C*>(b.vmax);
   k.lerp_w = static_cast<C>(1.0 - c.beta1);
   k.lerp_w1 = C(1) - k.lerp_w;
   k.beta2 = static_cast<C>(c.beta2);
@@ -133,25 +122,25 @@ AdamScalars<C> make_scalars(const AdamConfig& c, int64_t step, const ParamStateB
 
 // Turns the runtime flags into template arguments, one at a time.
 template <class C, bool... Flags>
-void run_adam(const AdamScalars<C>& k, const detail::StepArgs& args, const bool* flags) {
+void run_adam(const AdamScalars<C>& k, const detail::StepArgs& args, const detail::StateBuffers& b, const bool* flags) {
   if constexpr (sizeof...(Flags) == 4) {
-    detail::fused_for_each<C>(args, AdamKernel<C, Flags...>{k});
+    detail::fused_for_each<C>(args, b, AdamKernel<C, Flags...>{k});
   } else {
     if (flags[sizeof...(Flags)])
-      run_adam<C, Flags..., true>(k, args, flags);
+      run_adam<C, Flags..., true>(k, args, b, flags);
     else
-      run_adam<C, Flags..., false>(k, args, flags);
+      run_adam<C, Flags..., false>(k, args, b, flags);
   }
 }
 
-void adam_update(const AdamConfig& c, const ParamStateBuffers& b, int64_t step, const detail::StepArgs& args) {
+void adam_update(const AdamConfig& c, const detail::StateBuffers& b, int64_t step, const detail::StepArgs& args) {
   const bool wd = c.weight_decay != 0.0;
   const bool lerp_high = std::fabs(static_cast<float>(1.0 - c.beta1)) >= 0.5f;
   const bool flags[4] = {wd && !c.decoupled, wd && c.decoupled, c.amsgrad, lerp_high};
   if (args.weight_dtype == kFloat64)
-    run_adam<double>(make_scalars<double>(c, step, b), args, flags);
+    run_adam<double>(make_scalars<double>(c, step), args, b, flags);
   else
-    run_adam<float>(make_scalars<float>(c, step, b), args, flags);
+    run_adam<float>(make_scalars<float>(c, step), args, b, flags);
 }
 
 }  // namespace
@@ -180,9 +169,9 @@ std::vector<std::string> Adam::known_buffers() const { return adam_required(true
 void Adam::update(const OptimizerOptions& base, ParamState& state, const detail::StepArgs& args) {
   const auto& o = static_cast<const AdamOptions&>(base);
   // raw_data() right away: creating a later buffer may move the earlier Tensor handles.
-  const ParamStateBuffers b{state_buffer(state, "exp_avg", *args.param).raw_data(),
-                            state_buffer(state, "exp_avg_sq", *args.param).raw_data(),
-                            o.amsgrad() ? state_buffer(state, "max_exp_avg_sq", *args.param).raw_data() : nullptr};
+  const detail::StateBuffers b{state_buffer(state, "exp_avg", *args.param).raw_data(),
+                               state_buffer(state, "exp_avg_sq", *args.param).raw_data(),
+                               o.amsgrad() ? state_buffer(state, "max_exp_avg_sq", *args.param).raw_data() : nullptr};
   adam_update(config(o, false), b, state.step, args);
 }
 
@@ -217,9 +206,9 @@ std::vector<std::string> AdamW::known_buffers() const { return adam_required(tru
 void AdamW::update(const OptimizerOptions& base, ParamState& state, const detail::StepArgs& args) {
   const auto& o = static_cast<const AdamWOptions&>(base);
   // raw_data() right away: creating a later buffer may move the earlier Tensor handles.
-  const ParamStateBuffers b{state_buffer(state, "exp_avg", *args.param).raw_data(),
-                            state_buffer(state, "exp_avg_sq", *args.param).raw_data(),
-                            o.amsgrad() ? state_buffer(state, "max_exp_avg_sq", *args.param).raw_data() : nullptr};
+  const detail::StateBuffers b{state_buffer(state, "exp_avg", *args.param).raw_data(),
+                               state_buffer(state, "exp_avg_sq", *args.param).raw_data(),
+                               o.amsgrad() ? state_buffer(state, "max_exp_avg_sq", *args.param).raw_data() : nullptr};
   adam_update(config(o, true), b, state.step, args);
 }
 

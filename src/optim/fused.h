@@ -1,14 +1,18 @@
 // Internal: the fused per-parameter pass every optimizer's update runs in, and the
-// write-back of 16-bit parameters (round to nearest even, or stochastic rounding).
+// write-back of 16-bit parameters (round to nearest even, stochastic rounding, or the
+// Kahan-compensated update of WeightUpdate::PureKahan).
 //
 // fused_for_each splits one parameter's elements across the intra-op threads and walks
-// each share in stack blocks: the gradient block is loaded as the compute type (any
-// dtype; multiplied by the AMP inverse scale on the way in), the optimizer's body updates
-// its state and the float32/float64 weights in place, and when the parameter is 16-bit the
-// block of master weights is rounded into it at once. Each element is touched once and
-// nothing is allocated per step.
+// each share in stack blocks of cpu::kBlock elements: the gradient block is loaded as the
+// compute type (any dtype; multiplied by the AMP inverse scale on the way in), 16-bit state
+// blocks are widened into float stack buffers, the optimizer's body updates the state and
+// the float weights in place, and then the 16-bit blocks are written back: state rounded to
+// nearest even, the parameter per the WeightUpdate mode. Float32 state and weights (float32
+// and float64 parameters, master copies) are updated where they lie. Each element is touched
+// once and nothing is allocated per step.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +25,12 @@
 
 namespace tc::optim::detail {
 
+inline constexpr int kMaxState = 3;  // per-element state buffers of one parameter (Adam's m, v, v_max)
+
+// One parameter's per-element state buffers (null: unused), of StepArgs::state_dtype,
+// indexed by element; fused_for_each hands the body pointers to the current block.
+using StateBuffers = std::array<void*, kMaxState>;
+
 struct StepArgs {
   const Tensor* param = nullptr;  // for creating state buffers of its shape
   int64_t numel = 0;
@@ -28,13 +38,19 @@ struct StepArgs {
   DType grad_dtype = kFloat32;
   bool scaled = false;  // multiply gradients by inv_scale while reading them
   float inv_scale = 1.0f;
-  void* weight = nullptr;  // float (double for float64) weights updated in place:
-                           // the parameter itself, or its float32 master copy
+  void* weight = nullptr;  // float (double for float64) weights updated in place: the
+                           // parameter itself, or its float32 master copy; null in Pure modes
   DType weight_dtype = kFloat32;
-  void* param16 = nullptr;  // the 16-bit parameter written back from `weight`, or null
+  void* param16 = nullptr;  // the 16-bit parameter (written back from `weight`, or updated in
+                            // a Pure mode), or null
   DType param_dtype = kFloat32;
+  DType state_dtype = kFloat32;                              // the state buffers' dtype: param_dtype in Pure modes
+  WeightUpdate weight_update = WeightUpdate::MasterFloat32;  // of a 16-bit parameter
+  void* compensation = nullptr;                              // PureKahan: the parameter-dtype compensation buffer
   Rounding rounding = Rounding::NearestEven;
   uint64_t sr_key = 0;  // stochastic rounding: hash of (seed, step, parameter index)
+
+  bool pure() const { return param16 != nullptr && weight_update != WeightUpdate::MasterFloat32; }
 };
 
 // A strong 64-bit mixer (splitmix64's finalizer); counter-based, so the random bits of an
@@ -78,38 +94,70 @@ inline uint16_t half_stochastic(float x, uint32_t r) noexcept {
   return static_cast<double>(r) * 0x1p-32 < p ? hi : lo;
 }
 
-// Writes n master values back into the 16-bit parameter starting at element `offset`.
+// n 16-bit values (bf16 or fp16, element `offset` on) to float and back (nearest even).
+inline void load16(const void* src, DType dt, int64_t offset, float* dst, int64_t n) {
+  if (dt == kBFloat16)
+    bf16_to_float(static_cast<const BFloat16*>(src) + offset, dst, n);
+  else
+    half_to_float(static_cast<const Half*>(src) + offset, dst, n);
+}
+inline void store16(const float* src, void* dst, DType dt, int64_t offset, int64_t n) {
+  if (dt == kBFloat16)
+    float_to_bf16(src, static_cast<BFloat16*>(dst) + offset, n);
+  else
+    float_to_half(src, static_cast<Half*>(dst) + offset, n);
+}
+
+// Writes n float weights into the 16-bit parameter starting at element `offset`, rounded
+// per a.rounding (the master copy's write-back, and the Pure mode's update).
 inline void write_back(const float* w, const StepArgs& a, int64_t offset, int64_t n) {
-  if (a.param_dtype == kBFloat16) {
+  if (a.rounding == Rounding::NearestEven) {
+    store16(w, a.param16, a.param_dtype, offset, n);
+  } else if (a.param_dtype == kBFloat16) {
     auto* dst = static_cast<BFloat16*>(a.param16) + offset;
-    if (a.rounding == Rounding::NearestEven) {
-      float_to_bf16(w, dst, n);
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        dst[i] = BFloat16::from_bits(bf16_stochastic(w[i], element_bits(a.sr_key, offset + i)));
-    }
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = BFloat16::from_bits(bf16_stochastic(w[i], element_bits(a.sr_key, offset + i)));
   } else {
     auto* dst = static_cast<Half*>(a.param16) + offset;
-    if (a.rounding == Rounding::NearestEven) {
-      float_to_half(w, dst, n);
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        dst[i] = Half::from_bits(half_stochastic(w[i], element_bits(a.sr_key, offset + i)));
-    }
+    for (int64_t i = 0; i < n; ++i) dst[i] = Half::from_bits(half_stochastic(w[i], element_bits(a.sr_key, offset + i)));
   }
+}
+
+// WeightUpdate::PureKahan (torchdistx AnyPrecisionAdamW's compensation): with p_old the
+// 16-bit weight (not yet overwritten) and w the optimizer's float result from it,
+//   y = c + (w - p_old);  p_new = round16(p_old + y);  c = round16(y - (p_new - p_old))
+// so the part of each update the 16-bit weight cannot hold is carried to the next step.
+inline void kahan_write(const float* w, const StepArgs& a, int64_t offset, int64_t n) {
+  alignas(64) float pold[cpu::kBlock], c[cpu::kBlock], y[cpu::kBlock], t[cpu::kBlock];
+  load16(a.param16, a.param_dtype, offset, pold, n);
+  load16(a.compensation, a.param_dtype, offset, c, n);
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = c[i] + (w[i] - pold[i]);
+    t[i] = pold[i] + y[i];
+  }
+  store16(t, a.param16, a.param_dtype, offset, n);
+  load16(a.param16, a.param_dtype, offset, t, n);  // p_new as float
+  for (int64_t i = 0; i < n; ++i) c[i] = y[i] - (t[i] - pold[i]);
+  store16(c, a.compensation, a.param_dtype, offset, n);
 }
 
 inline constexpr int64_t kFusedGrain = 16384;  // elements; below this one thread is faster
 
-// body(int64_t offset, int64_t n, const C* g, C* w): updates elements [offset, offset + n)
-// of the state (indexed by offset) and of w (already offset), from gradients g[0..n).
+// body(int64_t n, const C* g, C* w, C* const* s): updates n elements of the weights w and
+// of the state s[0..kMaxState) (null where unused), all already pointing at the block,
+// from the gradients g[0..n). s points into the state buffers themselves when they hold C,
+// else into float stack copies of the 16-bit block.
 template <class C, class Body>
-void fused_for_each(const StepArgs& a, Body body) {
+void fused_for_each(const StepArgs& a, const StateBuffers& state, Body body) {
   constexpr DType cdt = dtype_of<C>;
   const int64_t gsize = static_cast<int64_t>(element_size(a.grad_dtype));
+  const bool pure = a.pure();
+  const bool state16 = a.state_dtype != cdt;
   parallel_for(0, a.numel, kFusedGrain, [&](int64_t begin, int64_t end) {
     alignas(64) C gbuf[cpu::kBlock];
-    C* w = static_cast<C*>(a.weight);
+    alignas(64) C wbuf[std::is_same_v<C, float> ? cpu::kBlock : 1];
+    alignas(64) C sbuf[std::is_same_v<C, float> ? kMaxState : 1][std::is_same_v<C, float> ? cpu::kBlock : 1];
+    C* s[kMaxState] = {};
     const C scale = static_cast<C>(a.inv_scale);
     for (int64_t j = begin; j < end; j += cpu::kBlock) {
       const int64_t n = std::min(cpu::kBlock, end - j);
@@ -127,22 +175,36 @@ void fused_for_each(const StepArgs& a, Body body) {
         }
         g = gbuf;
       }
-      body(j, n, g, w + j);
       if constexpr (std::is_same_v<C, float>) {
-        if (a.param16 != nullptr) write_back(w + j, a, j, n);
+        if (pure) {
+          load16(a.param16, a.param_dtype, j, wbuf, n);
+          for (int k = 0; k < kMaxState; ++k) {
+            if (state[k] == nullptr) continue;
+            if (state16) {
+              load16(state[k], a.state_dtype, j, sbuf[k], n);
+              s[k] = sbuf[k];
+            } else {
+              s[k] = static_cast<C*>(state[k]) + j;
+            }
+          }
+          body(n, g, wbuf, s);
+          for (int k = 0; k < kMaxState; ++k)
+            if (state16 && state[k] != nullptr) store16(sbuf[k], state[k], a.state_dtype, j, n);
+          if (a.weight_update == WeightUpdate::PureKahan)
+            kahan_write(wbuf, a, j, n);
+          else
+            write_back(wbuf, a, j, n);
+          continue;
+        }
+      }
+      for (int k = 0; k < kMaxState; ++k) s[k] = state[k] != nullptr ? static_cast<C*>(state[k]) + j : nullptr;
+      C* w = static_cast<C*>(a.weight) + j;
+      body(n, g, w, s);
+      if constexpr (std::is_same_v<C, float>) {
+        if (a.param16 != nullptr) write_back(w, a, j, n);
       }
     }
   });
-}
-
-// Runs fused_for_each with C = double for float64 parameters, else float; `body` is a
-// generic lambda taking (offset, n, const C* g, C* w).
-template <class Body>
-void dispatch_fused(const StepArgs& a, Body body) {
-  if (a.weight_dtype == kFloat64)
-    fused_for_each<double>(a, body);
-  else
-    fused_for_each<float>(a, body);
 }
 
 }  // namespace tc::optim::detail

@@ -1,5 +1,6 @@
 // tc::optim::Optimizer: parameter groups, zero_grad, the step driver (state creation,
-// master copies, the AMP skip and inverse scale) and write-back rounding settings.
+// master copies or compensation buffers, the AMP skip and inverse scale), write-back
+// rounding and weight-update settings.
 // The update formulas live in sgd.cpp and adam.cpp; state_dict in optimizer_state.cpp.
 #include "tensorcast/optim/optimizer.h"
 
@@ -80,11 +81,37 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
-bool Optimizer::has_master_weights() const {
+std::string_view weight_update_name(WeightUpdate u) {
+  switch (u) {
+    case WeightUpdate::MasterFloat32:
+      return "MasterFloat32";
+    case WeightUpdate::Pure:
+      return "Pure";
+    case WeightUpdate::PureKahan:
+      return "PureKahan";
+  }
+  return "unknown";
+}
+
+bool Optimizer::reads_16bit_grads() const {
   for (const auto& g : groups_)
     for (const auto& p : g.params)
       if (is_reduced_float(p.dtype())) return true;
   return false;
+}
+
+bool Optimizer::has_master_weights() const {
+  return weight_update_ == WeightUpdate::MasterFloat32 && reads_16bit_grads();
+}
+
+void Optimizer::set_weight_update(WeightUpdate u) {
+  TC_CHECK(u == WeightUpdate::MasterFloat32 || u == WeightUpdate::Pure || u == WeightUpdate::PureKahan, "optim",
+           "set_weight_update: invalid WeightUpdate value ", static_cast<int>(u));
+  if (u == weight_update_) return;
+  TC_CHECK(state_.empty(), "optim", "set_weight_update(", weight_update_name(u),
+           ") after the optimizer has built its state with WeightUpdate::", weight_update_name(weight_update_),
+           "; choose the weight update before the first step");
+  weight_update_ = u;
 }
 
 void Optimizer::set_rounding(Rounding r, uint64_t seed) {
@@ -92,11 +119,16 @@ void Optimizer::set_rounding(Rounding r, uint64_t seed) {
   seed_ = seed;
 }
 
+DType Optimizer::state_dtype(const Tensor& param) const {
+  if (param.dtype() == kFloat64) return kFloat64;
+  if (is_reduced_float(param.dtype()) && weight_update_ != WeightUpdate::MasterFloat32) return param.dtype();
+  return kFloat32;
+}
+
 Tensor& Optimizer::state_buffer(ParamState& state, const std::string& name, const Tensor& param, bool* created) {
   if (created) *created = false;
   if (Tensor* t = state.find(name)) return *t;
-  const DType dt = param.dtype() == kFloat64 ? kFloat64 : kFloat32;
-  state.buffers.emplace_back(name, zeros(param.sizes(), dt));
+  state.buffers.emplace_back(name, zeros(param.sizes(), state_dtype(param)));
   if (created) *created = true;
   return state.buffers.back().second;
 }
@@ -117,6 +149,10 @@ void Optimizer::run_step(const AmpStep* amp) {
   profiler::detail::Scope rec("optimizer.step");
   // Options may have been changed through param_groups() since the last step.
   for (const auto& g : groups_) check_options(*g.options);
+  TC_CHECK(
+      !(weight_update_ == WeightUpdate::PureKahan && rounding_ == Rounding::Stochastic), "optim",
+      "WeightUpdate::PureKahan cannot be combined with Rounding::Stochastic: the compensation buffer carries "
+      "the nearest-even rounding error; use Rounding::NearestEven, or WeightUpdate::Pure with stochastic rounding");
   const float inv_scale = amp ? static_cast<float>(amp->inv_scale.item_double()) : 1.0f;
   int64_t index = -1;
   for (auto& g : groups_) {
@@ -129,7 +165,10 @@ void Optimizer::run_step(const AmpStep* amp) {
       const Tensor grad = grad_ref.contiguous();  // the tensor itself unless it is a strided view
       ParamState& s = state_[p.impl()];
       const bool half = is_reduced_float(p.dtype());
-      if (half && !s.master.defined()) s.master = p.to(kFloat32).contiguous().clone();
+      const bool pure = half && weight_update_ != WeightUpdate::MasterFloat32;
+      if (half && !pure && !s.master.defined()) s.master = p.to(kFloat32).contiguous().clone();
+      if (pure && weight_update_ == WeightUpdate::PureKahan && !s.compensation.defined())
+        s.compensation = zeros(p.sizes(), p.dtype());
       ++s.step;
 
       detail::StepArgs a;
@@ -139,10 +178,13 @@ void Optimizer::run_step(const AmpStep* amp) {
       a.grad_dtype = grad.dtype();
       a.scaled = amp != nullptr;
       a.inv_scale = inv_scale;
-      a.weight = half ? s.master.raw_data() : p.raw_data();
+      a.weight = pure ? nullptr : half ? s.master.raw_data() : p.raw_data();
       a.weight_dtype = half ? kFloat32 : p.dtype();
       a.param16 = half ? p.raw_data() : nullptr;
       a.param_dtype = p.dtype();
+      a.state_dtype = state_dtype(p);
+      a.weight_update = half ? weight_update_ : WeightUpdate::MasterFloat32;
+      a.compensation = s.compensation.defined() ? s.compensation.raw_data() : nullptr;
       a.rounding = rounding_;
       a.sr_key = detail::rounding_key(seed_, s.step, index);
       update(*g.options, s, a);

@@ -2,9 +2,12 @@
 //
 // Names: "param_groups.G.params" (int64 indices of the group's parameters, numbered in
 // group order), "param_groups.G.<option>", "state.I.step" (int64), "state.I.master" (the
-// float32 copy of a 16-bit parameter), "state.I.<buffer>" ("exp_avg", "momentum_buffer",
-// ...), and "rounding.stochastic" / "rounding.seed". Everything is a snapshot (cloned), so
-// later steps never change a saved dict, and loading copies, so the dict stays the caller's.
+// float32 copy of a 16-bit parameter, MasterFloat32), "state.I.compensation" (PureKahan),
+// "state.I.<buffer>" ("exp_avg", "momentum_buffer", ...; in the parameter's dtype for a
+// 16-bit parameter in a Pure mode), "rounding.stochastic" / "rounding.seed", and
+// "weight_update" (int64 WeightUpdate; dicts saved before it existed lack it and mean
+// MasterFloat32). Everything is a snapshot (cloned), so later steps never change a saved
+// dict, and loading copies, so the dict stays the caller's.
 #include <charconv>
 #include <cstring>
 #include <set>
@@ -63,6 +66,7 @@ StateDict Optimizer::state_dict() const {
         const std::string pre = state_prefix(index);
         sd[pre + "step"] = state_int(s.step);
         if (s.master.defined()) sd[pre + "master"] = s.master.clone();
+        if (s.compensation.defined()) sd[pre + "compensation"] = s.compensation.clone();
         for (const auto& [name, t] : s.buffers) sd[pre + name] = t.clone();
       }
       ++index;
@@ -72,6 +76,7 @@ StateDict Optimizer::state_dict() const {
   int64_t seed;
   std::memcpy(&seed, &seed_, sizeof seed);  // the full 64 bits, through int64
   sd["rounding.seed"] = state_int(seed);
+  sd["weight_update"] = state_int(static_cast<int64_t>(weight_update_));
   return sd;
 }
 
@@ -100,16 +105,23 @@ void Optimizer::load_state_dict(const StateDict& sd) {
     } else if (split_key(key, "state.", &i, &rest)) {
       TC_CHECK(i < params.size(), "optim", "state dict entry '", key, "' refers to parameter ", i,
                " but the optimizer has ", params.size(), " parameters");
-      TC_CHECK(rest == "step" || rest == "master" || known.count(rest), "optim", "unexpected key '", key,
-               "' in state dict");
+      TC_CHECK(rest == "step" || rest == "master" || rest == "compensation" || known.count(rest), "optim",
+               "unexpected key '", key, "' in state dict");
       with_state.insert(i);
     } else {
-      TC_CHECK(key == "rounding.stochastic" || key == "rounding.seed", "optim", "unexpected key '", key,
-               "' in state dict");
+      TC_CHECK(key == "rounding.stochastic" || key == "rounding.seed" || key == "weight_update", "optim",
+               "unexpected key '", key, "' in state dict");
     }
   }
   TC_CHECK(sd_groups == groups_.size(), "optim", "loaded state dict has ", sd_groups,
            " parameter groups but the optimizer has ", groups_.size());
+  // The weight update decides the state's dtypes and buffers, so it is the optimizer's
+  // setting, checked rather than taken from the dict.
+  const auto mode =
+      static_cast<WeightUpdate>(sd.count("weight_update") ? read_state_int(sd, "weight_update", "optim", 0, 2) : 0);
+  TC_CHECK(mode == weight_update_, "optim", "the state dict was saved with WeightUpdate::", weight_update_name(mode),
+           " but this optimizer uses WeightUpdate::", weight_update_name(weight_update_),
+           "; call set_weight_update(WeightUpdate::", weight_update_name(mode), ") before loading it");
 
   // Build everything first, then commit, so a bad dict leaves the optimizer as it was.
   std::vector<std::unique_ptr<OptimizerOptions>> options;
@@ -143,18 +155,31 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   for (size_t i : with_state) {
     const Tensor& p = *params[i];
     const std::string pre = state_prefix(i);
-    const DType sdt = p.dtype() == kFloat64 ? kFloat64 : kFloat32;
+    const DType sdt = state_dtype(p);
     ParamState s;
     s.step = read_state_int(sd, pre + "step", "optim", 0);
     const bool half = is_reduced_float(p.dtype());
+    const bool wants_master = half && mode == WeightUpdate::MasterFloat32;
+    const bool wants_comp = half && mode == WeightUpdate::PureKahan;
+    const std::string dt_mode =
+        ::tc::detail::concat(dtype_name(p.dtype()), " (WeightUpdate::", weight_update_name(mode), ")");
     auto m = sd.find(pre + "master");
-    TC_CHECK(half == (m != sd.end()), "optim", "parameter ", i, " has dtype ", dtype_name(p.dtype()),
-             half ? " but the state dict has no float32 master copy 'state."
-                  : " but the state dict has a master copy 'state.",
+    TC_CHECK(wants_master == (m != sd.end()), "optim", "parameter ", i, " has dtype ", dt_mode,
+             wants_master ? " but the state dict has no float32 master copy 'state."
+                          : " but the state dict has a master copy 'state.",
              i, ".master'");
-    if (half) {
+    if (wants_master) {
       expect_tensor(m->second, pre + "master", kFloat32, p.sizes());
       s.master = m->second.contiguous().clone();
+    }
+    auto c = sd.find(pre + "compensation");
+    TC_CHECK(wants_comp == (c != sd.end()), "optim", "parameter ", i, " has dtype ", dt_mode,
+             wants_comp ? " but the state dict has no Kahan compensation 'state."
+                        : " but the state dict has a Kahan compensation 'state.",
+             i, ".compensation'");
+    if (wants_comp) {
+      expect_tensor(c->second, pre + "compensation", p.dtype(), p.sizes());
+      s.compensation = c->second.contiguous().clone();
     }
     for (const auto& name : required_buffers(*options[group_of[i]])) state_at(sd, pre + name, "optim");
     for (const auto& name : known_buffers()) {

@@ -34,17 +34,17 @@ namespace {
 
 template <class C>
 struct SGDScalars {
-  C* buf;  // momentum buffer (null without momentum)
   C neg_lr, wd, momentum, one_minus_dampening;
 };
 
 // The option flags are template parameters so each variant's loop is branch-free and
 // vectorizes. kFirst: the buffer is created by this step and starts as the gradient.
+// s[0] is the block of the momentum buffer (itself, or a float copy of a 16-bit block).
 template <class C, bool kWd, bool kMomentum, bool kFirst, bool kNesterov>
 struct SGDKernel {
   SGDScalars<C> k;
-  void operator()(int64_t offset, int64_t n, const C* __restrict g, C* __restrict w) const {
-    C* __restrict b = kMomentum ? k.buf + offset : nullptr;
+  void operator()(int64_t n, const C* __restrict g, C* __restrict w, C* const* s) const {
+    C* __restrict b = kMomentum ? s[0] : nullptr;
     for (int64_t i = 0; i < n; ++i) {
       C d = g[i];
       if constexpr (kWd) d = d + k.wd * w[i];  // d_p.add(param, alpha=weight_decay)
@@ -66,21 +66,21 @@ struct SGDKernel {
 };
 
 template <class C, bool... Flags>
-void run_sgd(const SGDScalars<C>& k, const detail::StepArgs& args, const bool* flags) {
+void run_sgd(const SGDScalars<C>& k, const detail::StepArgs& args, const detail::StateBuffers& b, const bool* flags) {
   if constexpr (sizeof...(Flags) == 4) {
-    detail::fused_for_each<C>(args, SGDKernel<C, Flags...>{k});
+    detail::fused_for_each<C>(args, b, SGDKernel<C, Flags...>{k});
   } else {
     if (flags[sizeof...(Flags)])
-      run_sgd<C, Flags..., true>(k, args, flags);
+      run_sgd<C, Flags..., true>(k, args, b, flags);
     else
-      run_sgd<C, Flags..., false>(k, args, flags);
+      run_sgd<C, Flags..., false>(k, args, b, flags);
   }
 }
 
 template <class C>
-SGDScalars<C> make_scalars(const SGDOptions& o, void* buf) {
+SGDScalars<C> make_scalars(const SGDOptions& o) {
   // Scalars are rounded to the compute type, as PyTorch's kernels do with Python floats.
-  return {static_cast<C*>(buf), static_cast<C>(-o.lr()), static_cast<C>(o.weight_decay()), static_cast<C>(o.momentum()),
+  return {static_cast<C>(-o.lr()), static_cast<C>(o.weight_decay()), static_cast<C>(o.momentum()),
           static_cast<C>(1.0 - o.dampening())};
 }
 
@@ -90,12 +90,13 @@ void SGD::update(const OptimizerOptions& base, ParamState& state, const detail::
   const auto& o = static_cast<const SGDOptions&>(base);
   const bool use_momentum = o.momentum() != 0.0;
   bool first = false;
-  void* buf = use_momentum ? state_buffer(state, "momentum_buffer", *args.param, &first).raw_data() : nullptr;
+  const detail::StateBuffers b{use_momentum ? state_buffer(state, "momentum_buffer", *args.param, &first).raw_data()
+                                            : nullptr};
   const bool flags[4] = {o.weight_decay() != 0.0, use_momentum, first, o.nesterov()};
   if (args.weight_dtype == kFloat64)
-    run_sgd<double>(make_scalars<double>(o, buf), args, flags);
+    run_sgd<double>(make_scalars<double>(o), args, b, flags);
   else
-    run_sgd<float>(make_scalars<float>(o, buf), args, flags);
+    run_sgd<float>(make_scalars<float>(o), args, b, flags);
 }
 
 void SGD::save_options(const OptimizerOptions& base, StateDict& sd, const std::string& prefix) const {

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Acceptance 2: a run resumed from a checkpoint written at step k gives bit-identical
-# losses and final weights to an uninterrupted run (bf16, and fp16 with its GradScaler
-# state), across an epoch boundary.
+# losses and final weights to an uninterrupted run (bf16, fp16 with its GradScaler state,
+# and bf16-pure with its Kahan compensation), across an epoch boundary.
 source "$(dirname "$0")/lib.sh"
 make_idx_dataset data 256 64   # 16 batches of 16 per epoch
 
 # metrics without the wall-clock field
 losses() { sed -E 's/, "seconds": [^,}]*//' "$@"; }
 
-for precision in bf16 fp16; do
+for precision in bf16 fp16 bf16-pure; do
   common=(--data data --model mlp --batch-size 16 --epochs 3 --precision "$precision" --log-every 1 --no-progress)
   "$TC" train "${common[@]}" --max-steps 24 --metrics full.jsonl --checkpoint full > /dev/null
   "$TC" train "${common[@]}" --max-steps 10 --metrics a.jsonl --checkpoint part --checkpoint-every 4 > /dev/null

@@ -20,6 +20,21 @@ done
 [ "$(json_field s.json epochs)" = 2 ] || fail "summary epochs"
 pass "mlp metrics and summary"
 
+# ---- bf16-pure: weights + AdamW state take 8 bytes per parameter against fp32's 12 (4 + m, v);
+# the numerics report and the TensorBoard file come out
+"$TC" train --data data --model mlp --batch-size 32 --epochs 1 --precision bf16-pure --numerics-json nr.json \
+  --numerics-every 2 --tensorboard tb --summary-json p.json > pure.log
+n=$(json_field s.json parameters)
+[ "$(json_field s.json weight_state_bytes)" = $((12 * n)) ] || fail "fp32 weights + state: $(json_field s.json weight_state_bytes), expected $((12 * n))"
+[ "$(json_field p.json weight_state_bytes)" = $((8 * n)) ] || fail "bf16-pure weights + state: $(json_field p.json weight_state_bytes), expected $((8 * n))"
+[ "$(json_field p.json weight_update)" = '"kahan"' ] || fail "bf16-pure summary: weight_update $(json_field p.json weight_update)"
+grep -q "numerics report (gradients against fp16's range)" pure.log || fail "no numerics table: $(cat pure.log)"
+for key in '"name": "1.weight", "kind": "param_grad"' '"name": "1 Linear", "kind": "output_grad"' bf16_update_lost fp16_subnormal overflow_steps; do
+  grep -q "$key" nr.json || fail "numerics JSON without $key: $(cat nr.json)"
+done
+ls tb/events.out.tfevents.* > /dev/null || fail "no TensorBoard event file in tb/"
+pass "bf16-pure memory, numerics report, TensorBoard file"
+
 # ---- inspect
 "$TC" inspect ck > inspect.txt
 grep -q "0.weight\|1.weight" inspect.txt || { cat inspect.txt; fail "inspect lists no weights"; }
@@ -49,5 +64,7 @@ for f in report.md loss.svg loss_scale.svg zero_grads.svg step_time.svg memory.s
   [ -s "rep/$f" ] || fail "report did not write $f"
 done
 grep -q "without a GradScaler: what happened" rep/report.md || fail "report says nothing on fp16 without a scaler"
+grep -q "Where fp16 without a scaler fails: a smaller loss" rep/report.md || fail "report has no smaller-loss section"
+grep -q "| output of 1 Linear |" rep/report.md || fail "report has no per-layer numerics table"
 grep -q "<polyline" rep/loss.svg || fail "loss.svg has no curve"
 pass "report"

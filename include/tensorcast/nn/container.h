@@ -58,6 +58,9 @@ class SequentialImpl : public Module {
   }
 
   Tensor forward(const Tensor& input);
+  // forward, passing each module's output through after(index, output) before the next
+  // module (e.g. tc::amp::NumericsReport::watch on every layer's output).
+  Tensor forward(const Tensor& input, const std::function<Tensor(size_t, const Tensor&)>& after);
 
   size_t size() const noexcept { return modules_.size(); }
   bool is_empty() const noexcept { return modules_.empty(); }

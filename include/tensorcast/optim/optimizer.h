@@ -1,9 +1,28 @@
 // tc::optim::Optimizer: the base of SGD, Adam and AdamW, in libtorch's shape
 // (parameter groups with per-group options, zero_grad, step, state_dict).
 //
-// All optimizer state is float32 (float64 for float64 parameters). A parameter may be
-// held in bf16/fp16: then the optimizer keeps a float32 *master copy*, updates it in
-// float32 and writes the parameter back rounded (to nearest even, or stochastically).
+// Optimizer state is float32 (float64 for float64 parameters). A parameter may be held in
+// bf16/fp16; set_weight_update chooses how it is updated (all arithmetic is float32 in
+// registers either way):
+//   MasterFloat32 (default): a float32 *master copy* and float32 state; the master is
+//       updated and the parameter written back from it rounded per set_rounding.
+//   Pure: no master copy; the state is kept in the parameter's dtype (each element read as
+//       float, stored back rounded to nearest even) and each new weight is rounded per
+//       set_rounding. Updates below half a 16-bit ulp are lost with nearest-even rounding
+//       (a bf16 weight near 1.0 ignores any |update| < 2^-9); stochastic rounding keeps them
+//       in expectation.
+//   PureKahan: as Pure (nearest-even only), plus a Kahan compensation buffer
+//       ("compensation", the parameter's dtype) that carries each update's rounding error to
+//       the next step (torchdistx's AnyPrecisionAdamW). With p_old the 16-bit weight and w
+//       the float32 result of the optimizer's formula from it:
+//         y = c + (w - p_old);  p_new = round16(p_old + y);  c = round16(y - (p_new - p_old))
+// Bytes per element of a bf16/fp16 parameter (parameter + master + state + compensation;
+// the gradient not counted):
+//                    MasterFloat32        Pure           PureKahan
+//   AdamW / Adam     2 + 4 + 8 = 14       2 + 4 = 6      2 + 4 + 2 = 8     (m, v; amsgrad: +4 / +2 / +2)
+//   SGD (momentum)   2 + 4 + 4 = 10       2 + 2 = 4      2 + 2 + 2 = 6
+// fp16 state has fp16's range: Adam's v (squared gradients) flushes to zero below about
+// 6e-8 and overflows above 65504, so Pure modes suit bf16 far better than fp16.
 //
 // AMP: step(AmpStep) is the fused path the GradScaler uses. Gradients are multiplied by
 // `inv_scale` as they are read (no separate unscale pass writes them), and when
@@ -57,8 +76,20 @@ struct OptimizerParamGroup {
   OptimizerParamGroup(OptimizerParamGroup&&) = default;
 };
 
-// How 16-bit parameters are written back from their float32 master copies.
+// How a 16-bit parameter's new value is rounded (from its float32 master copy, or in the
+// Pure weight update from the float32 result of the step).
 enum class Rounding : uint8_t { NearestEven, Stochastic };
+
+// How a 16-bit parameter is updated (float32/float64 parameters ignore this); see the top
+// of this file.
+enum class WeightUpdate : uint8_t {
+  MasterFloat32,  // default: float32 master copy and float32 state; the parameter is the master rounded per
+                  // set_rounding
+  Pure,           // no master copy: state in the parameter's dtype; each new weight rounded per set_rounding
+  PureKahan,      // as Pure, plus a Kahan compensation buffer ("compensation", parameter dtype); nearest even only
+};
+// "MasterFloat32", "Pure", "PureKahan".
+std::string_view weight_update_name(WeightUpdate u);
 
 // What the GradScaler hands to a fused step.
 struct AmpStep {
@@ -85,10 +116,19 @@ class Optimizer {
   void add_param_group(OptimizerParamGroup group);
   const OptimizerOptions& defaults() const { return *defaults_; }
 
-  // True when the optimizer keeps float32 master copies of 16-bit parameters, so it may
-  // take 16-bit gradients from the GradScaler ("Attempting to unscale FP16 gradients"
-  // is raised otherwise, as in PyTorch).
+  // True when the optimizer keeps float32 master copies of 16-bit parameters
+  // (WeightUpdate::MasterFloat32 and some bf16/fp16 parameter).
   bool has_master_weights() const;
+  // True when some parameter is bf16/fp16, so 16-bit gradients are what the optimizer
+  // expects: a master copy receives them, or a Pure update reads them as float (times the
+  // AMP inverse scale). The GradScaler accepts fp16 gradients only then ("Attempting to
+  // unscale FP16 gradients." otherwise, as in PyTorch).
+  bool reads_16bit_grads() const;
+  // The update of 16-bit parameters. Choose it before the first step (or before
+  // load_state_dict): "[optim] ..." when the optimizer already holds state. PureKahan with
+  // Rounding::Stochastic is refused at step time.
+  void set_weight_update(WeightUpdate u);
+  WeightUpdate weight_update() const { return weight_update_; }
   // Write-back rounding for 16-bit parameters; `seed` makes stochastic rounding repeatable:
   // the random bits are a hash of (seed, step, parameter index, element index), so results
   // do not depend on the thread count.
@@ -97,21 +137,25 @@ class Optimizer {
 
   // Every tensor of state, named "param_groups.G.lr", "param_groups.G.params" (int64
   // indices), "state.I.step" (int64), "state.I.exp_avg", "state.I.master" (the float32 copy
-  // of a 16-bit parameter), "rounding.stochastic", "rounding.seed" (I indexes parameters in
-  // group order; parameters never stepped have no "state.I.*"). The dict is a snapshot.
-  // load_state_dict checks names, shapes, dtypes and option values ("[optim] ..." errors)
-  // and changes nothing when it throws; a loaded run continues bit-identically.
+  // of a 16-bit parameter under MasterFloat32), "state.I.compensation" (PureKahan),
+  // "rounding.stochastic", "rounding.seed", "weight_update" (int64: 0 MasterFloat32, 1 Pure,
+  // 2 PureKahan; absent means 0) (I indexes parameters in group order; parameters never
+  // stepped have no "state.I.*"). State buffers of a 16-bit parameter in a Pure mode are in
+  // its dtype. The dict is a snapshot. load_state_dict checks names, shapes, dtypes, option
+  // values and that the dict's weight update is this optimizer's ("[optim] ..." errors) and
+  // changes nothing when it throws; a loaded run continues bit-identically.
   virtual StateDict state_dict() const;
   virtual void load_state_dict(const StateDict& sd);
 
  protected:
   Optimizer(std::vector<OptimizerParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults);
 
-  // What the base keeps per parameter. Buffers are float32 (float64 for float64
-  // parameters), contiguous, of the parameter's shape, named as in PyTorch's state.
+  // What the base keeps per parameter. Buffers are contiguous, of the parameter's shape,
+  // named as in PyTorch's state, of state_dtype(param).
   struct ParamState {
     int64_t step = 0;
-    Tensor master;  // float32 copy of a 16-bit parameter (created at its first step)
+    Tensor master;        // float32 copy of a 16-bit parameter (MasterFloat32; created at its first step)
+    Tensor compensation;  // Kahan compensation of a 16-bit parameter (PureKahan; its dtype)
     std::vector<std::pair<std::string, Tensor>> buffers;
     Tensor* find(std::string_view name);
   };
@@ -133,6 +177,9 @@ class Optimizer {
   // defaults and validates options and parameters (virtual calls are not possible in
   // the base constructor).
   void init_groups();
+  // The dtype of `param`'s state buffers: float64 for float64, the parameter's own dtype
+  // for a 16-bit parameter in a Pure mode, else float32.
+  DType state_dtype(const Tensor& param) const;
   // The buffer `name` of `state`, created zero-filled when missing (`created` says so).
   Tensor& state_buffer(ParamState& state, const std::string& name, const Tensor& param, bool* created = nullptr);
 
@@ -148,6 +195,7 @@ class Optimizer {
   std::unordered_map<const TensorImpl*, ParamState> state_;
   Rounding rounding_ = Rounding::NearestEven;
   uint64_t seed_ = 0;
+  WeightUpdate weight_update_ = WeightUpdate::MasterFloat32;
 };
 
 }  // namespace tc::optim

@@ -1,0 +1,28 @@
+// TensorBoard event files for `tensorcast train --tensorboard DIR` and `tensorcast report`:
+// the run's scalars under fixed tags, so runs of different models and precisions line up
+// in one `tensorboard --logdir` view.
+#pragma once
+#include <tensorcast/io/summary_writer.h>
+
+#include <cstdint>
+#include <string>
+
+namespace tcli {
+
+// Writes a run's scalars to TensorBoard event files under dir.
+//   train/loss train/lr train/grad_norm  amp/loss_scale amp/skipped_steps
+//   perf/samples_per_s perf/peak_memory_mib  test/accuracy test/loss test/bits_per_byte
+class TensorBoardLog {
+ public:
+  explicit TensorBoardLog(const std::string& dir);  // throws tc::Error on an unusable dir
+  void step(int64_t step, double loss, double lr, double loss_scale, int64_t skipped_total,
+            double grad_norm /* <0: not tracked */, double samples_per_s, int64_t peak_memory_bytes);
+  void epoch(int64_t step, double test_accuracy /* <0: none */, double test_loss,
+             double test_bits_per_byte /* <0: none */);
+  void flush();
+
+ private:
+  tc::io::SummaryWriter writer_;
+};
+
+}  // namespace tcli

@@ -1,0 +1,203 @@
+// tc::amp::NumericsReport (see numerics.h): per-tensor fp16 range counts, bf16 update loss
+// and the first non-finite tensor of an overflow step.
+#include "tensorcast/amp/numerics.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "backend/cpu/amp_kernels.h"
+#include "backend/cpu/numerics.h"
+#include "tensorcast/autograd_function.h"
+#include "tensorcast/error.h"
+
+namespace tc::amp {
+namespace {
+
+// Identity whose backward hands the incoming gradient to the report.
+struct Watch : autograd::Function<Watch> {
+  static constexpr const char* name = "NumericsWatch";
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x, NumericsReport* report,
+                        const std::string& layer) {
+    ctx->saved_data["report"] = report;
+    ctx->saved_data["layer"] = layer;
+    return x;
+  }
+  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> g) {
+    auto* report = std::any_cast<NumericsReport*>(ctx->saved_data["report"]);
+    report->on_output_grad(std::any_cast<std::string>(ctx->saved_data["layer"]), g[0]);
+    return {g[0]};
+  }
+};
+
+double fraction(int64_t part, int64_t whole) { return whole > 0 ? double(part) / double(whole) : 0.0; }
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return std::isfinite(v) ? buf : "null";
+}
+
+}  // namespace
+
+NumericsReport::NumericsReport(int64_t every) : every_(every) {
+  TC_CHECK(every >= 1, "numerics", "every must be >= 1, got ", every);
+}
+
+void NumericsReport::begin_step(int64_t step) {
+  sampling_ = step % every_ == 0;
+  sampled_steps_ += sampling_;
+  step_outputs_.clear();
+}
+
+Tensor NumericsReport::watch(const Tensor& x, const std::string& layer) {
+  if (!x.requires_grad()) return x;
+  return Watch::apply(x, this, layer);
+}
+
+NumericsReport::TensorStats& NumericsReport::entry(const std::string& name, const char* kind) {
+  const std::string key = std::string(kind) + ":" + name;
+  auto [it, inserted] = index_.emplace(key, entries_.size());
+  if (inserted) {
+    entries_.push_back({});
+    entries_.back().name = name;
+    entries_.back().kind = kind;
+  }
+  return entries_[it->second];
+}
+
+namespace {
+void add_counts(NumericsReport::TensorStats& s, const Tensor& t) {
+  const cpu::Fp16RangeCounts c = cpu::count_fp16_range(t);
+  ++s.samples;
+  s.total += c.total;
+  s.zero += c.zero;
+  s.flush += c.flush;
+  s.subnormal += c.subnormal;
+  s.overflow += c.overflow;
+  s.nonfinite += c.nonfinite;
+  s.amax = std::max(s.amax, c.amax);
+}
+}  // namespace
+
+void NumericsReport::on_output_grad(const std::string& layer, const Tensor& grad) {
+  if (!grad.defined()) return;
+  step_outputs_.emplace_back(layer, cpu::has_non_finite(grad));
+  if (sampling_) add_counts(entry(layer, "output_grad"), grad);
+}
+
+void NumericsReport::record_gradients(const Named& params) {
+  if (!sampling_) return;
+  for (const auto& [name, p] : params)
+    if (p.grad().defined()) add_counts(entry(name, "param_grad"), p.grad());
+}
+
+void NumericsReport::before_update(const Named& params) {
+  weights_before_.clear();
+  if (!sampling_) return;
+  for (const auto& np : params) weights_before_.push_back(np.second.detach().clone());
+}
+
+void NumericsReport::after_update(const Named& params) {
+  if (!sampling_ || weights_before_.size() != params.size()) return;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& [name, p] = params[i];
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    TensorStats& s = entry(name, "param_grad");
+    const cpu::LostUpdates u = cpu::count_lost_bf16_updates(weights_before_[i], p.detach(), g);
+    s.update_total += u.with_grad;
+    s.update_lost += u.lost;
+  }
+  weights_before_.clear();
+}
+
+std::string NumericsReport::record_overflow(int64_t step, const Named& params) {
+  std::string what;
+  for (const auto& [layer, bad] : step_outputs_)
+    if (bad) {
+      what = "gradient of the output of layer " + layer;
+      break;
+    }
+  if (what.empty())
+    for (const auto& [name, p] : params)
+      if (p.grad().defined() && cpu::has_non_finite(p.grad())) {
+        what = "gradient of parameter " + name;
+        break;
+      }
+  if (what.empty()) what = "the loss (every gradient is finite)";
+  overflows_.push_back({step, what});
+  weights_before_.clear();
+  return what;
+}
+
+std::vector<NumericsReport::TensorStats> NumericsReport::stats() const {
+  // Layer outputs were first seen in backward order: list them forward, then parameters.
+  std::vector<TensorStats> out;
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)
+    if (it->kind == "output_grad") out.push_back(*it);
+  for (const auto& e : entries_)
+    if (e.kind == "param_grad") out.push_back(e);
+  return out;
+}
+
+std::string NumericsReport::table() const {
+  std::string out;
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "%-22s %-11s %10s %8s %8s %9s %8s %9s\n", "tensor", "gradient", "amax", "zero%",
+                "flush%", "subnorm%", "ovfl%", "bf16lost%");
+  out += buf;
+  for (const auto& s : stats()) {
+    char lost[32] = "-";
+    if (s.kind == "param_grad") std::snprintf(lost, sizeof lost, "%.3f", 100 * fraction(s.update_lost, s.update_total));
+    std::snprintf(buf, sizeof buf, "%-22s %-11s %10.3g %8.3f %8.3f %9.3f %8.3f %9s\n", s.name.c_str(),
+                  s.kind == "param_grad" ? "parameter" : "output", s.amax, 100 * fraction(s.zero, s.total),
+                  100 * fraction(s.flush, s.total), 100 * fraction(s.subnormal, s.total),
+                  100 * fraction(s.overflow + s.nonfinite, s.total), lost);
+    out += buf;
+  }
+  for (const auto& o : overflows_)
+    out += "overflow at step " + std::to_string(o.step) + ": " + o.first_nonfinite + "\n";
+  return out;
+}
+
+std::string NumericsReport::json() const {
+  std::string out = "{\"every\": " + std::to_string(every_) + ", \"sampled_steps\": " + std::to_string(sampled_steps_) +
+                    ", \"tensors\": [";
+  const std::vector<TensorStats> all = stats();
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& s = all[i];
+    out += (i ? ",\n  " : "\n  ") + std::string("{\"name\": ") + json_string(s.name) + ", \"kind\": \"" + s.kind +
+           "\", \"samples\": " + std::to_string(s.samples) + ", \"values\": " + std::to_string(s.total) +
+           ", \"amax\": " + num(s.amax) + ", \"zero\": " + num(fraction(s.zero, s.total)) +
+           ", \"fp16_flush_to_zero\": " + num(fraction(s.flush, s.total)) +
+           ", \"fp16_subnormal\": " + num(fraction(s.subnormal, s.total)) +
+           ", \"fp16_overflow\": " + num(fraction(s.overflow, s.total)) +
+           ", \"nonfinite\": " + num(fraction(s.nonfinite, s.total));
+    if (s.kind == "param_grad") out += ", \"bf16_update_lost\": " + num(fraction(s.update_lost, s.update_total));
+    out += "}";
+  }
+  out += "],\n \"overflow_steps\": [";
+  for (size_t i = 0; i < overflows_.size(); ++i)
+    out += (i ? ", " : "") + std::string("{\"step\": ") + std::to_string(overflows_[i].step) +
+           ", \"first_nonfinite\": " + json_string(overflows_[i].first_nonfinite) + "}";
+  return out + "]}\n";
+}
+
+}  // namespace tc::amp
