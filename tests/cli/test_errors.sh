@@ -9,7 +9,13 @@ expect_fail 2 "^tensorcast: --epochs expects a positive integer, got '0'" -- "$T
 expect_fail 2 "^tensorcast: --lr expects a positive number, got '1e-3x'" -- "$TC" train --lr 1e-3x
 expect_fail 2 "^tensorcast: --epochs expects a value" -- "$TC" train --epochs
 expect_fail 2 "^tensorcast: unknown flag --epoch for 'train'.*--help" -- "$TC" train --epoch 3
-expect_fail 2 "^tensorcast: --precision expects one of auto\|fp32\|bf16\|fp16, got 'fp8'" -- "$TC" train --precision fp8
+expect_fail 2 "^tensorcast: --precision expects one of auto\|fp32\|bf16\|fp16\|bf16-pure, got 'fp8'" -- "$TC" train --precision fp8
+expect_fail 2 "^tensorcast: --weight-update applies to --precision bf16-pure only" -- "$TC" train --weight-update nearest
+expect_fail 2 "^tensorcast: --optimizer expects one of adamw\|sgd, got 'adam'" -- "$TC" train --optimizer adam
+expect_fail 2 "^tensorcast: --numerics-every expects a positive integer, got '0'" -- "$TC" train --numerics-every 0
+expect_fail 2 "^tensorcast: --loss-weight expects a positive number, got '0'" -- "$TC" train --loss-weight 0
+expect_fail 1 "^tensorcast: error: \[cli\] --numerics-json /nonexistent/x.json: directory /nonexistent does not exist" -- \
+  "$TC" train --numerics-json /nonexistent/x.json
 expect_fail 2 "^tensorcast: --model expects one of" -- "$TC" bench --model resnet
 expect_fail 2 "^tensorcast: --steps expects a positive integer, got '-1'" -- "$TC" bench --steps -1
 expect_fail 2 "^tensorcast: unexpected argument 'extra'" -- "$TC" train extra
