@@ -203,13 +203,12 @@ std::string small_loss_section(const std::vector<Run>& runs) {
   md +=
       "| gradient of | zero, no scaler | zero, GradScaler | subnormal, no scaler | subnormal, GradScaler |\n"
       "|---|---|---|---|---|\n";
-  auto frac = [](int64_t part, int64_t whole) { return whole ? double(part) / double(whole) : 0.0; };
   for (const auto& b : bare.result.numerics)
     for (const auto& c : scaled.result.numerics)
       if (b.name == c.name && b.kind == c.kind)
         md += "| " + std::string(b.kind == "output_grad" ? "output of " : "") + b.name + " | " +
-              percent(frac(b.zero + b.flush, b.total)) + " | " + percent(frac(c.zero + c.flush, c.total)) + " | " +
-              percent(frac(b.subnormal, b.total)) + " | " + percent(frac(c.subnormal, c.total)) + " |\n";
+              percent(b.share(b.zero + b.flush)) + " | " + percent(c.share(c.zero + c.flush)) + " | " +
+              percent(b.share(b.subnormal)) + " | " + percent(c.share(c.subnormal)) + " |\n";
   return md + "\n";
 }
 
@@ -254,8 +253,7 @@ int cmd_report(int argc, char** argv) {
                             {"fp16 + GradScaler", "fp16", true, {}, {}, {}},
                             {"fp16, no scaler", "fp16", false, {}, {}, {}}};
   const size_t total_runs = runs.size() + small.size();
-  for (size_t i = 0; i < runs.size(); ++i) {
-    auto& r = runs[i];
+  auto config_for = [&](const Run& r) {  // what every run shares: same data, model, seed
     TrainConfig c;
     c.model = model;
     c.data = data;
@@ -267,6 +265,11 @@ int cmd_report(int argc, char** argv) {
     c.batch_size = batch;
     c.seed = static_cast<uint64_t>(seed);
     c.quiet = true;
+    return c;
+  };
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto& r = runs[i];
+    TrainConfig c = config_for(r);
     c.track_zero_grads = true;
     c.tensorboard_dir = (fs::path(out) / "tensorboard" / dir_name(r.label)).string();
     c.log_every = 1;  // every step in the event file, so the loss-scale plot marks each skipped step
@@ -294,17 +297,7 @@ int cmd_report(int argc, char** argv) {
 
   for (size_t i = 0; i < small.size(); ++i) {
     auto& r = small[i];
-    TrainConfig c;
-    c.model = model;
-    c.data = data;
-    c.precision = r.precision;
-    c.scaler = r.scaler;
-    c.on_nonfinite = "continue";
-    c.epochs = epochs;
-    c.max_steps = max_steps;
-    c.batch_size = batch;
-    c.seed = static_cast<uint64_t>(seed);
-    c.quiet = true;
+    TrainConfig c = config_for(r);
     c.loss_weight = kSmallLossWeight;
     c.numerics_report = r.precision == "fp16";
     c.numerics_every = 2;  // short report runs still get samples; these runs' timings are not reported

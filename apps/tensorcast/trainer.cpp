@@ -647,9 +647,38 @@ TrainResult run_training(const TrainConfig& config) {
   if (numerics) {
     result.numerics_table = numerics->table();
     result.numerics = numerics->stats();
-    if (!cfg.numerics_json.empty()) write_file_atomic(cfg.numerics_json, numerics->json());
+    if (!cfg.numerics_json.empty()) write_file_atomic(cfg.numerics_json, numerics_json(*numerics));
   }
   return result;
+}
+
+std::string numerics_json(const tc::amp::NumericsReport& report) {
+  std::string tensors;
+  for (const auto& s : report.stats()) {
+    JsonObject o;
+    o.add("name", s.name)
+        .add("kind", s.kind)
+        .add("samples", s.samples)
+        .add("values", s.total)
+        .add("amax", s.amax)
+        .add("zero", s.share(s.zero))
+        .add("fp16_flush_to_zero", s.share(s.flush))
+        .add("fp16_subnormal", s.share(s.subnormal))
+        .add("fp16_overflow", s.share(s.overflow))
+        .add("nonfinite", s.share(s.nonfinite));
+    if (s.kind == "param_grad") o.add("bf16_update_lost", s.lost_share());
+    tensors += (tensors.empty() ? "\n  " : ",\n  ") + o.str();
+  }
+  std::string overflows;
+  for (const auto& ov : report.overflows())
+    overflows += (overflows.empty() ? "" : ", ") +
+                 JsonObject().add("step", ov.step).add("first_nonfinite", ov.first_nonfinite).str();
+  return JsonObject()
+             .add("sampled_steps", report.sampled_steps())
+             .add_raw("tensors", "[" + tensors + "]")
+             .add_raw("overflow_steps", "[" + overflows + "]")
+             .str() +
+         "\n";
 }
 
 std::string summary_json(const TrainResult& r) {

@@ -135,6 +135,10 @@ int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Modul
 // it names a directory, or its directory does not exist. Empty path: nothing to check.
 void check_output_path(const std::string& path, const std::string& flag);
 
+// --numerics-json: the report's rows ({"name", "kind", "amax", "zero", "fp16_flush_to_zero",
+// "fp16_subnormal", "fp16_overflow", "nonfinite", "bf16_update_lost"}) and overflow steps.
+std::string numerics_json(const tc::amp::NumericsReport& report);
+
 // The summary JSON of a run (model, precision, epochs, steps, skipped_steps,
 // final_loss_scale, test_accuracy, train_seconds, peak_memory_bytes, ...).
 std::string summary_json(const TrainResult& r);

@@ -29,31 +29,6 @@ struct Watch : autograd::Function<Watch> {
   }
 };
 
-double fraction(int64_t part, int64_t whole) { return whole > 0 ? double(part) / double(whole) : 0.0; }
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return std::isfinite(v) ? buf : "null";
-}
-
 }  // namespace
 
 NumericsReport::NumericsReport(int64_t every) : every_(every) {
@@ -84,15 +59,8 @@ NumericsReport::TensorStats& NumericsReport::entry(const std::string& name, cons
 
 namespace {
 void add_counts(NumericsReport::TensorStats& s, const Tensor& t) {
-  const cpu::Fp16RangeCounts c = cpu::count_fp16_range(t);
   ++s.samples;
-  s.total += c.total;
-  s.zero += c.zero;
-  s.flush += c.flush;
-  s.subnormal += c.subnormal;
-  s.overflow += c.overflow;
-  s.nonfinite += c.nonfinite;
-  s.amax = std::max(s.amax, c.amax);
+  cpu::accumulate(s, cpu::count_fp16_range(t));
 }
 }  // namespace
 
@@ -165,39 +133,15 @@ std::string NumericsReport::table() const {
   out += buf;
   for (const auto& s : stats()) {
     char lost[32] = "-";
-    if (s.kind == "param_grad") std::snprintf(lost, sizeof lost, "%.3f", 100 * fraction(s.update_lost, s.update_total));
+    if (s.kind == "param_grad") std::snprintf(lost, sizeof lost, "%.3f", 100 * s.lost_share());
     std::snprintf(buf, sizeof buf, "%-22s %-11s %10.3g %8.3f %8.3f %9.3f %8.3f %9s\n", s.name.c_str(),
-                  s.kind == "param_grad" ? "parameter" : "output", s.amax, 100 * fraction(s.zero, s.total),
-                  100 * fraction(s.flush, s.total), 100 * fraction(s.subnormal, s.total),
-                  100 * fraction(s.overflow + s.nonfinite, s.total), lost);
+                  s.kind == "param_grad" ? "parameter" : "output", s.amax, 100 * s.share(s.zero),
+                  100 * s.share(s.flush), 100 * s.share(s.subnormal), 100 * s.share(s.overflow + s.nonfinite), lost);
     out += buf;
   }
   for (const auto& o : overflows_)
     out += "overflow at step " + std::to_string(o.step) + ": " + o.first_nonfinite + "\n";
   return out;
-}
-
-std::string NumericsReport::json() const {
-  std::string out = "{\"every\": " + std::to_string(every_) + ", \"sampled_steps\": " + std::to_string(sampled_steps_) +
-                    ", \"tensors\": [";
-  const std::vector<TensorStats> all = stats();
-  for (size_t i = 0; i < all.size(); ++i) {
-    const auto& s = all[i];
-    out += (i ? ",\n  " : "\n  ") + std::string("{\"name\": ") + json_string(s.name) + ", \"kind\": \"" + s.kind +
-           "\", \"samples\": " + std::to_string(s.samples) + ", \"values\": " + std::to_string(s.total) +
-           ", \"amax\": " + num(s.amax) + ", \"zero\": " + num(fraction(s.zero, s.total)) +
-           ", \"fp16_flush_to_zero\": " + num(fraction(s.flush, s.total)) +
-           ", \"fp16_subnormal\": " + num(fraction(s.subnormal, s.total)) +
-           ", \"fp16_overflow\": " + num(fraction(s.overflow, s.total)) +
-           ", \"nonfinite\": " + num(fraction(s.nonfinite, s.total));
-    if (s.kind == "param_grad") out += ", \"bf16_update_lost\": " + num(fraction(s.update_lost, s.update_total));
-    out += "}";
-  }
-  out += "],\n \"overflow_steps\": [";
-  for (size_t i = 0; i < overflows_.size(); ++i)
-    out += (i ? ", " : "") + std::string("{\"step\": ") + std::to_string(overflows_[i].step) +
-           ", \"first_nonfinite\": " + json_string(overflows_[i].first_nonfinite) + "}";
-  return out + "]}\n";
 }
 
 }  // namespace tc::amp

@@ -63,6 +63,8 @@ class NumericsReport {
     int64_t samples = 0, total = 0, zero = 0, flush = 0, subnormal = 0, overflow = 0, nonfinite = 0;
     double amax = 0;
     int64_t update_total = 0, update_lost = 0;  // parameters only: elements with a nonzero gradient, and lost ones
+    double share(int64_t count) const { return total > 0 ? double(count) / double(total) : 0.0; }  // of all values
+    double lost_share() const { return update_total > 0 ? double(update_lost) / double(update_total) : 0.0; }
   };
   struct Overflow {
     int64_t step;
@@ -73,9 +75,8 @@ class NumericsReport {
   const std::vector<Overflow>& overflows() const { return overflows_; }
   int64_t sampled_steps() const { return sampled_steps_; }
 
-  // A fixed-width table (one row per tensor; fractions in percent) and the same as JSON.
+  // A fixed-width table: one row per tensor, fractions in percent, then the overflow steps.
   std::string table() const;
-  std::string json() const;
 
   // For the watch node's backward (not for users).
   void on_output_grad(const std::string& layer, const Tensor& grad);

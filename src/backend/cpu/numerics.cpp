@@ -15,16 +15,6 @@ constexpr float kFlushMax = 0x1p-25f;               // ties to even: 2^-25 itsel
 constexpr float kNormalFrom = 0x1p-14f - 0x1p-25f;  // rounds up to fp16's smallest normal, 2^-14
 constexpr float kOverflowMin = 65520.0f;            // halfway between 65504 and 2^16: rounds to inf
 
-void merge(Fp16RangeCounts& into, const Fp16RangeCounts& c) {
-  into.total += c.total;
-  into.zero += c.zero;
-  into.flush += c.flush;
-  into.subnormal += c.subnormal;
-  into.overflow += c.overflow;
-  into.nonfinite += c.nonfinite;
-  into.amax = std::max(into.amax, c.amax);
-}
-
 // Runs fn(begin, end, float* buffers...) over [0, n) in kBlock pieces of each tensor
 // loaded as float32, split across the threads.
 template <int N, class Fn>
@@ -69,7 +59,7 @@ Fp16RangeCounts count_fp16_range(const Tensor& t) {
     }
     c.amax = amax;
     const std::lock_guard<std::mutex> lock(mu);  // a few merges per call: one per block run
-    merge(total, c);
+    accumulate(total, c);
   });
   return total;
 }

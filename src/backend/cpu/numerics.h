@@ -24,6 +24,18 @@ struct Fp16RangeCounts {
 // One read-only pass over `t` (floating, on the CPU, any strides and dtype).
 Fp16RangeCounts count_fp16_range(const Tensor& t);
 
+// Adds counts into any struct with the same fields (the report's per-tensor totals too).
+template <class Totals>
+void accumulate(Totals& into, const Fp16RangeCounts& c) {
+  into.total += c.total;
+  into.zero += c.zero;
+  into.flush += c.flush;
+  into.subnormal += c.subnormal;
+  into.overflow += c.overflow;
+  into.nonfinite += c.nonfinite;
+  into.amax = into.amax > c.amax ? into.amax : c.amax;
+}
+
 // Of the elements of `before`/`after` (the same weights around one optimizer step, same
 // size, any floating dtypes) whose gradient `grad` is nonzero, those that moved by less
 // than half a bf16 ulp of the old weight: the updates that bf16 weights would lose.
