@@ -13,21 +13,10 @@
 #include "io/atomic_file.h"
 
 namespace fs = std::filesystem;
+using tc::testing::TempDir;
 using tc::testing::throws_with;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path =
-        fs::temp_directory_path() / ("tc_checkpoint_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 bool same_dict(const tc::StateDict& a, const tc::StateDict& b) {
   if (a.size() != b.size()) return false;
@@ -87,7 +76,7 @@ TEST(RngState, RejectsWhatIsNotAState) {
 }
 
 TEST(Checkpoint, RoundTripRestoresEveryField) {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const auto s = sample_state();
   tc::io::save_checkpoint(dir.path / "run", s);
   EXPECT_TRUE(tc::io::has_checkpoint(dir.path / "run"));
@@ -122,7 +111,7 @@ TEST(Checkpoint, RoundTripRestoresEveryField) {
 }
 
 TEST(Checkpoint, EmptyPartsAndNoRng) {
-  TempDir dir;
+  TempDir dir("checkpoint");
   tc::io::TrainingState s;
   s.model = {{"w", tc::ones({2})}};
   tc::io::save_checkpoint(dir.path, s);
@@ -134,7 +123,7 @@ TEST(Checkpoint, EmptyPartsAndNoRng) {
 }
 
 TEST(Checkpoint, KeepsThePreviousCheckpoint) {
-  TempDir dir;
+  TempDir dir("checkpoint");
   auto s = sample_state();
   tc::io::save_checkpoint(dir.path, s);
   s.step = 2000;
@@ -148,7 +137,7 @@ TEST(Checkpoint, KeepsThePreviousCheckpoint) {
 }
 
 TEST(Checkpoint, CrashDuringSaveLeavesTheCheckpointIntact) {
-  TempDir dir;
+  TempDir dir("checkpoint");
   auto s = sample_state();
   tc::io::save_checkpoint(dir.path, s);
   s.model["big"] = tc::rand({1 << 20});
@@ -162,7 +151,7 @@ TEST(Checkpoint, CrashDuringSaveLeavesTheCheckpointIntact) {
 }
 
 TEST(Checkpoint, TruncatedCheckpointIsRejectedAndChangesNothing) {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const auto s = sample_state();
   tc::io::save_checkpoint(dir.path, s);
   const auto file = dir.path / tc::io::kCheckpointFileName;
@@ -185,7 +174,7 @@ TEST(Checkpoint, TruncatedCheckpointIsRejectedAndChangesNothing) {
 }
 
 TEST(Checkpoint, RefusesForeignAndInconsistentFiles) {
-  TempDir dir;
+  TempDir dir("checkpoint");
   EXPECT_TRUE(throws_with([&] { tc::io::load_checkpoint(dir.path); }, {"[io]", "no checkpoint at"}));
   EXPECT_FALSE(tc::io::has_checkpoint(dir.path));
 
@@ -220,7 +209,7 @@ TEST(Checkpoint, RefusesForeignAndInconsistentFiles) {
 }
 
 TEST(Checkpoint, NextSaveRemovesWhatKilledSavesLeftBehind) {
-  TempDir d;
+  TempDir d("checkpoint");
   // A pid that no longer runs: a child that has exited and been reaped.
   const pid_t dead = ::fork();
   if (dead == 0) ::_exit(0);
@@ -252,7 +241,7 @@ TEST(Checkpoint, NextSaveRemovesWhatKilledSavesLeftBehind) {
 
 TEST(Checkpoint, AFifoIsRefusedWithoutBlocking) {
   // Opening a FIFO for reading would wait for a writer forever.
-  TempDir d;
+  TempDir d("checkpoint");
   const fs::path fifo = d.path / "checkpoint.safetensors";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_TRUE(throws_with([&] { tc::io::load_checkpoint(d.path); }, {"[io] cannot read", "it is a FIFO"}));
@@ -261,7 +250,7 @@ TEST(Checkpoint, AFifoIsRefusedWithoutBlocking) {
 }
 
 TEST(Describe, ListsTensorsAndTrainingState) {
-  TempDir dir;
+  TempDir dir("checkpoint");
   tc::io::save_checkpoint(dir.path, sample_state());
   const std::string text = tc::io::describe(dir.path);
   for (const char* part : {"training checkpoint: epoch 2, step 1234", "model.0.weight", "BF16", "(4, 3)",

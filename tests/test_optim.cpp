@@ -3,7 +3,6 @@
 // fused AMP step, state_dict round trips and errors; the AdamW step throughput.
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <numeric>
 
@@ -11,7 +10,10 @@
 #include "optim/fused.h"
 
 using namespace tc;
-using tc::testing::uniform;
+using tc::testing::bits_equal;
+using tc::testing::dicts_equal;
+using tc::testing::grad_for;
+using tc::testing::make_param;
 
 namespace {
 
@@ -58,37 +60,8 @@ struct RefAdam {
 
 // ---------------------------------------------------------------- helpers
 
-Tensor make_param(const Shape& shape, DType dt, uint64_t seed) {
-  Tensor p = uniform(shape, dt, -1.0, 1.0, seed);
-  p.requires_grad_(true);
-  return p;
-}
-
-// Deterministic gradient for (parameter, step): the same values in any run.
-Tensor grad_for(const Tensor& p, int step, int which = 0) {
-  return uniform(p.sizes(), p.dtype(), -1.0, 1.0, 1000 + 37 * step + which);
-}
-
-::testing::AssertionResult bits_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes())
-    return ::testing::AssertionFailure() << "dtype/shape differ: " << dtype_name(a.dtype()) << shape_str(a.sizes())
-                                         << " vs " << dtype_name(b.dtype()) << shape_str(b.sizes());
-  const Tensor ca = a.contiguous(), cb = b.contiguous();
-  if (std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) != 0)
-    return ::testing::AssertionFailure() << "bits differ";
-  return ::testing::AssertionSuccess();
-}
-
-::testing::AssertionResult dicts_equal(const StateDict& a, const StateDict& b) {
-  if (a.size() != b.size()) return ::testing::AssertionFailure() << a.size() << " vs " << b.size() << " entries";
-  for (const auto& [k, t] : a) {
-    auto it = b.find(k);
-    if (it == b.end()) return ::testing::AssertionFailure() << "missing " << k;
-    auto r = bits_equal(t, it->second);
-    if (!r) return r << " at " << k;
-  }
-  return ::testing::AssertionSuccess();
-}
+// Seed base of this file's gradients: grad_for(kGradSeed, p, step) is the same in any run.
+constexpr uint64_t kGradSeed = 1000;
 
 tc::testing::Tol tol_f32() { return {2e-6, 2e-5}; }
 tc::testing::Tol tol_f64() { return {1e-13, 1e-12}; }
@@ -113,7 +86,7 @@ TEST(SGD, MatchesReferenceForEveryOptionCombination) {
                 {p},
                 optim::SGDOptions(0.1).momentum(momentum).dampening(dampening).nesterov(nesterov).weight_decay(wd));
             for (int s = 0; s < 5; ++s) {
-              Tensor g = grad_for(p, s);
+              Tensor g = grad_for(kGradSeed, p, s);
               p.set_grad(g);
               opt.step();
               r.step(ref, g.to_vector());
@@ -148,7 +121,7 @@ TEST(Adam, MatchesReferenceAdamAndAdamW) {
                   std::vector<Tensor>{p}, optim::AdamOptions(0.01).betas({b1, b2}).weight_decay(wd).amsgrad(amsgrad));
             for (int s = 0; s < 6; ++s) {
               // Shrinking gradients make v fall, so amsgrad's maximum matters.
-              Tensor g = mul(grad_for(p, s), 1.0 / (1 + 3 * s));
+              Tensor g = mul(grad_for(kGradSeed, p, s), 1.0 / (1 + 3 * s));
               p.set_grad(g);
               opt->step();
               r.step(ref, g.to_vector());
@@ -200,7 +173,7 @@ TEST(Optimizer, ParamGroupsUseTheirOwnOptions) {
       opt.param_groups()[0].options->set_lr(0.2);
       sa.lr = 0.2;
     }
-    for (auto* t : {&a, &b, &c}) t->set_grad(grad_for(*t, s));
+    for (auto* t : {&a, &b, &c}) t->set_grad(grad_for(kGradSeed, *t, s));
     sa.step(ra, a.grad().to_vector());
     sb.step(rb, b.grad().to_vector());
     sc.step(rc, c.grad().to_vector());
@@ -218,7 +191,7 @@ TEST(Optimizer, ParamGroupsUseTheirOwnOptions) {
 TEST(Optimizer, ZeroGradBothModes) {
   Tensor p = make_param({3, 2}, kFloat32, 1);
   optim::SGD opt({p}, optim::SGDOptions(0.1));
-  p.set_grad(grad_for(p, 0));
+  p.set_grad(grad_for(kGradSeed, p, 0));
   const void* storage = p.grad().raw_data();
   opt.zero_grad(false);
   ASSERT_TRUE(p.grad().defined());
@@ -232,7 +205,7 @@ TEST(Optimizer, ParametersWithoutGradAreSkipped) {
   Tensor a = make_param({4}, kFloat32, 1), b = make_param({4}, kFloat32, 2);
   const Tensor b0 = b.detach().clone();
   optim::Adam opt({a, b}, optim::AdamOptions(0.1));
-  a.set_grad(grad_for(a, 0));
+  a.set_grad(grad_for(kGradSeed, a, 0));
   opt.step();
   EXPECT_TRUE(bits_equal(b, b0));
   const StateDict sd = opt.state_dict();
@@ -244,7 +217,7 @@ TEST(Optimizer, ParametersWithoutGradAreSkipped) {
 TEST(Optimizer, NonContiguousGradient) {
   Tensor p = make_param({3, 4}, kFloat32, 1);
   Tensor q = p.detach().clone();
-  Tensor gt = grad_for(p, 0).t().contiguous().t();  // (3, 4) with transposed strides
+  Tensor gt = grad_for(kGradSeed, p, 0).t().contiguous().t();  // (3, 4) with transposed strides
   ASSERT_FALSE(gt.is_contiguous());
   optim::SGD a({p}, optim::SGDOptions(0.1)), b({q}, optim::SGDOptions(0.1));
   p.set_grad(gt);
@@ -266,7 +239,7 @@ TEST(MasterWeights, SixteenBitParamsKeepFloat32Masters) {
     EXPECT_TRUE(opt.has_master_weights());
     EXPECT_FALSE(ref.has_master_weights());
     for (int s = 0; s < 5; ++s) {
-      Tensor g = grad_for(p, s);  // 16-bit gradient, exact in float32
+      Tensor g = grad_for(kGradSeed, p, s);  // 16-bit gradient, exact in float32
       p.set_grad(g);
       p32.set_grad(g.to(kFloat32));
       opt.step();
@@ -337,7 +310,7 @@ TEST(MasterWeights, StochasticRoundingIsRepeatableAndThreadIndependent) {
     optim::Adam opt({p}, optim::AdamOptions(1e-3));
     opt.set_rounding(optim::Rounding::Stochastic, seed);
     for (int s = 0; s < 3; ++s) {
-      p.set_grad(grad_for(p, s));
+      p.set_grad(grad_for(kGradSeed, p, s));
       opt.step();
     }
     return p.detach().clone();
@@ -358,7 +331,7 @@ TEST(AmpStep, EqualsStepOnUnscaledGradients) {
       optim::AdamW fused({p}, optim::AdamWOptions(0.01)), plain({q}, optim::AdamWOptions(0.01));
       const Tensor inv_t = scalar_tensor(inv, kFloat32);
       for (int s = 0; s < 4; ++s) {
-        const Tensor g32 = mul(grad_for(p, s).to(kFloat32), 1.0 / inv);  // the scaled gradient
+        const Tensor g32 = mul(grad_for(kGradSeed, p, s).to(kFloat32), 1.0 / inv);  // the scaled gradient
         p.set_grad(g32.to(dt));
         // What a separate unscale pass computes: the gradient times inv_scale in float32.
         q.set_grad(mul(p.grad().to(kFloat32), inv_t).to(dt));
@@ -388,12 +361,12 @@ TEST(AmpStep, SkippedStepChangesNothing) {
     opt->set_rounding(optim::Rounding::Stochastic, 3);
     const Tensor inv = scalar_tensor(0.5, kFloat32);
     for (int s = 0; s < 2; ++s) {
-      p.set_grad(grad_for(p, s));
+      p.set_grad(grad_for(kGradSeed, p, s));
       opt->step(optim::AmpStep{inv, scalar_tensor(0.0, kFloat32)});
     }
     const StateDict before = opt->state_dict();
     const Tensor p0 = p.detach().clone();
-    Tensor g = grad_for(p, 5);
+    Tensor g = grad_for(kGradSeed, p, 5);
     Tensor bad = g.to(kFloat32);
     static_cast<float*>(bad.raw_data())[3] = std::numeric_limits<float>::infinity();
     p.set_grad(bad.to(p.dtype()));
@@ -432,7 +405,8 @@ RunResult run_with_resume(const Make& make, DType dt, int steps, int split) {
       opt->load_state_dict(sd);
     }
     for (size_t k = 0; k < params.size(); ++k)
-      if (!(k == 2 && s < 2)) params[k].set_grad(grad_for(params[k], s, static_cast<int>(k)));  // param 2 starts late
+      if (!(k == 2 && s < 2))
+        params[k].set_grad(grad_for(kGradSeed, params[k], s, static_cast<int>(k)));  // param 2 starts late
     opt->step();
   }
   return {params, opt->state_dict()};
@@ -472,7 +446,7 @@ TEST(StateDict, RoundTripMidRunContinuesBitIdentically) {
 TEST(StateDict, SavedDictIsASnapshot) {
   Tensor p = make_param({4}, kFloat32, 1);
   optim::Adam opt({p});
-  p.set_grad(grad_for(p, 0));
+  p.set_grad(grad_for(kGradSeed, p, 0));
   opt.step();
   const StateDict sd = opt.state_dict();
   const Tensor m = sd.at("state.0.exp_avg").clone();
@@ -483,8 +457,8 @@ TEST(StateDict, SavedDictIsASnapshot) {
 TEST(StateDict, LoadErrors) {
   Tensor p = make_param({4, 2}, kFloat32, 1), q = make_param({3}, kBFloat16, 2);
   optim::Adam opt({p, q}, optim::AdamOptions(0.1));
-  p.set_grad(grad_for(p, 0));
-  q.set_grad(grad_for(q, 0));
+  p.set_grad(grad_for(kGradSeed, p, 0));
+  q.set_grad(grad_for(kGradSeed, q, 0));
   opt.step();
   const StateDict good = opt.state_dict();
   auto with = [&](const std::function<void(StateDict&)>& edit) {
@@ -560,7 +534,7 @@ TEST(Optimizer, BadOptionsAndParameters) {
   // Options changed after construction are checked at the next step.
   optim::SGD opt({p}, optim::SGDOptions(0.1));
   opt.param_groups()[0].options->set_lr(-1);
-  p.set_grad(grad_for(p, 0));
+  p.set_grad(grad_for(kGradSeed, p, 0));
   expect_error([&] { opt.step(); }, {"[optim]", "learning rate"});
   // AmpStep tensors must be scalars.
   opt.param_groups()[0].options->set_lr(0.1);

@@ -16,8 +16,11 @@
 using namespace tc;
 using optim::Rounding;
 using optim::WeightUpdate;
+using tc::testing::bits_equal;
+using tc::testing::dicts_equal;
 using tc::testing::expect_error;
-using tc::testing::uniform;
+using tc::testing::grad_for;
+using tc::testing::make_param;
 
 namespace {
 
@@ -145,36 +148,8 @@ struct RefAdam16 {
   }
 };
 
-Tensor make_param(const Shape& shape, DType dt, uint64_t seed) {
-  Tensor p = uniform(shape, dt, -1.0, 1.0, seed);
-  p.requires_grad_(true);
-  return p;
-}
-
-Tensor grad_for(const Tensor& p, int step, int which = 0) {
-  return uniform(p.sizes(), p.dtype(), -1.0, 1.0, 5000 + 37 * step + which);
-}
-
-::testing::AssertionResult bits_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes())
-    return ::testing::AssertionFailure() << "dtype/shape differ: " << dtype_name(a.dtype()) << shape_str(a.sizes())
-                                         << " vs " << dtype_name(b.dtype()) << shape_str(b.sizes());
-  const Tensor ca = a.contiguous(), cb = b.contiguous();
-  if (std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) != 0)
-    return ::testing::AssertionFailure() << "bits differ";
-  return ::testing::AssertionSuccess();
-}
-
-::testing::AssertionResult dicts_equal(const StateDict& a, const StateDict& b) {
-  if (a.size() != b.size()) return ::testing::AssertionFailure() << a.size() << " vs " << b.size() << " entries";
-  for (const auto& [k, t] : a) {
-    auto it = b.find(k);
-    if (it == b.end()) return ::testing::AssertionFailure() << "missing " << k;
-    auto r = bits_equal(t, it->second);
-    if (!r) return r << " at " << k;
-  }
-  return ::testing::AssertionSuccess();
-}
+// Seed base of this file's gradients: grad_for(kGradSeed, p, step) is the same in any run.
+constexpr uint64_t kGradSeed = 5000;
 
 // The 16-bit tensor holds exactly the reference's values.
 ::testing::AssertionResult equals_exactly(const Tensor& t, const std::vector<float>& ref) {
@@ -221,7 +196,7 @@ TEST(PureUpdate, AdamAndAdamWMatchTheEmulatedReferenceBitForBit) {
         EXPECT_TRUE(opt->reads_16bit_grads());
         for (int s = 0; s < 20; ++s) {
           // Shrinking gradients make v fall, so amsgrad's maximum matters.
-          Tensor g = mul(grad_for(p, s), 1.0 / (1 + s % 5));
+          Tensor g = mul(grad_for(kGradSeed, p, s), 1.0 / (1 + s % 5));
           p.set_grad(g);
           opt->step();
           r.step(ref, to_floats(g));
@@ -257,7 +232,7 @@ TEST(PureUpdate, SGDMatchesTheEmulatedReferenceBitForBit) {
                                 .nesterov(o.nesterov));
         opt.set_weight_update(mode);
         for (int s = 0; s < 20; ++s) {
-          Tensor g = grad_for(p, s);
+          Tensor g = grad_for(kGradSeed, p, s);
           p.set_grad(g);
           opt.step();
           r.step(ref, to_floats(g));
@@ -288,7 +263,7 @@ TEST(PureUpdate, StochasticRoundingUsesTheCounterBits) {
   for (int s = 0; s < 5; ++s) {
     int64_t index = 0;
     for (auto pr : {std::pair{&a, &ra}, std::pair{&b, &rb}}) {
-      Tensor g = grad_for(*pr.first, s, static_cast<int>(index));
+      Tensor g = grad_for(kGradSeed, *pr.first, s, static_cast<int>(index));
       pr.first->set_grad(g);
       const std::vector<float> gv = to_floats(g);
       const uint64_t key = optim::detail::rounding_key(seed, s + 1, index);
@@ -318,10 +293,10 @@ TEST(PureUpdate, Float32ParametersIgnoreTheMode) {
     EXPECT_FALSE(a.reads_16bit_grads());
     EXPECT_FALSE(a.has_master_weights());
     for (int s = 0; s < 4; ++s) {
-      p.set_grad(grad_for(p, s));
-      q.set_grad(grad_for(q, s));
-      d.set_grad(grad_for(d, s));
-      e.set_grad(grad_for(e, s));
+      p.set_grad(grad_for(kGradSeed, p, s));
+      q.set_grad(grad_for(kGradSeed, q, s));
+      d.set_grad(grad_for(kGradSeed, d, s));
+      e.set_grad(grad_for(kGradSeed, e, s));
       a.step();
       b.step();
     }
@@ -344,7 +319,7 @@ TEST(PureUpdate, ScaledStepReadsSixteenBitGradientsWithTheInverseScale) {
     plain.set_weight_update(mode);
     const Tensor inv = scalar_tensor(1.0 / 1024, kFloat32);
     for (int s = 0; s < 5; ++s) {
-      const Tensor g = grad_for(p, s);
+      const Tensor g = grad_for(kGradSeed, p, s);
       p.set_grad(mul(g, 1024.0));  // exact in fp16
       q.set_grad(g);
       fused.step(optim::AmpStep{inv, scalar_tensor(0.0, kFloat32)});
@@ -420,7 +395,7 @@ TEST(PureUpdate, ResultsDoNotDependOnTheThreadCount) {
       opt.set_weight_update(c.mode);
       opt.set_rounding(c.rounding, 17);
       for (int s = 0; s < 3; ++s) {
-        p.set_grad(grad_for(p, s));
+        p.set_grad(grad_for(kGradSeed, p, s));
         opt.step();
       }
       return std::pair{p.detach().clone(), opt.state_dict()};
@@ -459,7 +434,8 @@ RunResult run_with_resume(const Make& make, int steps, int split) {
       opt->load_state_dict(sd);
     }
     for (size_t k = 0; k < params.size(); ++k)
-      if (!(k == 2 && s < 2)) params[k].set_grad(grad_for(params[k], s, static_cast<int>(k)));  // param 2 starts late
+      if (!(k == 2 && s < 2))
+        params[k].set_grad(grad_for(kGradSeed, params[k], s, static_cast<int>(k)));  // param 2 starts late
     opt->step();
   }
   return {params, opt->state_dict()};
@@ -517,7 +493,7 @@ TEST(PureStateDict, LoadErrorsChangeNothing) {
     params = {make_param({4, 3}, kBFloat16, 1), make_param({5}, kFloat32, 2)};
     auto opt = adamw(mode)(params);
     for (int s = 0; s < 2; ++s) {
-      for (auto& p : params) p.set_grad(grad_for(p, s));
+      for (auto& p : params) p.set_grad(grad_for(kGradSeed, p, s));
       opt->step();
     }
     return opt;
@@ -588,7 +564,7 @@ TEST(PureStateDict, ModeIsChosenBeforeTheFirstStep) {
   opt.set_weight_update(WeightUpdate::Pure);
   opt.set_weight_update(WeightUpdate::PureKahan);  // no state yet: fine
   EXPECT_EQ(opt.weight_update(), WeightUpdate::PureKahan);
-  p.set_grad(grad_for(p, 0));
+  p.set_grad(grad_for(kGradSeed, p, 0));
   opt.step();
   opt.set_weight_update(WeightUpdate::PureKahan);  // the same mode: fine
   expect_error([&] { opt.set_weight_update(WeightUpdate::MasterFloat32); },
@@ -625,7 +601,7 @@ TEST(PureUpdate, GradScalerSkipsAnOverflowedStepWithFp16PureParameters) {
     amp::GradScaler scaler(amp::GradScalerOptions().init_scale(256));
     static_cast<void>(scaler.scale(full({}, 1.0, kFloat32)));  // initializes the scale
     auto set_grads = [&](int s) {
-      for (auto* t : {&p, &q}) t->set_grad(mul(grad_for(*t, s), 256.0));  // exact in fp16
+      for (auto* t : {&p, &q}) t->set_grad(mul(grad_for(kGradSeed, *t, s), 256.0));  // exact in fp16
     };
     for (int s = 0; s < 3; ++s) {  // real steps first, so moments and compensation exist
       set_grads(s);
@@ -648,7 +624,7 @@ TEST(PureUpdate, GradScalerSkipsAnOverflowedStepWithFp16PureParameters) {
     EXPECT_TRUE(dicts_equal(opt.state_dict(), before));  // moments, steps and compensation
     EXPECT_EQ(scaler.get_scale(), 128.0);
     // The next clean step goes ahead.
-    for (auto* t : {&p, &q}) t->set_grad(mul(grad_for(*t, 4), 128.0));
+    for (auto* t : {&p, &q}) t->set_grad(mul(grad_for(kGradSeed, *t, 4), 128.0));
     EXPECT_TRUE(scaler.step(opt));
     scaler.update();
     EXPECT_EQ(opt.state_dict().at("state.0.step").item<int64_t>(), 4);
@@ -667,7 +643,7 @@ TEST(PureUpdate, StateHoldsSixteenBitValuesOnly) {
        {Case{WeightUpdate::MasterFloat32, 12}, Case{WeightUpdate::Pure, 4}, Case{WeightUpdate::PureKahan, 6}}) {
     SCOPED_TRACE(optim::weight_update_name(c.mode));
     Tensor p = make_param({n}, kBFloat16, 1);
-    p.set_grad(grad_for(p, 0));
+    p.set_grad(grad_for(kGradSeed, p, 0));
     optim::AdamW opt({p}, optim::AdamWOptions(1e-3));
     opt.set_weight_update(c.mode);
     const int64_t before = memory_stats().current_bytes;

@@ -1,7 +1,6 @@
 // safetensors: byte-exact round trips in every dtype, a reader written from the spec
 // (independent of src/io) reading our files, atomic writes, and a corpus of malformed
 // files that must each give a clean "[io]" error.
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -12,23 +11,10 @@
 #include "io/atomic_file.h"
 
 namespace fs = std::filesystem;
+using tc::testing::TempDir;
 using tc::testing::throws_with;
 
 namespace {
-
-// A fresh directory per test, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path =
-        fs::temp_directory_path() / ("tc_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
 
 std::string read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -145,7 +131,7 @@ std::string make_file(const std::string& header, const std::string& data, std::o
 }  // namespace
 
 TEST(Safetensors, RoundTripEveryDtypeBitExact) {
-  TempDir dir;
+  TempDir dir("safetensors");
   const auto sd = all_dtypes();
   tc::io::save_safetensors(dir / "a.safetensors", sd, {{"k", "v"}});
   const auto back = tc::io::load_safetensors(dir / "a.safetensors");
@@ -161,7 +147,7 @@ TEST(Safetensors, RoundTripEveryDtypeBitExact) {
 }
 
 TEST(Safetensors, IndependentSpecReaderReadsOurFile) {
-  TempDir dir;
+  TempDir dir("safetensors");
   const auto sd = all_dtypes();
   tc::io::save_safetensors(dir / "a.safetensors", sd, {{"precision", "bf16"}});
   std::string data;
@@ -193,7 +179,7 @@ TEST(Safetensors, IndependentSpecReaderReadsOurFile) {
 }
 
 TEST(Safetensors, NonContiguousAndViewsAreWrittenContiguous) {
-  TempDir dir;
+  TempDir dir("safetensors");
   const auto base = tc::arange(24, tc::kFloat32).reshape({2, 3, 4});
   tc::StateDict sd{{"t", base.transpose(0, 2)}, {"s", base.slice(2, 0, 4, 2)}, {"e", tc::ones({3}).expand({2, 3})}};
   tc::io::save_safetensors(dir / "v.safetensors", sd);
@@ -206,7 +192,7 @@ TEST(Safetensors, NonContiguousAndViewsAreWrittenContiguous) {
 }
 
 TEST(Safetensors, MetadataAndNamesWithEscapesAndUnicode) {
-  TempDir dir;
+  TempDir dir("safetensors");
   const tc::io::Metadata meta = {
       {"quote\"back\\slash", "line\nbreak\ttab\x01"}, {"unicode", "h\xc3\xa9llo \xf0\x9f\x98\x80"}, {"empty", ""}};
   tc::StateDict sd{{"layer.0/\"odd\" name\n", tc::ones({2})}, {"caf\xc3\xa9", tc::zeros({1}, tc::kInt64)}};
@@ -231,7 +217,7 @@ TEST(Safetensors, ReadsEscapesOtherWritersUse) {
 }
 
 TEST(Safetensors, EmptyStateDictAndZeroSizeTensors) {
-  TempDir dir;
+  TempDir dir("safetensors");
   tc::io::save_safetensors(dir / "e.safetensors", {});
   EXPECT_TRUE(tc::io::load_safetensors(dir / "e.safetensors").tensors.empty());
   tc::io::save_safetensors(dir / "z.safetensors", {{"a", tc::zeros({0})}, {"b", tc::zeros({2, 0}, tc::kInt64)}});
@@ -257,7 +243,7 @@ TEST(Safetensors, EmptyTensorWithAHugeDimensionIsUsable) {
 }
 
 TEST(Safetensors, RefusesToSaveWhatTheFormatCannotHold) {
-  TempDir dir;
+  TempDir dir("safetensors");
   EXPECT_TRUE(throws_with(
       [&] {
         tc::io::save_safetensors(dir / "x", {{"__metadata__", tc::ones({1})}});
@@ -274,7 +260,7 @@ TEST(Safetensors, RefusesToSaveWhatTheFormatCannotHold) {
 }
 
 TEST(Safetensors, AtomicWriteLeavesOldFileOnCrash) {
-  TempDir dir;
+  TempDir dir("safetensors");
   const auto target = dir / "w.safetensors";
   tc::io::save_safetensors(target, {{"old", tc::ones({4})}});
   const std::string before = read_bytes(target);
@@ -298,7 +284,7 @@ TEST(Safetensors, AtomicWriteLeavesOldFileOnCrash) {
 }
 
 TEST(Safetensors, MissingFileAndDirectoryAreIoErrors) {
-  TempDir dir;
+  TempDir dir("safetensors");
   EXPECT_TRUE(throws_with([&] { tc::io::load_safetensors(dir / "nope.safetensors"); },
                           {"[io]", "cannot open", "nope.safetensors"}));
   EXPECT_TRUE(throws_with([&] { tc::io::load_safetensors(dir.path); }, {"[io]", "it is a directory"}));
@@ -308,7 +294,7 @@ TEST(Safetensors, MissingFileAndDirectoryAreIoErrors) {
 
 // The corpus: each malformed file, written to disk and loaded, names its problem.
 TEST(Safetensors, MalformedCorpusGivesCleanErrors) {
-  TempDir dir;
+  TempDir dir("safetensors");
   const std::string f32x2(8, '\0');
   const std::string ok_header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
   struct Case {
@@ -424,7 +410,7 @@ TEST(Safetensors, RandomCorruptionNeverCrashes) {
 }
 
 TEST(Safetensors, LargeFileRoundTrip) {
-  TempDir dir;
+  TempDir dir("safetensors");
   const auto t = tc::rand({25'000'000});  // 100 MB
   const auto start = std::chrono::steady_clock::now();
   tc::io::save_safetensors(dir / "big.safetensors", {{"w", t}});

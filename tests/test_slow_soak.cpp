@@ -16,7 +16,6 @@
 //
 // TC_SLOW_BOUNDED=0 in the environment runs the full form (20,000 steps); anything else
 // (or nothing, as in CI) runs the bounded form: fewer steps, the same assertions.
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -229,15 +228,6 @@ void train(Trainer& t, int64_t from, int64_t to, Counts& c, F on_step, G on_epoc
   }
 }
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("tc_soak_" + std::to_string(::getpid()));
-  TempDir() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 TEST(SlowSoak, LongFp16RunWithOverflowsAndCheckpointsStaysHealthyAndResumesExactly) {
   const bool is_bounded = bounded();
   const int64_t steps = is_bounded ? kBoundedSteps : kFullSteps;
@@ -248,7 +238,7 @@ TEST(SlowSoak, LongFp16RunWithOverflowsAndCheckpointsStaysHealthyAndResumesExact
   const int threads_before = get_num_threads();
   set_num_threads(1);
   const auto t0 = std::chrono::steady_clock::now();
-  TempDir dir;
+  testing::TempDir dir("soak");
   auto dataset = make_dataset();
   Trainer run(dataset, 1);
   Counts c;

@@ -27,19 +27,10 @@
 #include "tensorcast/io/summary_writer.h"
 
 namespace fs = std::filesystem;
+using tc::testing::TempDir;
 using tc::testing::throws_with;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / ("tc_summary_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -248,7 +239,7 @@ TEST(Crc32c, HardwareMatchesTables) {
 }
 
 TEST(SummaryWriter, IndependentDecoderReadsEveryRecord) {
-  TempDir dir;
+  TempDir dir("summary");
   const double before = now();
   const std::string path = write_sample(dir.path / "run");  // the directory is created
   const double after = now();
@@ -281,7 +272,7 @@ TEST(SummaryWriter, IndependentDecoderReadsEveryRecord) {
 }
 
 TEST(SummaryWriter, DefaultWallTimeNegativeStepFlushAndSuffix) {
-  TempDir dir;
+  TempDir dir("summary");
   tc::io::SummaryWriter w(dir.path.string(), ".v2");
   EXPECT_TRUE(w.path().ends_with(".v2")) << w.path();
   const double before = now();
@@ -297,7 +288,7 @@ TEST(SummaryWriter, DefaultWallTimeNegativeStepFlushAndSuffix) {
 }
 
 TEST(SummaryWriter, ReadScalarsRoundTrip) {
-  TempDir dir;
+  TempDir dir("summary");
   const auto got = tc::io::read_scalars(write_sample(dir.path));
   ASSERT_EQ(got.size(), kScalars.size());
   for (size_t i = 0; i < got.size(); ++i) {
@@ -309,8 +300,7 @@ TEST(SummaryWriter, ReadScalarsRoundTrip) {
 }
 
 TEST(SummaryWriter, UnusableDirectoryOrFailedWriteThrows) {
-  TempDir dir;
-  fs::create_directories(dir.path);
+  TempDir dir("summary");
   spit((dir.path / "file").string(), "x");
   EXPECT_TRUE(throws_with([&] { tc::io::SummaryWriter w((dir.path / "file").string()); },
                           {"[io] SummaryWriter ", (dir.path / "file").string()}));
@@ -321,7 +311,7 @@ TEST(SummaryWriter, UnusableDirectoryOrFailedWriteThrows) {
 }
 
 TEST(ReadScalars, TruncatedAtEveryByte) {
-  TempDir dir;
+  TempDir dir("summary");
   const std::string path = write_sample(dir.path);
   const std::string bytes = slurp(path);
   const auto events = decode_file(bytes);
@@ -348,7 +338,7 @@ TEST(ReadScalars, TruncatedAtEveryByte) {
 }
 
 TEST(ReadScalars, FlippedByteNamesTheRecord) {
-  TempDir dir;
+  TempDir dir("summary");
   const std::string path = write_sample(dir.path);
   const std::string bytes = slurp(path);
   const size_t at = decode_file(bytes)[3].offset;
@@ -364,8 +354,7 @@ TEST(ReadScalars, FlippedByteNamesTheRecord) {
 }
 
 TEST(ReadScalars, HostileRecordsAreRefused) {
-  TempDir dir;
-  fs::create_directories(dir.path);
+  TempDir dir("summary");
   const std::string path = (dir.path / "events").string();
   const std::string ok = record(key(2, 0) + varint(1));  // an Event holding only step 1
   const std::string absurd_len = le((uint64_t{64} << 20) + 1, 8);
@@ -399,8 +388,7 @@ TEST(ReadScalars, HostileRecordsAreRefused) {
 }
 
 TEST(ReadScalars, SkipsUnknownFieldsAndOtherValues) {
-  TempDir dir;
-  fs::create_directories(dir.path);
+  TempDir dir("summary");
   const std::string path = (dir.path / "events").string();
   const std::string scalar = field_bytes(7, "node") + field_bytes(1, "a") + key(2, 5) + le(0x40200000, 4) +  // 2.5
                              field_bytes(9, "metadata");
@@ -430,7 +418,7 @@ TEST(SummaryWriter, TensorBoardEventAccumulatorReadsTheFile) {
   if (std::system(("'" + python + "' -c 'import tensorboard' >/dev/null 2>&1").c_str()) != 0)
     GTEST_SKIP() << "tensorboard is not installed for " << python
                  << " (pip install tensorboard, or point TC_TENSORBOARD_PYTHON at a Python that has it)";
-  TempDir dir;
+  TempDir dir("summary");
   const std::string path = write_sample(dir.path);
   const std::string script =
       "import sys\n"

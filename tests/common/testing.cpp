@@ -1,6 +1,10 @@
 #include "common/testing.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <sstream>
 
@@ -138,6 +142,50 @@ std::vector<double> map_ref(const Tensor& x, const std::function<double(double)>
     if (!r) return ::testing::AssertionFailure() << "gradient of input " << k << ": " << r.message();
   }
   return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult bits_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.sizes() != b.sizes())
+    return ::testing::AssertionFailure() << "dtype/shape differ: " << dtype_name(a.dtype()) << shape_str(a.sizes())
+                                         << " vs " << dtype_name(b.dtype()) << shape_str(b.sizes());
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  if (std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) != 0)
+    return ::testing::AssertionFailure() << "bits differ";
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult dicts_equal(const StateDict& a, const StateDict& b) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << a.size() << " vs " << b.size() << " entries";
+  for (const auto& [k, t] : a) {
+    auto it = b.find(k);
+    if (it == b.end()) return ::testing::AssertionFailure() << "missing " << k;
+    auto r = bits_equal(t, it->second);
+    if (!r) return r << " at " << k;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+Tensor make_param(const Shape& shape, DType dt, uint64_t seed) {
+  Tensor p = uniform(shape, dt, -1.0, 1.0, seed);
+  p.requires_grad_(true);
+  return p;
+}
+
+Tensor grad_for(uint64_t seed_base, const Tensor& p, int step, int which) {
+  return uniform(p.sizes(), p.dtype(), -1.0, 1.0, seed_base + 37 * step + which);
+}
+
+TempDir::TempDir(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  path = std::filesystem::temp_directory_path() /
+         ("tc_" + prefix + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;  // never throw from a destructor
+  std::filesystem::remove_all(path, ec);
 }
 
 }  // namespace tc::testing

@@ -1,14 +1,18 @@
 // Shared test helpers: dtype-aware tolerances, comparisons against float64 references,
-// and gradcheck against float64 central differences.
+// gradcheck against float64 central differences, bitwise comparisons, deterministic
+// parameters and gradients, and temporary directories.
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "tensorcast/state_dict.h"
 #include "tensorcast/tensorcast.h"
 
 // Expects `stmt` to throw tc::Error whose message contains `substr`.
@@ -92,5 +96,32 @@ using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 // random weights so every output element contributes. The tolerance scales with the
 // largest numerical gradient magnitude: |a - n| <= atol * max(1, max|n|) + rtol * |n|.
 ::testing::AssertionResult gradcheck(const Fn& f, const std::vector<Tensor>& inputs, Tol tol, double eps = 1e-6);
+
+// Same dtype, same shape and the same bytes (so NaN payloads and signed zeros count).
+::testing::AssertionResult bits_equal(const Tensor& a, const Tensor& b);
+// The same keys, each holding bits_equal tensors.
+::testing::AssertionResult dicts_equal(const StateDict& a, const StateDict& b);
+
+// A parameter (requires grad) of `shape` with values uniform in [-1, 1), exact in `dt`.
+Tensor make_param(const Shape& shape, DType dt, uint64_t seed);
+
+// A deterministic gradient for (parameter, step, which): values uniform in [-1, 1), exact
+// in p's dtype, the same in any run. The seed is seed_base + 37 * step + which; each test
+// file passes its own seed_base.
+Tensor grad_for(uint64_t seed_base, const Tensor& p, int step, int which = 0);
+
+// A fresh, empty directory temp_directory_path()/tc_<prefix>_<pid>_<n> (n counts the
+// TempDirs of the process), created by the constructor and removed with its contents by
+// the destructor.
+struct TempDir {
+  explicit TempDir(const std::string& prefix);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::filesystem::path operator/(const std::string& name) const { return path / name; }
+
+  std::filesystem::path path;
+};
 
 }  // namespace tc::testing
