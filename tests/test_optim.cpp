@@ -384,32 +384,12 @@ TEST(AmpStep, SkippedStepChangesNothing) {
 
 namespace {
 
-// Runs `steps` steps of an optimizer built by `make` on fresh params, optionally saving
-// and restoring into a new optimizer (and parameter copies) after `split` steps.
-struct RunResult {
-  std::vector<Tensor> params;
-  StateDict state;
-};
-using Make = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+using tc::testing::RunResult;
+using Make = tc::testing::MakeOptimizer;
 
 RunResult run_with_resume(const Make& make, DType dt, int steps, int split) {
-  std::vector<Tensor> params = {make_param({5, 4}, dt, 1), make_param({7}, dt, 2), make_param({3}, dt, 3)};
-  auto opt = make(params);
-  for (int s = 0; s < steps; ++s) {
-    if (s == split) {
-      const StateDict sd = opt->state_dict();
-      std::vector<Tensor> copies;
-      for (auto& p : params) copies.push_back(p.detach().clone().requires_grad_(true));
-      params = copies;
-      opt = make(params);
-      opt->load_state_dict(sd);
-    }
-    for (size_t k = 0; k < params.size(); ++k)
-      if (!(k == 2 && s < 2))
-        params[k].set_grad(grad_for(kGradSeed, params[k], s, static_cast<int>(k)));  // param 2 starts late
-    opt->step();
-  }
-  return {params, opt->state_dict()};
+  return tc::testing::run_with_resume(make, {make_param({5, 4}, dt, 1), make_param({7}, dt, 2), make_param({3}, dt, 3)},
+                                      kGradSeed, steps, split);
 }
 
 }  // namespace

@@ -412,33 +412,15 @@ TEST(PureUpdate, ResultsDoNotDependOnTheThreadCount) {
 
 namespace {
 
-using Make = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
-struct RunResult {
-  std::vector<Tensor> params;
-  StateDict state;
-};
+using tc::testing::RunResult;
+using Make = tc::testing::MakeOptimizer;
 
 // `steps` steps on a bf16, an fp16 and a float32 parameter, optionally saving and loading
 // into a new optimizer (and parameter copies) after `split` steps.
 RunResult run_with_resume(const Make& make, int steps, int split) {
-  std::vector<Tensor> params = {make_param({5, 60}, kBFloat16, 1), make_param({7}, kFloat16, 2),
-                                make_param({3}, kFloat32, 3)};
-  auto opt = make(params);
-  for (int s = 0; s < steps; ++s) {
-    if (s == split) {
-      const StateDict sd = opt->state_dict();
-      std::vector<Tensor> copies;
-      for (auto& p : params) copies.push_back(p.detach().clone().requires_grad_(true));
-      params = copies;
-      opt = make(params);
-      opt->load_state_dict(sd);
-    }
-    for (size_t k = 0; k < params.size(); ++k)
-      if (!(k == 2 && s < 2))
-        params[k].set_grad(grad_for(kGradSeed, params[k], s, static_cast<int>(k)));  // param 2 starts late
-    opt->step();
-  }
-  return {params, opt->state_dict()};
+  return tc::testing::run_with_resume(
+      make, {make_param({5, 60}, kBFloat16, 1), make_param({7}, kFloat16, 2), make_param({3}, kFloat32, 3)}, kGradSeed,
+      steps, split);
 }
 
 Make adamw(WeightUpdate mode, Rounding r = Rounding::NearestEven) {

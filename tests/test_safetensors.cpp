@@ -11,19 +11,11 @@
 #include "io/atomic_file.h"
 
 namespace fs = std::filesystem;
+using tc::testing::read_file_bytes;
 using tc::testing::TempDir;
 using tc::testing::throws_with;
 
 namespace {
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // A tensor holding exactly `bytes` (copied), for bit-exact fixtures.
 tc::Tensor from_bytes(const void* bytes, const tc::Shape& shape, tc::DType dt) {
@@ -151,7 +143,7 @@ TEST(Safetensors, IndependentSpecReaderReadsOurFile) {
   const auto sd = all_dtypes();
   tc::io::save_safetensors(dir / "a.safetensors", sd, {{"precision", "bf16"}});
   std::string data;
-  const auto file = read_bytes(dir / "a.safetensors");
+  const auto file = read_file_bytes(dir / "a.safetensors");
   const auto spec = spec_read(file, data);
   ASSERT_EQ(spec.size(), sd.size());
   const std::map<std::string, std::pair<tc::DType, size_t>> dtypes = {
@@ -263,7 +255,7 @@ TEST(Safetensors, AtomicWriteLeavesOldFileOnCrash) {
   TempDir dir("safetensors");
   const auto target = dir / "w.safetensors";
   tc::io::save_safetensors(target, {{"old", tc::ones({4})}});
-  const std::string before = read_bytes(target);
+  const std::string before = read_file_bytes(target);
   // 4 MiB of data: the writer's chunks call the hook several times before the end.
   tc::StateDict big{{"new", tc::rand({1 << 20})}};
   size_t seen = 0;
@@ -274,7 +266,7 @@ TEST(Safetensors, AtomicWriteLeavesOldFileOnCrash) {
   EXPECT_THROW(tc::io::save_safetensors(target, big), std::runtime_error);
   tc::io::set_atomic_write_hook({});
   EXPECT_GE(seen, 2u << 20);
-  EXPECT_EQ(read_bytes(target), before);
+  EXPECT_EQ(read_file_bytes(target), before);
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir.path)) names.push_back(e.path().filename().string());
   EXPECT_EQ(names, std::vector<std::string>{"w.safetensors"}) << "the temporary file must be removed";

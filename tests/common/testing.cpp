@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 
@@ -186,6 +188,30 @@ TempDir::TempDir(const std::string& prefix) {
 TempDir::~TempDir() {
   std::error_code ec;  // never throw from a destructor
   std::filesystem::remove_all(path, ec);
+}
+
+RunResult run_with_resume(const MakeOptimizer& make, std::vector<Tensor> params, uint64_t seed_base, int steps,
+                          int split) {
+  auto opt = make(params);
+  for (int s = 0; s < steps; ++s) {
+    if (s == split) {
+      const StateDict sd = opt->state_dict();
+      std::vector<Tensor> copies;
+      for (auto& p : params) copies.push_back(p.detach().clone().requires_grad_(true));
+      params = copies;
+      opt = make(params);
+      opt->load_state_dict(sd);
+    }
+    for (size_t k = 0; k < params.size(); ++k)
+      if (!(k == 2 && s < 2)) params[k].set_grad(grad_for(seed_base, params[k], s, static_cast<int>(k)));
+    opt->step();
+  }
+  return {params, opt->state_dict()};
+}
+
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 }  // namespace tc::testing

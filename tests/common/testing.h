@@ -110,6 +110,21 @@ Tensor make_param(const Shape& shape, DType dt, uint64_t seed);
 // file passes its own seed_base.
 Tensor grad_for(uint64_t seed_base, const Tensor& p, int step, int which = 0);
 
+// Runs `steps` optimizer steps on `params` (an optimizer built by `make`, gradients from
+// grad_for(seed_base, ...); parameter 2 gets its first gradient at step 2), saving the state
+// dict and loading it into a new optimizer over parameter copies after `split` steps (-1:
+// never). Returns the final parameters and state: a resumed run must equal an unbroken one.
+struct RunResult {
+  std::vector<Tensor> params;
+  StateDict state;
+};
+using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+RunResult run_with_resume(const MakeOptimizer& make, std::vector<Tensor> params, uint64_t seed_base, int steps,
+                          int split);
+
+// A whole file's bytes ("" when it cannot be read).
+std::string read_file_bytes(const std::string& path);
+
 // A fresh, empty directory temp_directory_path()/tc_<prefix>_<pid>_<n> (n counts the
 // TempDirs of the process), created by the constructor and removed with its contents by
 // the destructor.
