@@ -64,8 +64,15 @@ void add_counts(NumericsReport::TensorStats& s, const Tensor& t) {
 }
 }  // namespace
 
-void NumericsReport::on_output_grad(const std::string& layer, const Tensor& grad) {
-  if (!grad.defined()) return;
+// The counts do not depend on element order: a channels-last gradient (what convolutions
+// produce) is read through its NHWC view, which is contiguous, instead of being copied.
+static Tensor in_memory_order(const Tensor& t) {
+  return !t.is_contiguous() && t.is_contiguous(MemoryFormat::ChannelsLast) ? t.permute({0, 2, 3, 1}) : t;
+}
+
+void NumericsReport::on_output_grad(const std::string& layer, const Tensor& raw_grad) {
+  if (!raw_grad.defined()) return;
+  const Tensor grad = in_memory_order(raw_grad);
   step_outputs_.emplace_back(layer, cpu::has_non_finite(grad));
   if (sampling_) add_counts(entry(layer, "output_grad"), grad);
 }
@@ -73,7 +80,7 @@ void NumericsReport::on_output_grad(const std::string& layer, const Tensor& grad
 void NumericsReport::record_gradients(const Named& params) {
   if (!sampling_) return;
   for (const auto& [name, p] : params)
-    if (p.grad().defined()) add_counts(entry(name, "param_grad"), p.grad());
+    if (p.grad().defined()) add_counts(entry(name, "param_grad"), in_memory_order(p.grad()));
 }
 
 void NumericsReport::before_update(const Named& params) {
