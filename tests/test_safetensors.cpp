@@ -17,6 +17,11 @@ using tc::testing::throws_with;
 
 namespace {
 
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
 // A tensor holding exactly `bytes` (copied), for bit-exact fixtures.
 tc::Tensor from_bytes(const void* bytes, const tc::Shape& shape, tc::DType dt) {
   return tc::from_blob(const_cast<void*>(bytes), shape, dt).clone();

@@ -33,6 +33,97 @@ using tc::testing::throws_with;
 
 namespace {
 
+void spit(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
+// ---- the independent decoder: nothing here calls the library's CRC or reader
+
+uint32_t crc_bitwise(std::string_view s) {
+  uint32_t c = ~0u;
+  for (unsigned char b : s) {
+    c ^= b;
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
+  }
+  return ~c;
+}
+uint32_t masked(uint32_t c) { return ((c >> 15) | (c << 17)) + 0xa282ead8u; }
+
+struct Cursor {
+  std::string_view s;
+  size_t pos = 0;
+  bool done() const { return pos == s.size(); }
+  void need(size_t n) const {
+    if (s.size() - pos < n) throw std::runtime_error("decoder: past the end at " + std::to_string(pos));
+  }
+  uint64_t le(int n) {
+    need(n);
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v |= uint64_t(uint8_t(s[pos + i])) << (8 * i);
+    pos += n;
+    return v;
+  }
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0;; shift += 7) {
+      need(1);
+      const uint8_t b = s[pos++];
+      v |= uint64_t(b & 0x7F) << shift;
+      if (!(b & 0x80)) return v;
+      if (shift > 63) throw std::runtime_error("decoder: long varint");
+    }
+  }
+  std::string_view bytes() {
+    const uint64_t n = varint();
+    need(n);
+    pos += n;
+    return s.substr(pos - n, n);
+  }
+};
+
+struct Decoded {
+  size_t offset = 0;  // of the record
+  std::optional<double> wall_time;
+  std::optional<int64_t> step;
+  std::string file_version;
+  std::vector<std::pair<std::string, float>> values;
+};
+
+// Strict: any field SummaryWriter has no business writing fails the test.
+Decoded decode_event(std::string_view data) {
+  Decoded d;
+  Cursor c{data};
+  while (!c.done()) {
+    const uint64_t key = c.varint();
+    if (key == (1 << 3 | 1)) {
+      const uint64_t bits = c.le(8);
+      d.wall_time = std::bit_cast<double>(bits);
+    } else if (key == (2 << 3 | 0)) {
+      d.step = static_cast<int64_t>(c.varint());
+    } else if (key == (3 << 3 | 2)) {
+      d.file_version = c.bytes();
+    } else if (key == (5 << 3 | 2)) {
+      Cursor summary{c.bytes()};
+      while (!summary.done()) {
+        if (summary.varint() != (1 << 3 | 2)) throw std::runtime_error("decoder: Summary field other than value");
+        Cursor value{summary.bytes()};
+        std::pair<std::string, float> tv;
+        while (!value.done()) {
+          const uint64_t k = value.varint();
+          if (k == (1 << 3 | 2))
+            tv.first = value.bytes();
+          else if (k == (2 << 3 | 5))
+            tv.second = std::bit_cast<float>(static_cast<uint32_t>(value.le(4)));
+          else
+            throw std::runtime_error("decoder: Value key " + std::to_string(k));
+        }
+        d.values.push_back(tv);
+      }
+    } else {
+      throw std::runtime_error("decoder: Event key " + std::to_string(key));
+    }
+  }
+  return d;
+}
+
 std::vector<Decoded> decode_file(const std::string& bytes) {
   std::vector<Decoded> out;
   Cursor c{bytes};
