@@ -6,6 +6,7 @@
 #include <tensorcast/amp/autocast.h>
 #include <tensorcast/amp/grad_scaler.h>
 #include <tensorcast/autograd.h>
+#include <tensorcast/dist/ddp.h>
 #include <tensorcast/ops.h>
 #include <tensorcast/optim/adamw.h>
 #include <tensorcast/profiler.h>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "args.h"
 #include "commands.h"
@@ -33,6 +35,13 @@ BenchResult run_bench(const BenchConfig& cfg) {
   tc::optim::AdamW optimizer(params, tc::optim::AdamWOptions(1e-3).weight_decay(0.0));
   tc::amp::GradScaler scaler(tc::amp::GradScalerOptions().enabled(use_scaler));
   if (cfg.inference) model.module->eval();
+  std::optional<tc::dist::DistributedDataParallel> ddp;
+  if (cfg.distributed) {
+    ddp.emplace(model.module, tc::dist::DistributedDataParallelOptions().bucket_cap_bytes(cfg.bucket_cap_bytes));
+    tc::dist::sync_grad_scaler(scaler);
+  }
+  std::vector<double> comm_ms, hidden_ms, exposed_ms;
+  bool timing = false;
 
   auto one = [&] {
     if (cfg.inference) {
@@ -51,6 +60,12 @@ BenchResult run_bench(const BenchConfig& cfg) {
       loss = model_loss(model, model.forward(batch.data), batch.target);
     }
     scaler.scale(loss).backward();
+    if (ddp && timing) {
+      const tc::dist::SyncStats& st = ddp->last_sync();
+      comm_ms.push_back(1e3 * st.comm_seconds);
+      hidden_ms.push_back(1e3 * st.hidden_seconds);
+      exposed_ms.push_back(1e3 * st.exposed_seconds);
+    }
     scaler.step(optimizer);
     scaler.update();
     (void)loss.item<double>();
@@ -58,12 +73,29 @@ BenchResult run_bench(const BenchConfig& cfg) {
   for (int64_t i = 0; i < cfg.warmup; ++i) one();
   tc::reset_peak_memory_stats();
   std::vector<double> ms;
+  timing = true;
   for (int64_t i = 0; i < cfg.steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     one();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
+  timing = false;
   BenchResult r;
+  if (ddp) {
+    const tc::dist::SyncStats& st = ddp->last_sync();
+    r.world_size = tc::dist::world_size();
+    r.buckets = st.buckets;
+    r.comm_bytes = st.bytes;
+    double comm = 0, hidden = 0;
+    for (size_t i = 0; i < comm_ms.size(); ++i) comm += comm_ms[i], hidden += hidden_ms[i];
+    r.hidden_fraction = comm > 0 ? hidden / comm : 0;
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.empty() ? 0.0 : v[v.size() / 2];
+    };
+    r.comm_ms = median(comm_ms);
+    r.exposed_ms = median(exposed_ms);
+  }
   if (cfg.profile) {
     tc::profiler::Profile prof;
     for (int64_t i = 0; i < cfg.steps; ++i) {
@@ -104,6 +136,13 @@ std::string bench_json(const BenchResult& r) {
       .add("ms_max", r.ms_max)
       .add("samples_per_s", r.samples_per_s)
       .add("threads", tc::get_num_threads());
+  if (r.world_size > 1)
+    o.add("world_size", r.world_size)
+        .add("buckets", r.buckets)
+        .add("comm_bytes_per_step", r.comm_bytes)
+        .add("comm_ms_per_step", r.comm_ms)
+        .add("comm_hidden_fraction", r.hidden_fraction)
+        .add("comm_exposed_ms_per_step", r.exposed_ms);
   if (!r.profile.empty()) {
     std::string list;
     for (const tc::profiler::OpStat& st : r.profile) {
@@ -247,15 +286,25 @@ int cmd_bench(int argc, char** argv) {
                     "instead of timing: find the largest batch size whose step's peak tensor memory\n"
                     "(weights, AdamW state, gradients, activations, the batch) is <= MIB MiB (doubling, then "
                     "interpolation/bisection)");
+  p.flag("--distributed", &c.distributed,
+         "under mpirun: data parallel (DistributedDataParallel), --batch-size per process; also prints the\n"
+         "all-reduce time per step, the part of it hidden behind backward, and the bytes all-reduced");
+  double bucket_mib = 25;
+  p.positive_double("--bucket-mib", &bucket_mib, "MIB", "with --distributed: gradient bucket size (default 25)");
   p.positive_int("--max-batch-size", &batch_cap, "B",
                  "with --memory-budget: the largest batch size probed (default 65536)");
   p.epilog(
       "examples:\n  tensorcast bench --model mlp-large --precision bf16 --batch-size 256 --steps 50 --json\n"
       "  tensorcast bench --model gpt --precision bf16 --batch-size 16 --steps 5 --profile\n"
-      "  tensorcast bench --model cnn --precision bf16 --memory-budget 256 --json\n");
+      "  tensorcast bench --model cnn --precision bf16 --memory-budget 256 --json\n"
+      "  mpirun -np 2 tensorcast bench --model gpt --distributed --threads 1\n");
   if (!p.parse(argc, argv, 2)) return 0;
   c.scaler = !no_scaler;
+  c.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mib * 1048576.0));
   if (threads > 0) tc::set_num_threads(static_cast<int>(threads));
+  if (c.distributed && (c.inference || p.given("--memory-budget") || c.profile))
+    throw UsageError("--distributed times training steps; it does not combine with --inference, --memory-budget or "
+                     "--profile");
   if (p.given("--max-batch-size") && !p.given("--memory-budget"))
     throw UsageError("--max-batch-size only applies with --memory-budget MIB");
   if (p.given("--memory-budget")) {
@@ -287,7 +336,13 @@ int cmd_bench(int argc, char** argv) {
     return 0;
   }
   if (parse_only) return 0;
+  if (c.distributed) {
+    tc::dist::init();
+    if (tc::dist::world_size() < 2)
+      throw UsageError("--distributed needs several processes: run it under mpirun -np N (N >= 2)");
+  }
   const BenchResult r = run_bench(c);
+  if (tc::dist::rank() != 0) return 0;
   if (json) {
     std::printf("%s\n", bench_json(r).c_str());
   } else {
@@ -298,6 +353,12 @@ int cmd_bench(int argc, char** argv) {
         r.inference ? "inference" : "training", r.ms_per_step, r.inference ? "forward pass" : "step",
         static_cast<long long>(r.steps), r.ms_min, r.ms_max, r.samples_per_s, r.peak_memory_bytes / 1048576.0,
         tc::get_num_threads());
+    if (r.world_size > 1)
+      std::printf("data parallel, %d processes: %lld bucket(s), %.2f MiB of gradients all-reduced per step "
+                  "(a ring sends 2(p-1)/p of it per process); all-reduce %.3f ms per step, %.0f%% of it hidden "
+                  "behind backward, %.3f ms exposed after it\n",
+                  r.world_size, static_cast<long long>(r.buckets), r.comm_bytes / 1048576.0, r.comm_ms,
+                  100 * r.hidden_fraction, r.exposed_ms);
     if (c.profile)
       std::printf("\nper-op profile, per %s (mean over %lld profiled %s):\n%s", r.inference ? "forward pass" : "step",
                   static_cast<long long>(r.steps), r.inference ? "passes" : "steps", r.profile_table.c_str());

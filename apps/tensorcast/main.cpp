@@ -7,6 +7,7 @@
 //
 // Exit status: 0 success, 1 a runtime error (bad data, unreadable file), 2 a usage error.
 // Every error is ONE line on stderr: "tensorcast: <what is wrong>; <what to do>".
+#include <tensorcast/dist/process_group.h>
 #include <tensorcast/version.h>
 
 #include <cstdio>
@@ -64,10 +65,13 @@ int main(int argc, char** argv) {
                            "' (use train, bench, report or inspect; see 'tensorcast --help')");
   } catch (const tcli::UsageError& e) {
     std::fflush(stdout);
+    if (tc::dist::world_size() > 1) tc::dist::abort("tensorcast: " + one_line(e.what()), 2);
     std::fprintf(stderr, "tensorcast: %s\n", one_line(e.what()).c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fflush(stdout);
+    // Under mpirun one failing rank ends the job (the others would wait for it forever).
+    if (tc::dist::world_size() > 1) tc::dist::abort("tensorcast: error: " + one_line(e.what()), 1);
     std::fprintf(stderr, "tensorcast: error: %s\n", one_line(e.what()).c_str());
     return 1;
   }

@@ -1,6 +1,8 @@
 // `tensorcast train`: flags -> TrainConfig -> run_training -> summary.
+#include <tensorcast/dist/process_group.h>
 #include <tensorcast/ops.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -17,7 +19,7 @@ int cmd_train(int argc, char** argv) {
   std::string on_nonfinite = "stop", optimizer = "adamw", weight_update = "kahan", tensorboard, numerics_json;
   int64_t epochs = 2, batch = 128, seed = 0, threads = 0, max_steps = 0, ck_every = 0, log_every = 10;
   int64_t numerics_every = 10;
-  double lr = 1e-3, loss_weight = 1.0;
+  double lr = 1e-3, loss_weight = 1.0, dist_timeout = 300, bucket_mib = 25;
   bool no_scaler = false, overwrite = false, no_progress = false, numerics_report = false;
 
   ArgParser p("train",
@@ -65,6 +67,10 @@ int cmd_train(int argc, char** argv) {
          "first non-finite tensor of each overflow step; a table at the end");
   p.positive_int("--numerics-every", &numerics_every, "N", "numerics report: sample one step in N (default 10)");
   p.string("--numerics-json", &numerics_json, "FILE", "write the numerics report as JSON (implies --numerics-report)");
+  p.positive_double("--dist-timeout", &dist_timeout, "SECONDS",
+                    "under mpirun: a collective waiting longer than this ends the job (default 300)");
+  p.positive_double("--bucket-mib", &bucket_mib, "MIB",
+                    "under mpirun: gradient bucket size, all-reduced while backward runs (default 25)");
   p.epilog(
       "examples:\n"
       "  tensorcast train                                         # the main job\n"
@@ -74,7 +80,8 @@ int cmd_train(int argc, char** argv) {
       "  tensorcast train --precision bf16-pure --epochs 5        # bf16 weights and AdamW state, Kahan updates\n"
       "  tensorcast train --model mlp --checkpoint ck --checkpoint-every 100\n"
       "  tensorcast train --resume ck --epochs 4                  # continue it, bit-identically\n"
-      "  tensorcast train --model gpt --data book.txt --precision bf16\n");
+      "  tensorcast train --model gpt --data book.txt --precision bf16\n"
+      "  mpirun -np 2 tensorcast train --threads 1                # data parallel: 2 processes, batch 64 each\n");
   if (!p.parse(argc, argv, 2)) return 0;
   if (p.given("--checkpoint-every") && checkpoint.empty())
     throw UsageError("--checkpoint-every needs --checkpoint DIR (where to save)");
@@ -109,11 +116,15 @@ int cmd_train(int argc, char** argv) {
   c.numerics_report = numerics_report || !numerics_json.empty();
   c.numerics_every = numerics_every;
   c.numerics_json = numerics_json;
+  c.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mib * 1048576.0));
   if (threads > 0) tc::set_num_threads(static_cast<int>(threads));
 
   check_output_path(summary, "--summary-json");  // fail now, not after an hour of training
   if (parse_only) return 0;
+  // Under mpirun (or srun) the ranks come from the environment; alone, a world of one.
+  tc::dist::init(tc::dist::InitOptions().timeout_seconds(dist_timeout));
   const TrainResult r = run_training(c);
+  if (tc::dist::rank() != 0) return 0;  // rank 0 prints the summary and writes files
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "done: %lld steps (%lld skipped), final loss scale %g, peak tensor memory %.1f MiB, %.1f s training",

@@ -8,6 +8,7 @@
 #include <tensorcast/amp/numerics.h>
 #include <tensorcast/autograd.h>
 #include <tensorcast/data/data_loader.h>
+#include <tensorcast/dist/ddp.h>
 #include <tensorcast/error.h>
 #include <tensorcast/io/checkpoint.h>
 #include <tensorcast/io/safetensors.h>
@@ -148,7 +149,11 @@ Evaluation evaluate(Model& model, const tc::data::Dataset& test, const Precision
   tc::data::DataLoader loader(std::shared_ptr<const tc::data::Dataset>(&test, [](const tc::data::Dataset*) {}),
                               tc::data::DataLoaderOptions(model.language_model ? 64 : 1000).prefetch(0));
   double loss_sum = 0, correct = 0, count = 0, batches_weight = 0;
+  // Data parallel: rank r evaluates batches r, r + world, ...; the sums are added below.
+  const int world = tc::dist::world_size(), rank = tc::dist::rank();
+  int64_t k = -1;
   for (auto& batch : loader) {
+    if (++k % world != rank) continue;
     tc::Tensor logits, loss;
     {
       tc::amp::AutocastGuard autocast(tc::kCPU, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
@@ -165,6 +170,12 @@ Evaluation evaluate(Model& model, const tc::data::Dataset& test, const Precision
     }
   }
   model.module->train();
+  if (world > 1) {
+    const tc::Tensor sums = tc::tensor(std::vector<double>{loss_sum, correct, count, batches_weight}, {4}, tc::kFloat64);
+    tc::dist::all_reduce(sums);
+    const std::vector<double> v = sums.to_vector();
+    loss_sum = v[0], correct = v[1], count = v[2], batches_weight = v[3];
+  }
   Evaluation e;
   e.loss = batches_weight > 0 ? loss_sum / batches_weight : 0;
   if (model.language_model)
@@ -172,6 +183,13 @@ Evaluation evaluate(Model& model, const tc::data::Dataset& test, const Precision
   else
     e.accuracy = count > 0 ? correct / count : 0;
   return e;
+}
+
+// The loss averaged over the data-parallel ranks: the loss of the global batch.
+double mean_over_ranks(const tc::Tensor& loss) {
+  const tc::Tensor v = loss.detach().to(tc::kFloat64).reshape({1});
+  tc::dist::all_reduce(v, tc::dist::ReduceOp::Avg);
+  return v.item<double>();
 }
 
 // The gradients' global L2 norm, unscaled (divided by the loss scale they carry).
@@ -239,11 +257,32 @@ bool nonfinite_step(double loss, const std::vector<tc::Tensor>& params, const tc
 
 int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Module& module,
                                tc::optim::Optimizer& optimizer, tc::amp::GradScaler& scaler, bool use_scaler,
-                               tc::data::DataLoader& loader, tc::optim::LRScheduler* scheduler) {
+                               tc::data::DataLoader& loader, tc::optim::LRScheduler* scheduler,
+                               std::string* note) {
   module.load_state_dict(state.model);
   optimizer.load_state_dict(state.optimizer);
   if (use_scaler && !state.scaler.empty()) scaler.load_state_dict(state.scaler);
-  loader.load_state(state.data_loader);
+  // Rank 0 wrote the checkpoint; the position (epoch, batch) is the same on every rank.
+  tc::StateDict position = state.data_loader;
+  const int64_t saved_world = position.count("num_replicas") ? position.at("num_replicas").item<int64_t>() : 1;
+  if (saved_world != tc::dist::world_size()) {
+    // Another world size shards the data differently: the position cannot carry over, so
+    // the interrupted epoch starts again (model, optimizer and scaler resume exactly).
+    const int64_t epoch = position.count("epoch") ? position.at("epoch").item<int64_t>() : 0;
+    loader.set_epoch(epoch);
+    *note = "the checkpoint was written by " + std::to_string(saved_world) + " process(es), this run has " +
+            std::to_string(tc::dist::world_size()) + ": model, optimizer and scaler resume exactly; the data " +
+            "position restarts epoch " + std::to_string(epoch + 1);
+    if (state.rng.defined()) tc::set_rng_state(state.rng);
+    if (scheduler) {
+      tc::StateDict sd = scheduler->state_dict();
+      sd["last_epoch"] = tc::state_int(state.step);
+      scheduler->load_state_dict(sd);
+    }
+    return state.step;
+  }
+  if (position.count("rank")) position["rank"] = tc::state_int(tc::dist::rank());
+  loader.load_state(position);
   // Every step consumes one batch, so the step count and the loader's position agree in
   // any checkpoint this trainer wrote; a disagreement means a damaged or foreign file.
   int64_t expected = 0;
@@ -265,6 +304,12 @@ int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Modul
 TrainResult run_training(const TrainConfig& config) {
   TrainConfig cfg = config;
   TrainResult result;
+  if (tc::dist::rank() != 0) {  // data parallel: rank 0 alone prints and writes files
+    cfg.quiet = true;
+    cfg.metrics_path.clear();
+    cfg.tensorboard_dir.clear();
+    cfg.numerics_json.clear();
+  }
 
   // ---- everything that can fail on bad input, before anything is written
   std::optional<tc::io::TrainingState> resume;
@@ -378,8 +423,24 @@ TrainResult run_training(const TrainConfig& config) {
   if (data.train->size() == 0 || data.test->size() == 0)
     throw tc::Error("[cli] " + data_name + ": the " + (data.train->size() == 0 ? "training" : "test") +
                     " set has 0 examples; pass --data with a non-empty data set");
-  tc::data::DataLoader loader(data.train,
-                              tc::data::DataLoaderOptions(cfg.batch_size).shuffle(true).seed(cfg.seed).prefetch(2));
+  // --batch-size is the global batch: each of the world's processes takes 1/world of it,
+  // so N processes follow the same trajectory as one (up to summation order).
+  const int world = tc::dist::world_size();
+  if (cfg.batch_size % world != 0)
+    throw tc::Error("[cli] --batch-size " + std::to_string(cfg.batch_size) + " is the global batch; it must divide by " +
+                    "the " + std::to_string(world) + " processes (e.g. --batch-size " +
+                    std::to_string((cfg.batch_size / world + 1) * world) + ")");
+  tc::data::DataLoader loader(data.train, tc::data::DataLoaderOptions(cfg.batch_size / world)
+                                              .shuffle(true)
+                                              .seed(cfg.seed)
+                                              .prefetch(2)
+                                              .num_replicas(world)
+                                              .rank(tc::dist::rank()));
+  std::optional<tc::dist::DistributedDataParallel> ddp;
+  if (world > 1) {
+    ddp.emplace(model.module, tc::dist::DistributedDataParallelOptions().bucket_cap_bytes(cfg.bucket_cap_bytes));
+    tc::dist::sync_grad_scaler(scaler);
+  }
   const int64_t planned_steps = checked_steps(
       cfg.epochs, loader.size(),
       "--epochs " + std::to_string(cfg.epochs) + " x " + std::to_string(loader.size()) + " steps per epoch");
@@ -389,9 +450,11 @@ TrainResult run_training(const TrainConfig& config) {
   if (cfg.lr_schedule == "cosine")
     scheduler = std::make_unique<tc::optim::CosineAnnealingLR>(optimizer, std::max<int64_t>(1, planned_steps));
   int64_t step = 0;
+  std::string resume_note;
   if (resume) {
     try {
-      step = restore_training_state(*resume, *model.module, optimizer, scaler, use_scaler, loader, scheduler.get());
+      step = restore_training_state(*resume, *model.module, optimizer, scaler, use_scaler, loader, scheduler.get(),
+                                    &resume_note);
     } catch (const tc::Error& e) {  // name the file: the parts' own errors name only the key
       throw tc::Error("[cli] --resume " + cfg.resume_dir + " (" + tc::io::kCheckpointFileName + "): " + e.what());
     }
@@ -430,9 +493,14 @@ TrainResult run_training(const TrainConfig& config) {
     if (prec.compute != tc::kFloat16 && !cfg.scaler)
       say("note: --no-scaler has no effect in " + prec.name + " (only fp16 uses a GradScaler)");
     say("data: " + data.description);
+    if (world > 1)
+      say("data parallel: " + std::to_string(world) + " processes (MPI), " + std::to_string(cfg.batch_size / world) +
+          " examples each per step, gradients all-reduced in " + std::to_string(ddp->bucket_parameter_names().size()) +
+          " bucket(s) during backward");
     if (resume)
       say("resumed from " + cfg.resume_dir + " at step " + std::to_string(step) + " (epoch " +
           std::to_string(loader.epoch() + 1) + ", batch " + std::to_string(loader.batch_index()) + ")");
+    if (!resume_note.empty()) say(resume_note);
   }
 
   JsonLinesWriter metrics;
@@ -443,7 +511,7 @@ TrainResult run_training(const TrainConfig& config) {
   if (cfg.numerics_report) numerics.emplace(cfg.numerics_every);
 
   auto save = [&](int64_t epoch_done) {
-    if (cfg.checkpoint_dir.empty()) return;
+    if (cfg.checkpoint_dir.empty() || tc::dist::rank() != 0) return;
     tc::io::TrainingState st;
     st.model = model.module->state_dict();
     st.optimizer = optimizer.state_dict();
@@ -511,7 +579,7 @@ TrainResult run_training(const TrainConfig& config) {
       if (cfg.track_zero_grads) rec.zero_grad_fraction = zero_fraction(params);
       rec.loss_scale = scaler.get_scale();                     // the scale this step's gradients carry
       rec.lr = optimizer.param_groups()[0].options->get_lr();  // the lr of this step
-      rec.loss = loss.item<double>();
+      rec.loss = world > 1 ? mean_over_ranks(loss) : loss.item<double>();
       const double norm = tensorboard && log_now ? grad_norm(params, rec.loss_scale) : -1;
       bool stepped = false;
       if (check_nonfinite && nonfinite_step(rec.loss, params, named, step + 1, cfg)) {
@@ -584,7 +652,7 @@ TrainResult run_training(const TrainConfig& config) {
     const bool complete = loader.epoch() != epoch || loader.batch_index() >= per_epoch;
     if (complete && loader.epoch() == epoch) loader.set_epoch(epoch + 1);
     if (complete || limit_reached()) {
-      const Evaluation ev = evaluate(model, *data.test, prec);
+      const Evaluation ev = evaluate(model, *data.test, prec);  // sharded across ranks
       EpochRecord er;
       er.epoch = epoch + 1;
       er.step = step;

@@ -69,6 +69,7 @@ struct TrainConfig {
   int64_t log_every = 10;         // metrics record every N steps (and the last step)
   bool progress = true;           // console output
   bool quiet = false;             // only errors (report runs)
+  int64_t bucket_cap_bytes = int64_t{25} << 20;  // data parallel: gradient bucket size
   bool track_zero_grads = false;  // fraction of exactly-zero gradient values per step (report)
   // A non-finite loss or gradient that no GradScaler handles: "stop" (an error naming the
   // step and the first non-finite gradient, nothing applied or saved), "skip" (drop the

@@ -57,6 +57,22 @@ struct Node {
 Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn);
 bool any_requires_grad(const std::vector<Tensor>& inputs);
 
+// Calls `hook(leaf)` each time backward has accumulated a gradient into leaf.grad()
+// (PyTorch's Tensor.register_post_accumulate_grad_hook): the gradient is complete for this
+// backward when the hook runs, so data-parallel training starts reducing it at once.
+// Hooks run on the thread that runs backward, in registration order; autograd::grad()
+// does not call them. Returns a handle for remove_post_accumulate_grad_hook.
+using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;
+int64_t register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook);
+void remove_post_accumulate_grad_hook(const Tensor& leaf, int64_t handle);
+
+// Runs `callback` once the current backward() has finished (PyTorch's
+// Variable._execution_engine.queue_callback): data-parallel training waits for its last
+// reductions there, so .grad() holds the averaged gradients when backward() returns. Only
+// valid while a backward() runs on this thread (a hook may call it). A callback that
+// throws makes backward() throw; the callbacks queued after it still run.
+void queue_callback(std::function<void()> callback);
+
 // The engine behind Tensor::backward.
 void backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
 

@@ -132,6 +132,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
       it->second.push_back(std::move(g));
   }
   for (const auto& [dt, list] : by_dtype) cpu::amp_non_finite_check_and_unscale_(list, found, inv);
+  if (reduce_found_inf_) reduce_found_inf_(found);  // every rank, even one without gradients
   // PyTorch records no check for an optimizer without gradients; step() then refuses.
   st.found_inf = any ? found : Tensor();
   st.stage = Stage::Unscaled;
@@ -158,6 +159,7 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
     if (!grads.empty()) {
       st.found_inf = scalar_f32(0.0);
       cpu::amp_non_finite_check(grads, st.found_inf);
+      if (reduce_found_inf_) reduce_found_inf_(st.found_inf);
     }
     inv = inv_scale();
   }
@@ -195,6 +197,7 @@ void GradScaler::report_overflow(const optim::Optimizer& optimizer) {
           detail::concat("group ", gi, " param ", pi, " (shape ", shape_str(groups[gi].params[pi].sizes()), ")");
       return;
     }
+  if (reduce_found_inf_) last_step_.first_nonfinite = "a gradient on another rank (this rank's are finite)";
 }
 
 void GradScaler::update() {

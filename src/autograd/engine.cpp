@@ -4,6 +4,8 @@
 // consumer has contributed (dependency counting), then its formula runs under no-grad.
 // Gradients are cast to the dtype each input had in the forward pass, so mixed-precision
 // graphs hand fp32 gradients to fp32 parameters.
+#include <atomic>
+#include <exception>
 #include <unordered_map>
 
 #include "autograd/nodes.h"
@@ -76,6 +78,12 @@ struct AccumulateGrad final : Node {
       leaf->grad = exclusively_held(g, holders) ? g : g.clone();
     } else {
       leaf->grad.add_(g);
+    }
+    if (!leaf->post_accumulate_grad_hooks.empty()) {
+      const Tensor handle(leaf);
+      // A copy: a hook may register or remove hooks.
+      auto hooks = leaf->post_accumulate_grad_hooks;
+      for (auto& [id, hook] : hooks) hook(handle);
     }
     return {};
   }
@@ -198,6 +206,10 @@ DType grad_dtype(const Tensor& t) {
 
 namespace {
 
+// Callbacks queued by the backward() running on this thread (nullptr: none runs).
+thread_local std::vector<std::function<void()>>* g_backward_callbacks = nullptr;
+std::atomic<int64_t> g_next_hook_handle{1};
+
 // Runs the graph below `root_fn` with `root_grad`. If `capture` is given, gradients
 // arriving at those nodes are stored there instead of flowing into .grad().
 void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad, bool retain_graph,
@@ -279,7 +291,52 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   TC_CHECK(root.requires_grad(), "backward", "element 0 of tensors does not require grad and does not have a grad_fn");
   Tensor g = default_root_grad(root, gradient, "backward");
   Edge e = edge_for(root);
-  run_backward(e.fn, g, retain_graph, nullptr);
+  // A nested backward (one run from a hook or a custom Function) queues into the outer list.
+  std::vector<std::function<void()>> callbacks;
+  const bool outermost = g_backward_callbacks == nullptr;
+  if (outermost) g_backward_callbacks = &callbacks;
+  std::exception_ptr error;
+  try {
+    run_backward(e.fn, g, retain_graph, nullptr);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!outermost) {
+    if (error) std::rethrow_exception(error);
+    return;
+  }
+  // The callbacks run even when the graph failed: a data-parallel reduction already in
+  // flight must be waited for, or the next collective would pair with it.
+  for (size_t i = 0; i < callbacks.size(); ++i) {  // a callback may queue another
+    try {
+      std::function<void()> cb = std::move(callbacks[i]);
+      cb();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  g_backward_callbacks = nullptr;
+  if (error) std::rethrow_exception(error);
+}
+
+void queue_callback(std::function<void()> callback) {
+  TC_CHECK(g_backward_callbacks != nullptr, "autograd::queue_callback",
+           "can only be called while backward() runs on this thread (from a hook)");
+  g_backward_callbacks->push_back(std::move(callback));
+}
+
+int64_t register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook) {
+  TC_CHECK(leaf.defined() && leaf.requires_grad() && !leaf.impl()->grad_fn, "register_post_accumulate_grad_hook",
+           "post accumulate grad hooks cannot be registered on non-leaf tensors (or tensors that do not require grad)");
+  TC_CHECK(hook != nullptr, "register_post_accumulate_grad_hook", "the hook is empty");
+  const int64_t handle = g_next_hook_handle++;
+  leaf.impl()->post_accumulate_grad_hooks.emplace_back(handle, std::move(hook));
+  return handle;
+}
+
+void remove_post_accumulate_grad_hook(const Tensor& leaf, int64_t handle) {
+  auto& hooks = leaf.impl()->post_accumulate_grad_hooks;
+  std::erase_if(hooks, [&](const auto& h) { return h.first == handle; });
 }
 
 std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& grad_output,

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "tensorcast/tensor.h"  // declares autograd::Node (incomplete here: core only holds pointers)
 
@@ -37,6 +39,9 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that fills .grad
   Tensor grad;
+  // leaves: called with the leaf after each accumulation into .grad (data-parallel
+  // training starts reducing a gradient as soon as it is complete); {handle, hook}
+  std::vector<std::pair<int64_t, std::function<void(const Tensor&)>>> post_accumulate_grad_hooks;
 
   int64_t numel() const;
   Device device() const { return storage->device; }

@@ -147,6 +147,10 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   TC_CHECK(options_.batch_size() >= 1, kOp, "DataLoader batch_size must be at least 1, got ", options_.batch_size());
   TC_CHECK(options_.prefetch() >= 0, kOp, "DataLoader prefetch must be 0 (no thread) or more, got ",
            options_.prefetch());
+  TC_CHECK(options_.num_replicas() >= 1, kOp, "DataLoader num_replicas must be at least 1, got ",
+           options_.num_replicas());
+  TC_CHECK(options_.rank() >= 0 && options_.rank() < options_.num_replicas(), kOp, "DataLoader rank must be in [0, ",
+           options_.num_replicas(), ") for num_replicas ", options_.num_replicas(), ", got ", options_.rank());
 }
 
 DataLoader::~DataLoader() { stop_pass(); }
@@ -156,8 +160,14 @@ void DataLoader::stop_pass() {
   pass_.reset();
 }
 
+int64_t DataLoader::shard_size() const {
+  const int64_t n = dataset_->size(), r = options_.num_replicas();
+  if (r == 1) return n;
+  return options_.drop_last() ? n / r : (n + r - 1) / r;
+}
+
 int64_t DataLoader::size() const {
-  const int64_t n = dataset_->size(), b = options_.batch_size();
+  const int64_t n = shard_size(), b = options_.batch_size();
   return options_.drop_last() ? n / b : (n + b - 1) / b;
 }
 
@@ -172,10 +182,24 @@ void DataLoader::set_epoch(int64_t epoch) {
 
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   const int64_t n = dataset_->size();
-  if (options_.shuffle()) return permutation(n, options_.seed() + static_cast<uint64_t>(epoch));
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), int64_t{0});
-  return order;
+  std::vector<int64_t> order;
+  if (options_.shuffle()) {
+    order = permutation(n, options_.seed() + static_cast<uint64_t>(epoch));
+  } else {
+    order.resize(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), int64_t{0});
+  }
+  const int64_t r = options_.num_replicas();
+  if (r == 1) return order;
+  // PyTorch's DistributedSampler: the same permutation on every rank, padded with its own
+  // first elements (or cut) to a multiple of the world size, then rank k takes k, k + r, ...
+  const int64_t per = shard_size();
+  std::vector<int64_t> shard(static_cast<size_t>(per));
+  for (int64_t j = 0; j < per; ++j) {
+    const int64_t pos = j * r + options_.rank();
+    shard[static_cast<size_t>(j)] = order[static_cast<size_t>(pos % n)];
+  }
+  return shard;
 }
 
 DataLoader::Iterator DataLoader::begin() {
@@ -220,6 +244,8 @@ StateDict DataLoader::state() const {
       {"dataset_size", state_int(dataset_->size())},
       {"shuffle", state_int(options_.shuffle())},
       {"drop_last", state_int(options_.drop_last())},
+      {"num_replicas", state_int(options_.num_replicas())},
+      {"rank", state_int(options_.rank())},
   };
 }
 
@@ -235,6 +261,15 @@ void DataLoader::load_state(const StateDict& sd) {
   same("dataset_size", dataset_->size(), "resume with the same dataset");
   same("shuffle", options_.shuffle(), "resume with the same shuffle setting");
   same("drop_last", options_.drop_last(), "resume with the same drop_last setting");
+  // Older states have no sharding keys: one process. Another world size shards the data
+  // differently, so the position cannot carry over (a caller may restart the epoch).
+  auto get_or = [&](const char* key, int64_t fallback) { return sd.count(key) ? get(key) : fallback; };
+  const int64_t replicas = get_or("num_replicas", 1), rank = get_or("rank", 0);
+  TC_CHECK(replicas == options_.num_replicas(), kOp, "cannot resume the data loader: its state was saved with ",
+           "num_replicas ", replicas, " but this loader has ", options_.num_replicas(),
+           "; a position does not carry over to another world size (restart the epoch instead)");
+  TC_CHECK(rank == options_.rank(), kOp, "cannot resume the data loader: its state was saved by rank ", rank,
+           " but this loader is rank ", options_.rank(), " (the position itself is the same on every rank)");
   const int64_t epoch = get("epoch"), batch = get("batch");
   TC_CHECK(epoch >= 0 && batch >= 0 && batch <= size(), kOp, "cannot resume the data loader: position epoch ", epoch,
            " batch ", batch, " is invalid for ", size(), " batches per epoch; the checkpoint is corrupt");

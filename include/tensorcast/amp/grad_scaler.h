@@ -16,6 +16,7 @@
 // and calls out of that order raise PyTorch's messages.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -89,6 +90,11 @@ class GradScaler {
   StateDict state_dict() const;
   void load_state_dict(const StateDict& sd);
 
+  // Called with each found_inf (0-d float32, nonzero when a gradient was not finite)
+  // before the scaler decides on it: data-parallel training all-reduces it with MAX, so
+  // every rank skips or steps together (tc::dist::sync_grad_scaler). Empty: local only.
+  void set_found_inf_reduction(std::function<void(const Tensor&)> reduce) { reduce_found_inf_ = std::move(reduce); }
+
  private:
   enum class Stage : uint8_t { Ready, Unscaled, Stepped };
   struct PerOptimizer {
@@ -113,6 +119,7 @@ class GradScaler {
   int64_t steps_taken_ = 0;
   int64_t steps_skipped_ = 0;
   StepReport last_step_;
+  std::function<void(const Tensor&)> reduce_found_inf_;
 };
 
 }  // namespace tc::amp

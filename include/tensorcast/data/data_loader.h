@@ -34,6 +34,14 @@ struct DataLoaderOptions {
   TC_ARG(uint64_t, seed) = 0;
   // Batches prepared ahead by a background thread; 0 gathers on the calling thread.
   TC_ARG(int64_t, prefetch) = 2;
+  // Data parallelism (PyTorch's DistributedSampler): this loader reads shard `rank` of
+  // `num_replicas`. Each epoch's permutation is the same on every rank (seed + epoch); it
+  // is padded by repeating its first elements up to a multiple of num_replicas (or, with
+  // drop_last, cut to one) and rank k takes elements k, k + num_replicas, ... So every
+  // rank has the same number of batches, and the union of the ranks' batch j with batch
+  // size b is, as a set, batch j of one loader with batch size b * num_replicas.
+  TC_ARG(int64_t, num_replicas) = 1;
+  TC_ARG(int64_t, rank) = 0;
 };
 
 namespace detail {
@@ -80,7 +88,7 @@ class DataLoader {
   Iterator begin();  // starts (or resumes) the current epoch at the loader's position
   std::default_sentinel_t end() const noexcept { return {}; }
 
-  int64_t size() const;           // batches per epoch
+  int64_t size() const;           // batches per epoch (of this rank's shard)
   int64_t epoch() const;          // epoch of the next batch
   int64_t batch_index() const;    // index in its epoch of the next batch
   void set_epoch(int64_t epoch);  // position := first batch of `epoch`
@@ -89,7 +97,8 @@ class DataLoader {
   // Dataset indices of every batch of `epoch`, in order (before batching).
   std::vector<int64_t> epoch_order(int64_t epoch) const;
 
-  // {epoch, batch, seed, batch_size, dataset_size, shuffle, drop_last} as int64 scalars.
+  // {epoch, batch, seed, batch_size, dataset_size, shuffle, drop_last, num_replicas, rank}
+  // as int64 scalars (states without the last two load as one process).
   // load_state restores the position and seed, so the next batch is exactly the one an
   // uninterrupted run would have produced; it refuses a state saved for another batch
   // size, dataset size, shuffle or drop_last setting.
@@ -98,6 +107,7 @@ class DataLoader {
 
  private:
   void stop_pass();
+  int64_t shard_size() const;  // examples per epoch for this rank
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
   std::shared_ptr<detail::Cursor> cursor_;

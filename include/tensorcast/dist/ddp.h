@@ -1,0 +1,133 @@
+// Data-parallel training (torch.nn.parallel.DistributedDataParallel), on tc::dist.
+//
+//   tc::dist::init();
+//   auto model = std::make_shared<Net>();            // same seed or not: rank 0's values win
+//   tc::dist::DistributedDataParallel ddp(model);    // broadcasts parameters and buffers
+//   tc::amp::GradScaler scaler;
+//   tc::dist::sync_grad_scaler(scaler);              // one skip/step decision for all ranks
+//   for (auto& batch : loader) {                     // DataLoaderOptions().num_replicas(p).rank(r)
+//     opt.zero_grad();
+//     auto loss = loss_fn(model->forward(batch.data), batch.target);
+//     scaler.scale(loss).backward();                 // .grad() holds the average over ranks
+//     scaler.step(opt);
+//     scaler.update();
+//   }
+//
+// The model's forward is called directly: reduction hooks are on the parameters, so
+// nothing wraps the forward. Gradients are grouped in buckets (about bucket_cap_bytes, in
+// reverse registration order, which is roughly the order backward produces them; the
+// first bucket is at most 1 MiB so communication starts early). When the last gradient of
+// a bucket is accumulated, the bucket's all-reduce is queued on the communication thread
+// and runs while backward goes on; when backward ends, the remaining buckets are queued,
+// all are waited for, and the averaged values are written back to .grad(). Buckets are
+// always queued in index order, so every rank issues the same collectives in the same
+// order even when gradients complete in a different order.
+//
+// Gradient accumulation: under no_sync() backward only accumulates locally; the first
+// backward outside it reduces the accumulated gradients (as in PyTorch).
+//
+// Buffers (running statistics) are broadcast from rank 0 at construction only.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensorcast/amp/grad_scaler.h"
+#include "tensorcast/dist/process_group.h"
+#include "tensorcast/nn/module.h"
+
+namespace tc::dist {
+
+struct DistributedDataParallelOptions {
+  // Bytes of gradient per bucket (PyTorch's bucket_cap_mb = 25). kOneBucket puts every
+  // gradient in one bucket (no overlap; fewest messages).
+  TC_ARG(int64_t, bucket_cap_bytes) = int64_t{25} << 20;
+  // The dtype on the wire: fp32 (default, exact average up to fp32 summation order) or
+  // bf16/fp16 (half the bytes, fp32 accumulation: all_reduce_16bit_async's error bound).
+  TC_ARG(DType, comm_dtype) = kFloat32;
+  // A parameter without a gradient in a backward is an error naming it (false), or counts
+  // as a zero gradient on that rank (true), as PyTorch's find_unused_parameters.
+  TC_ARG(bool, find_unused_parameters) = false;
+};
+inline constexpr int64_t kOneBucket = int64_t{1} << 62;
+
+// What the last synchronized backward did, for benchmarks and tests (seconds on
+// tc::dist::now()'s clock).
+struct SyncStats {
+  int64_t buckets = 0;
+  int64_t bytes = 0;               // payload all-reduced (wire bytes per rank: 2(p-1)/p of it for a ring)
+  double first_launch = 0;         // when the first bucket was queued
+  double first_start = 0;          // when the communication thread began the first bucket
+  double backward_end = 0;         // when the engine finished the graph
+  double comm_seconds = 0;         // sum over buckets of their communication time
+  double hidden_seconds = 0;       // the part of comm_seconds before backward_end
+  double exposed_seconds = 0;      // waited after backward_end
+};
+
+class DistributedDataParallel {
+ public:
+  explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, DistributedDataParallelOptions options = {});
+  ~DistributedDataParallel();  // removes the hooks
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  nn::Module& module() { return *module_; }
+  const DistributedDataParallelOptions& options() const { return options_; }
+
+  // RAII: backward in its scope accumulates gradients locally without communicating.
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp), prev_(ddp.sync_enabled_) { ddp.sync_enabled_ = false; }
+    ~NoSync() { ddp_.sync_enabled_ = prev_; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool prev_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+
+  const SyncStats& last_sync() const { return stats_; }
+  // Parameter names per bucket, in the order buckets are reduced.
+  std::vector<std::vector<std::string>> bucket_parameter_names() const;
+
+ private:
+  struct Slot {
+    std::string name;
+    Tensor param;
+    int64_t bucket = 0;
+    Tensor view;  // this parameter's part of its bucket, shaped as the parameter
+    int64_t hook = 0;
+    bool ready = false;
+  };
+  struct Bucket {
+    Tensor flat;  // comm_dtype
+    std::vector<size_t> slots;
+    size_t pending = 0;  // gradients still to come in this backward
+    std::shared_ptr<Work> work;
+  };
+
+  void on_gradient(size_t slot);
+  void launch_ready_buckets();
+  void launch(Bucket& b);
+  void finish_backward();
+  void reset_step();
+
+  std::shared_ptr<nn::Module> module_;
+  DistributedDataParallelOptions options_;
+  std::vector<Slot> slots_;
+  std::vector<Bucket> buckets_;
+  size_t next_launch_ = 0;
+  bool in_backward_ = false;
+  bool sync_enabled_ = true;
+  SyncStats stats_;
+};
+
+// Makes `scaler` all-reduce its found_inf with MAX before each decision, so every rank
+// skips or steps together and keeps the same scale even when gradients differ across
+// ranks (sharded optimizer state, no_sync accumulation, a rank's own overflow).
+void sync_grad_scaler(amp::GradScaler& scaler);
+
+}  // namespace tc::dist

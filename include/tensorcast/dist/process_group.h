@@ -1,0 +1,90 @@
+// Collectives across the processes of a job, on MPI (torch.distributed's functions).
+//
+//   mpirun -np 4 ./train            (or Slurm's srun; ranks come from the environment)
+//
+//   tc::dist::init();               // MPI when a launcher started us, else a world of one
+//   tc::dist::all_reduce(t, tc::dist::ReduceOp::Avg);
+//
+// Without a launcher (no OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK in the environment)
+// init() makes a world of one process and never touches MPI, so a program written for N
+// processes runs unchanged as one.
+//
+// Every collective is executed by one communication thread per process, in the order the
+// calling threads queued them: MPI needs the same order on every rank, and one thread
+// doing all MPI calls needs only MPI_THREAD_SERIALIZED. The thread posts non-blocking
+// MPI calls and polls them with short sleeps, so a collective waiting for a slower rank
+// leaves the cores to the computation; the *_async forms let backward run meanwhile.
+//
+// 16-bit tensors (bf16, fp16; MPI has no type for them) are widened to fp32, reduced in
+// fp32 and rounded once: the result is the correctly rounded fp32 sum, the same on every
+// rank, at twice the bytes on the wire. DistributedDataParallel's bf16 communication
+// instead sends 16-bit values and accumulates in fp32 (reduce_scatter_16bit below).
+//
+// Failures end the job, never hang it: an MPI error or a collective that has not
+// completed within the timeout prints what and where (rank, op, bytes) and calls
+// MPI_Abort, which makes mpirun stop every rank.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensorcast/tensor.h"
+
+namespace tc::dist {
+
+enum class ReduceOp : uint8_t { Sum, Avg, Max, Min };
+
+struct InitOptions {
+  // A collective not completed after this long aborts the job (a rank died or is stuck).
+  TC_ARG(double, timeout_seconds) = 300.0;
+};
+
+// True when a launcher (mpirun, srun with PMI/PMIx) started this process.
+bool launched_by_mpi();
+// Idempotent. Initializes MPI when launched_by_mpi(), else a world of one.
+void init(InitOptions options = {});
+bool is_initialized();
+int rank();        // 0 before init()
+int world_size();  // 1 before init()
+double timeout_seconds();
+// Waits for queued collectives, stops the communication thread and finalizes MPI.
+// Called at exit when init() ran; explicit calls are fine.
+void finalize();
+// Prints "[tc::dist] rank R: message" to stderr and ends the whole job (MPI_Abort when
+// under MPI, else exit(code)). Safe from any thread.
+[[noreturn]] void abort(const std::string& message, int code = 1);
+
+// A queued collective. wait() returns when it is complete (rethrowing its error); the
+// timestamps (seconds on now()'s clock) say when the communication thread began and
+// finished it, which is how overlap with backward is measured.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+  virtual bool is_completed() const = 0;
+  virtual double start_time() const = 0;  // NaN until started
+  virtual double end_time() const = 0;    // NaN until completed
+  virtual int64_t bytes() const = 0;      // payload bytes (the tensor's), not wire bytes
+};
+double now();  // a monotonic clock, in seconds
+
+// In place, on CPU tensors of every dtype; Avg needs a floating dtype, Max/Min no bool
+// restriction. A non-contiguous tensor is reduced through a contiguous copy. The async
+// form must not see `t` touched until wait() returns.
+std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op = ReduceOp::Sum);
+void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum);
+// Root's values into `t` on every rank (same shape and dtype everywhere).
+void broadcast(const Tensor& t, int root = 0);
+// world_size() tensors, rank i's `t` at index i (same shape and dtype everywhere).
+std::vector<Tensor> all_gather(const Tensor& t);
+void barrier();
+
+// Sum (or average) of a contiguous bf16/fp16 tensor that sends 16-bit values and adds in
+// fp32: each rank receives its 1/p slice from every rank (all-to-all), adds them in fp32,
+// rounds once, and the slices are gathered back (all-gather). Half the bytes of the fp32
+// path; the error is at most one rounding of each input and one of the sum (unit
+// roundoff u = 2^-8 for bf16, 2^-11 for fp16: |err| <= 2u * sum|x_i|). In place, async.
+std::shared_ptr<Work> all_reduce_16bit_async(const Tensor& t, ReduceOp op = ReduceOp::Sum);
+
+}  // namespace tc::dist
