@@ -11,6 +11,9 @@ PACKAGES=(
   libbenchmark-dev      # kernel benchmarks
   zlib1g-dev            # gzip-compressed IDX datasets
   dataset-fashion-mnist # the default training data (/usr/share/datasets/fashion-mnist)
+  libopenmpi-dev        # data parallelism (tc::dist): MPI headers and library
+  openmpi-bin           # mpirun, for multi-process training and its tests
+  iproute2              # `ip netns`: the two-host test's network namespaces
 )
 # `deps.sh format`: also what scripts/check-format needs.
 if [ "${1:-}" = format ]; then

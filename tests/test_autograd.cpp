@@ -291,5 +291,50 @@ TEST(Autograd, BackwardReleasesSavedTensors) {
   EXPECT_EQ(memory_stats().current_bytes, held);
 }
 
+// A post-accumulate-grad hook sees the complete .grad() of its leaf, once per backward,
+// in the order leaves complete; queued callbacks run after the whole graph.
+TEST(Autograd, PostAccumulateGradHooksAndEndOfBackwardCallbacks) {
+  Tensor a = full({2}, 3.0).requires_grad_(), b = full({2}, 5.0).requires_grad_();
+  std::vector<std::string> events;
+  const int64_t ha = autograd::register_post_accumulate_grad_hook(a, [&](const Tensor& leaf) {
+    events.push_back("a grad " + std::to_string(leaf.grad().to_vector()[0]));
+    autograd::queue_callback([&] { events.push_back("end"); });
+  });
+  autograd::register_post_accumulate_grad_hook(b, [&](const Tensor& leaf) {
+    events.push_back("b grad " + std::to_string(leaf.grad().to_vector()[0]));
+  });
+  sum(a * b + a).backward();  // da = b + 1 = 6, db = a = 3
+  ASSERT_EQ(events.size(), 3u) << ::testing::PrintToString(events);
+  EXPECT_EQ(events.back(), "end");
+  EXPECT_NE(std::find(events.begin(), events.end(), "a grad 6.000000"), events.end());
+  EXPECT_NE(std::find(events.begin(), events.end(), "b grad 3.000000"), events.end());
+  sum(a * 2.0).backward();  // accumulates: 6 + 2 = 8; the hook sees the sum
+  EXPECT_EQ(events[3], "a grad 8.000000");
+  EXPECT_EQ(events.back(), "end");
+  autograd::remove_post_accumulate_grad_hook(a, ha);
+  const size_t before = events.size();
+  sum(a * 2.0).backward();
+  EXPECT_EQ(events.size(), before);  // removed
+  // autograd::grad never writes .grad(), so it calls no hook
+  autograd::grad(sum(b * 2.0), {b});
+  EXPECT_EQ(events.size(), before);
+  EXPECT_TRUE(testing::throws_with([] { autograd::queue_callback([] {}); }, {"only be called while backward"}));
+  EXPECT_TRUE(testing::throws_with([&] { autograd::register_post_accumulate_grad_hook(a * 2.0, [](const Tensor&) {}); },
+                                   {"non-leaf"}));
+}
+
+// A callback that throws makes backward throw, after the other callbacks ran.
+TEST(Autograd, ThrowingEndOfBackwardCallbackPropagates) {
+  Tensor a = full({1}, 1.0).requires_grad_();
+  bool second_ran = false;
+  autograd::register_post_accumulate_grad_hook(a, [&](const Tensor&) {
+    autograd::queue_callback([] { throw Error("[test] boom"); });
+    autograd::queue_callback([&] { second_ran = true; });
+  });
+  EXPECT_TRUE(testing::throws_with([&] { sum(a * 3.0).backward(); }, {"boom"}));
+  EXPECT_TRUE(second_ran);
+  EXPECT_EQ(a.grad().to_vector(), std::vector<double>{3.0});
+}
+
 }  // namespace
 }  // namespace tc

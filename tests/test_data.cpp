@@ -595,3 +595,115 @@ TEST(DataLoader, EarlyDestructionIsClean) {
     }
   }
 }
+
+// ---------------------------------------------------- DataLoader sharding across ranks
+
+namespace {
+
+// The indices each of `replicas` loaders reads in `epoch`, batch by batch.
+std::vector<std::vector<std::vector<int64_t>>> shards(int64_t n, int64_t replicas, int64_t batch, bool shuffle,
+                                                      bool drop_last, int64_t epoch = 0) {
+  std::vector<std::vector<std::vector<int64_t>>> out;
+  for (int64_t r = 0; r < replicas; ++r) {
+    data::DataLoader l(index_dataset(n), data::DataLoaderOptions(batch)
+                                             .shuffle(shuffle)
+                                             .seed(5)
+                                             .drop_last(drop_last)
+                                             .num_replicas(replicas)
+                                             .rank(r));
+    l.set_epoch(epoch);
+    out.push_back(run(l, 1));
+  }
+  return out;
+}
+
+TEST(DataLoaderShards, DisjointAndCoveringWithDropLast) {
+  for (int64_t replicas : {1, 2, 3}) {
+    for (int64_t n : {12, 13, 2}) {
+      const auto s = shards(n, replicas, 2, true, true);
+      std::vector<int64_t> all;
+      for (const auto& rank : s) {
+        EXPECT_EQ(rank.size(), s[0].size()) << "every rank has as many batches";
+        for (const auto& b : rank) all.insert(all.end(), b.begin(), b.end());
+      }
+      std::sort(all.begin(), all.end());
+      EXPECT_TRUE(std::adjacent_find(all.begin(), all.end()) == all.end()) << "disjoint, n " << n;
+      // drop_last cuts the permutation to a multiple of replicas, then each shard's last
+      // partial batch: what is left is at least n - replicas * (batch + 1) + replicas.
+      const int64_t per = n / replicas;
+      EXPECT_EQ(static_cast<int64_t>(all.size()), replicas * (per / 2 * 2)) << "replicas " << replicas << " n " << n;
+    }
+  }
+}
+
+TEST(DataLoaderShards, PaddingRepeatsThePermutationsFirstElements) {
+  const int64_t n = 13, replicas = 3;  // padded to 15: the permutation's first 2 again
+  data::DataLoader one(index_dataset(n), data::DataLoaderOptions(1).shuffle(true).seed(5));
+  const std::vector<int64_t> perm = one.epoch_order(0);
+  const auto s = shards(n, replicas, 4, true, false);
+  // Interleaving the shards (rank r's j-th element is position j * replicas + r) gives the
+  // padded permutation: the same permutation on every rank.
+  std::vector<std::vector<int64_t>> flat(replicas);
+  for (int64_t r = 0; r < replicas; ++r)
+    for (const auto& b : s[static_cast<size_t>(r)]) flat[r].insert(flat[r].end(), b.begin(), b.end());
+  for (int64_t pos = 0; pos < 15; ++pos)
+    EXPECT_EQ(flat[pos % replicas][pos / replicas], perm[static_cast<size_t>(pos % n)]) << "position " << pos;
+}
+
+TEST(DataLoaderShards, UnionOfRankBatchesIsTheOneProcessBatch) {
+  const int64_t n = 48, replicas = 3, b = 4;
+  data::DataLoader one(index_dataset(n), data::DataLoaderOptions(b * replicas).shuffle(true).seed(5));
+  const auto whole = run(one, 1);
+  const auto s = shards(n, replicas, b, true, false);
+  ASSERT_EQ(s[0].size(), whole.size());
+  for (size_t j = 0; j < whole.size(); ++j) {
+    std::vector<int64_t> u;
+    for (const auto& rank : s) u.insert(u.end(), rank[j].begin(), rank[j].end());
+    std::vector<int64_t> w = whole[j];
+    std::sort(u.begin(), u.end());
+    std::sort(w.begin(), w.end());
+    EXPECT_EQ(u, w) << "batch " << j;
+  }
+}
+
+TEST(DataLoaderShards, ReshuffledPerEpoch) {
+  EXPECT_NE(shards(40, 2, 4, true, false, 0)[1], shards(40, 2, 4, true, false, 1)[1]);
+  EXPECT_EQ(shards(40, 2, 4, true, false, 1)[1], shards(40, 2, 4, true, false, 1)[1]);
+}
+
+TEST(DataLoaderShards, ResumeAndItsLimits) {
+  auto opts = data::DataLoaderOptions(3).shuffle(true).seed(9).num_replicas(2).rank(1);
+  data::DataLoader a(index_dataset(30), opts);
+  std::vector<std::vector<int64_t>> first;
+  for (auto& b : a) {
+    first.push_back(ids(b));
+    if (first.size() == 2) break;
+  }
+  const StateDict st = a.state();
+  std::vector<std::vector<int64_t>> rest_a;
+  for (auto& b : a) rest_a.push_back(ids(b));
+  data::DataLoader b(index_dataset(30), opts);
+  b.load_state(st);
+  EXPECT_EQ(run(b, 1), rest_a);
+  data::DataLoader other_world(index_dataset(30), data::DataLoaderOptions(opts).num_replicas(3));
+  EXPECT_TRUE(throws_with([&] { other_world.load_state(st); }, {"num_replicas 2", "another world size"}));
+  data::DataLoader other_rank(index_dataset(30), data::DataLoaderOptions(opts).rank(0));
+  EXPECT_TRUE(throws_with([&] { other_rank.load_state(st); }, {"saved by rank 1"}));
+  // A state without the sharding keys (an older checkpoint) is one process.
+  StateDict old = data::DataLoader(index_dataset(30), data::DataLoaderOptions(3).shuffle(true).seed(9)).state();
+  old.erase("num_replicas");
+  old.erase("rank");
+  data::DataLoader single(index_dataset(30), data::DataLoaderOptions(3).shuffle(true));
+  EXPECT_NO_THROW(single.load_state(old));
+  EXPECT_TRUE(throws_with([&] { other_world.load_state(old); }, {"num_replicas 1"}));
+}
+
+TEST(DataLoaderShards, BadRankOrWorldIsRefused) {
+  EXPECT_TRUE(throws_with([] { data::DataLoader(index_dataset(4), data::DataLoaderOptions(1).num_replicas(0)); },
+                          {"num_replicas must be at least 1, got 0"}));
+  EXPECT_TRUE(throws_with(
+      [] { data::DataLoader(index_dataset(4), data::DataLoaderOptions(1).num_replicas(2).rank(2)); },
+      {"rank must be in [0, 2)", "got 2"}));
+}
+
+}  // namespace

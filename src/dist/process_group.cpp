@@ -81,22 +81,26 @@ void check_mpi(int rc, const char* call, const WorkImpl* w) {
   TC_FAIL("tc::dist", "rank ", group().rank, ": ", call, " failed", w ? " in " + w->what : std::string(), ": ", text);
 }
 
-// Polls `req` until it completes, sleeping between polls so a wait for a slower rank costs
-// no core; past the timeout the job is aborted (the peer is dead or stuck).
+// Polls `req` until it completes: busy for the first 100 us (small messages finish in
+// tens of microseconds), then with short sleeps so a wait for a slower rank costs no core;
+// past the timeout the job is aborted (the peer is dead or stuck).
 void poll(MPI_Request& req, const WorkImpl& w) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(group().timeout);
-  int spins = 0;
+  using std::chrono::steady_clock;
+  const auto start = steady_clock::now();
+  const auto spin_until = start + std::chrono::microseconds(100);
+  const auto deadline = start + std::chrono::duration_cast<steady_clock::duration>(
+                                    std::chrono::duration<double>(group().timeout));
   for (;;) {
     int flag = 0;
     check_mpi(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), "MPI_Test", &w);
     if (flag) return;
-    if (++spins > 64) {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-      if (std::chrono::steady_clock::now() > deadline)
-        abort(detail::concat(w.what, " did not complete within ", group().timeout,
-                             " s (a rank died, hangs, or stopped calling collectives in the same order); "
-                             "the timeout is tc::dist::InitOptions::timeout_seconds / --dist-timeout"));
-    }
+    const auto now = steady_clock::now();
+    if (now < spin_until) continue;
+    if (now > deadline)
+      abort(detail::concat(w.what, " did not complete within ", group().timeout,
+                           " s (a rank died, hangs, or stopped calling collectives in the same order); "
+                           "the timeout is tc::dist::InitOptions::timeout_seconds / --dist-timeout"));
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
 
