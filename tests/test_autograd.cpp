@@ -300,9 +300,8 @@ TEST(Autograd, PostAccumulateGradHooksAndEndOfBackwardCallbacks) {
     events.push_back("a grad " + std::to_string(leaf.grad().to_vector()[0]));
     autograd::queue_callback([&] { events.push_back("end"); });
   });
-  autograd::register_post_accumulate_grad_hook(b, [&](const Tensor& leaf) {
-    events.push_back("b grad " + std::to_string(leaf.grad().to_vector()[0]));
-  });
+  autograd::register_post_accumulate_grad_hook(
+      b, [&](const Tensor& leaf) { events.push_back("b grad " + std::to_string(leaf.grad().to_vector()[0])); });
   sum(a * b + a).backward();  // da = b + 1 = 6, db = a = 3
   ASSERT_EQ(events.size(), 3u) << ::testing::PrintToString(events);
   EXPECT_EQ(events.back(), "end");

@@ -605,12 +605,9 @@ std::vector<std::vector<std::vector<int64_t>>> shards(int64_t n, int64_t replica
                                                       bool drop_last, int64_t epoch = 0) {
   std::vector<std::vector<std::vector<int64_t>>> out;
   for (int64_t r = 0; r < replicas; ++r) {
-    data::DataLoader l(index_dataset(n), data::DataLoaderOptions(batch)
-                                             .shuffle(shuffle)
-                                             .seed(5)
-                                             .drop_last(drop_last)
-                                             .num_replicas(replicas)
-                                             .rank(r));
+    data::DataLoader l(
+        index_dataset(n),
+        data::DataLoaderOptions(batch).shuffle(shuffle).seed(5).drop_last(drop_last).num_replicas(replicas).rank(r));
     l.set_epoch(epoch);
     out.push_back(run(l, 1));
   }
@@ -701,9 +698,9 @@ TEST(DataLoaderShards, ResumeAndItsLimits) {
 TEST(DataLoaderShards, BadRankOrWorldIsRefused) {
   EXPECT_TRUE(throws_with([] { data::DataLoader(index_dataset(4), data::DataLoaderOptions(1).num_replicas(0)); },
                           {"num_replicas must be at least 1, got 0"}));
-  EXPECT_TRUE(throws_with(
-      [] { data::DataLoader(index_dataset(4), data::DataLoaderOptions(1).num_replicas(2).rank(2)); },
-      {"rank must be in [0, 2)", "got 2"}));
+  EXPECT_TRUE(
+      throws_with([] { data::DataLoader(index_dataset(4), data::DataLoaderOptions(1).num_replicas(2).rank(2)); },
+                  {"rank must be in [0, 2)", "got 2"}));
 }
 
 }  // namespace

@@ -303,8 +303,9 @@ int cmd_bench(int argc, char** argv) {
   c.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mib * 1048576.0));
   if (threads > 0) tc::set_num_threads(static_cast<int>(threads));
   if (c.distributed && (c.inference || p.given("--memory-budget") || c.profile))
-    throw UsageError("--distributed times training steps; it does not combine with --inference, --memory-budget or "
-                     "--profile");
+    throw UsageError(
+        "--distributed times training steps; it does not combine with --inference, --memory-budget or "
+        "--profile");
   if (p.given("--max-batch-size") && !p.given("--memory-budget"))
     throw UsageError("--max-batch-size only applies with --memory-budget MIB");
   if (p.given("--memory-budget")) {
@@ -354,11 +355,12 @@ int cmd_bench(int argc, char** argv) {
         static_cast<long long>(r.steps), r.ms_min, r.ms_max, r.samples_per_s, r.peak_memory_bytes / 1048576.0,
         tc::get_num_threads());
     if (r.world_size > 1)
-      std::printf("data parallel, %d processes: %lld bucket(s), %.2f MiB of gradients all-reduced per step "
-                  "(a ring sends 2(p-1)/p of it per process); all-reduce %.3f ms per step, %.0f%% of it hidden "
-                  "behind backward, %.3f ms exposed after it\n",
-                  r.world_size, static_cast<long long>(r.buckets), r.comm_bytes / 1048576.0, r.comm_ms,
-                  100 * r.hidden_fraction, r.exposed_ms);
+      std::printf(
+          "data parallel, %d processes: %lld bucket(s), %.2f MiB of gradients all-reduced per step "
+          "(a ring sends 2(p-1)/p of it per process); all-reduce %.3f ms per step, %.0f%% of it hidden "
+          "behind backward, %.3f ms exposed after it\n",
+          r.world_size, static_cast<long long>(r.buckets), r.comm_bytes / 1048576.0, r.comm_ms, 100 * r.hidden_fraction,
+          r.exposed_ms);
     if (c.profile)
       std::printf("\nper-op profile, per %s (mean over %lld profiled %s):\n%s", r.inference ? "forward pass" : "step",
                   static_cast<long long>(r.steps), r.inference ? "passes" : "steps", r.profile_table.c_str());

@@ -12,7 +12,7 @@ struct BenchConfig {
   std::string model = "cnn", precision = "auto";
   int64_t batch_size = 128, steps = 20, warmup = 3;
   bool inference = false, scaler = true;
-  bool profile = false;  // then also run `steps` more steps under tc::profiler
+  bool profile = false;      // then also run `steps` more steps under tc::profiler
   bool distributed = false;  // under mpirun: DistributedDataParallel, batch_size per process
   int64_t bucket_cap_bytes = int64_t{25} << 20;
 };
@@ -32,10 +32,10 @@ struct BenchResult {
   // --distributed (medians over the timed steps, rank 0's view)
   int world_size = 1;
   int64_t buckets = 0;
-  int64_t comm_bytes = 0;       // gradient payload all-reduced per step
-  double comm_ms = 0;           // all-reduce time per step (communication thread busy)
-  double hidden_fraction = 0;   // share of comm_ms that ran while backward was still running
-  double exposed_ms = 0;        // waited after backward for the last buckets
+  int64_t comm_bytes = 0;      // gradient payload all-reduced per step
+  double comm_ms = 0;          // all-reduce time per step (communication thread busy)
+  double hidden_fraction = 0;  // share of comm_ms that ran while backward was still running
+  double exposed_ms = 0;       // waited after backward for the last buckets
 };
 
 BenchResult run_bench(const BenchConfig& config);

@@ -171,7 +171,8 @@ Evaluation evaluate(Model& model, const tc::data::Dataset& test, const Precision
   }
   model.module->train();
   if (world > 1) {
-    const tc::Tensor sums = tc::tensor(std::vector<double>{loss_sum, correct, count, batches_weight}, {4}, tc::kFloat64);
+    const tc::Tensor sums =
+        tc::tensor(std::vector<double>{loss_sum, correct, count, batches_weight}, {4}, tc::kFloat64);
     tc::dist::all_reduce(sums);
     const std::vector<double> v = sums.to_vector();
     loss_sum = v[0], correct = v[1], count = v[2], batches_weight = v[3];
@@ -257,8 +258,7 @@ bool nonfinite_step(double loss, const std::vector<tc::Tensor>& params, const tc
 
 int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Module& module,
                                tc::optim::Optimizer& optimizer, tc::amp::GradScaler& scaler, bool use_scaler,
-                               tc::data::DataLoader& loader, tc::optim::LRScheduler* scheduler,
-                               std::string* note) {
+                               tc::data::DataLoader& loader, tc::optim::LRScheduler* scheduler, std::string* note) {
   module.load_state_dict(state.model);
   optimizer.load_state_dict(state.optimizer);
   if (use_scaler && !state.scaler.empty()) scaler.load_state_dict(state.scaler);
@@ -427,9 +427,9 @@ TrainResult run_training(const TrainConfig& config) {
   // so N processes follow the same trajectory as one (up to summation order).
   const int world = tc::dist::world_size();
   if (cfg.batch_size % world != 0)
-    throw tc::Error("[cli] --batch-size " + std::to_string(cfg.batch_size) + " is the global batch; it must divide by " +
-                    "the " + std::to_string(world) + " processes (e.g. --batch-size " +
-                    std::to_string((cfg.batch_size / world + 1) * world) + ")");
+    throw tc::Error("[cli] --batch-size " + std::to_string(cfg.batch_size) +
+                    " is the global batch; it must divide by " + "the " + std::to_string(world) +
+                    " processes (e.g. --batch-size " + std::to_string((cfg.batch_size / world + 1) * world) + ")");
   tc::data::DataLoader loader(data.train, tc::data::DataLoaderOptions(cfg.batch_size / world)
                                               .shuffle(true)
                                               .seed(cfg.seed)

@@ -64,13 +64,13 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // steps; 0: only at epoch ends and at the end
   bool overwrite = false;        // allow replacing a checkpoint of another run
   std::string resume_dir;
-  std::string metrics_path;       // JSON Lines
-  std::string tensorboard_dir;    // empty: no TensorBoard event files
-  int64_t log_every = 10;         // metrics record every N steps (and the last step)
-  bool progress = true;           // console output
-  bool quiet = false;             // only errors (report runs)
+  std::string metrics_path;                      // JSON Lines
+  std::string tensorboard_dir;                   // empty: no TensorBoard event files
+  int64_t log_every = 10;                        // metrics record every N steps (and the last step)
+  bool progress = true;                          // console output
+  bool quiet = false;                            // only errors (report runs)
   int64_t bucket_cap_bytes = int64_t{25} << 20;  // data parallel: gradient bucket size
-  bool track_zero_grads = false;  // fraction of exactly-zero gradient values per step (report)
+  bool track_zero_grads = false;                 // fraction of exactly-zero gradient values per step (report)
   // A non-finite loss or gradient that no GradScaler handles: "stop" (an error naming the
   // step and the first non-finite gradient, nothing applied or saved), "skip" (drop the
   // step, as a scaler would) or "continue" (apply it anyway).

@@ -84,8 +84,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     }
   }
   for (size_t s = 0; s < slots_.size(); ++s)
-    slots_[s].hook = autograd::register_post_accumulate_grad_hook(slots_[s].param,
-                                                                  [this, s](const Tensor&) { on_gradient(s); });
+    slots_[s].hook =
+        autograd::register_post_accumulate_grad_hook(slots_[s].param, [this, s](const Tensor&) { on_gradient(s); });
   reset_step();
 }
 

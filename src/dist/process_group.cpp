@@ -81,21 +81,26 @@ void check_mpi(int rc, const char* call, const WorkImpl* w) {
   TC_FAIL("tc::dist", "rank ", group().rank, ": ", call, " failed", w ? " in " + w->what : std::string(), ": ", text);
 }
 
-// Polls `req` until it completes: busy for the first 100 us (small messages finish in
-// tens of microseconds), then with short sleeps so a wait for a slower rank costs no core;
-// past the timeout the job is aborted (the peer is dead or stuck).
+// Polls `req` until it completes. MPI moves a large message only while it is polled, so
+// for the first 200 ms polling is continuous (yielding the core to runnable threads: the
+// computation goes on during an overlapped all-reduce); after that the peer is late, and
+// short sleeps make the wait cost no core. Past the timeout the job is aborted (the peer
+// is dead or stuck).
 void poll(MPI_Request& req, const WorkImpl& w) {
   using std::chrono::steady_clock;
   const auto start = steady_clock::now();
-  const auto spin_until = start + std::chrono::microseconds(100);
-  const auto deadline = start + std::chrono::duration_cast<steady_clock::duration>(
-                                    std::chrono::duration<double>(group().timeout));
+  const auto spin_until = start + std::chrono::milliseconds(200);
+  const auto deadline =
+      start + std::chrono::duration_cast<steady_clock::duration>(std::chrono::duration<double>(group().timeout));
   for (;;) {
     int flag = 0;
     check_mpi(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), "MPI_Test", &w);
     if (flag) return;
     const auto now = steady_clock::now();
-    if (now < spin_until) continue;
+    if (now < spin_until) {
+      std::this_thread::yield();
+      continue;
+    }
     if (now > deadline)
       abort(detail::concat(w.what, " did not complete within ", group().timeout,
                            " s (a rank died, hangs, or stopped calling collectives in the same order); "
@@ -162,30 +167,43 @@ std::shared_ptr<Work> submit(std::shared_ptr<WorkImpl> w) {
 
 MPI_Datatype mpi_type(DType dt) {
   switch (dt) {
-    case kFloat32: return MPI_FLOAT;
-    case kFloat64: return MPI_DOUBLE;
-    case kInt64: return MPI_INT64_T;
-    case kInt32: return MPI_INT32_T;
+    case kFloat32:
+      return MPI_FLOAT;
+    case kFloat64:
+      return MPI_DOUBLE;
+    case kInt64:
+      return MPI_INT64_T;
+    case kInt32:
+      return MPI_INT32_T;
     case kUInt8:
-    case kBool: return MPI_UINT8_T;
-    default: return MPI_DATATYPE_NULL;  // 16-bit: widened first
+    case kBool:
+      return MPI_UINT8_T;
+    default:
+      return MPI_DATATYPE_NULL;  // 16-bit: widened first
   }
 }
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Max: return MPI_MAX;
-    case ReduceOp::Min: return MPI_MIN;
-    default: return MPI_SUM;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Min:
+      return MPI_MIN;
+    default:
+      return MPI_SUM;
   }
 }
 
 const char* op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Avg: return "avg";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Avg:
+      return "avg";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
   }
   return "?";
 }

@@ -137,8 +137,9 @@ TEST(Dist, SixteenBitAllReduceAccumulatesInFloat32) {
   }
   std::vector<Tensor> results = dist::all_gather(x);
   for (const Tensor& r : results) EXPECT_EQ(r.to_vector(), got);
-  if (R() == 0) std::printf("bf16 wire, fp32 accumulation: worst |err| / sum|x_i| = %.3g (bound 2^-7 = %.3g)\n", worst,
-                            std::ldexp(1.0, -7));
+  if (R() == 0)
+    std::printf("bf16 wire, fp32 accumulation: worst |err| / sum|x_i| = %.3g (bound 2^-7 = %.3g)\n", worst,
+                std::ldexp(1.0, -7));
 }
 
 // ---- DistributedDataParallel
@@ -154,8 +155,8 @@ std::shared_ptr<nn::Module> make_mlp() {
 std::shared_ptr<nn::Module> make_cnn() {
   manual_seed(43);
   return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
-                        nn::Conv2d(nn::Conv2dOptions(8, 16, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
-                        nn::Flatten(), nn::Linear(16 * 2 * 2, 32), nn::ReLU(), nn::Linear(32, 10))
+                        nn::Conv2d(nn::Conv2dOptions(8, 16, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
+                        nn::Linear(16 * 2 * 2, 32), nn::ReLU(), nn::Linear(32, 10))
       .ptr();
 }
 Tensor forward(nn::Module& m, const Tensor& x) { return dynamic_cast<nn::SequentialImpl&>(m).forward(x); }
@@ -278,8 +279,8 @@ TEST(DDP, FirstBucketIsReducedWhileBackwardRuns) {
   // Wide enough that backward takes milliseconds, far above a wake-up of the
   // communication thread.
   manual_seed(9);
-  auto m = nn::Sequential(nn::Linear(512, 1024), nn::ReLU(), nn::Linear(1024, 1024), nn::ReLU(), nn::Linear(1024, 10))
-               .ptr();
+  auto m =
+      nn::Sequential(nn::Linear(512, 1024), nn::ReLU(), nn::Linear(1024, 1024), nn::ReLU(), nn::Linear(1024, 10)).ptr();
   dist::DistributedDataParallel ddp(m, dist::DistributedDataParallelOptions().bucket_cap_bytes(1024));
   manual_seed(10 + static_cast<uint64_t>(R()));
   cross_entropy(forward(*m, randn({64, 512})), randint(0, 10, {64})).backward();
@@ -397,8 +398,7 @@ TEST(DDP, OverflowOnOneRankSkipsTheStepEverywhere) {
       EXPECT_EQ(m->parameters()[0].to_vector(), before);
       EXPECT_EQ(scaler.get_scale(), 32768.0);
       ASSERT_TRUE(scaler.last_step().first_nonfinite.has_value());
-      if (R() != P() - 1)
-        EXPECT_NE(scaler.last_step().first_nonfinite->find("another rank"), std::string::npos);
+      if (R() != P() - 1) EXPECT_NE(scaler.last_step().first_nonfinite->find("another rank"), std::string::npos);
     }
   }
   EXPECT_EQ(scaler.get_scale(), 32768.0);

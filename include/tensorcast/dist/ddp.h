@@ -56,13 +56,13 @@ inline constexpr int64_t kOneBucket = int64_t{1} << 62;
 // tc::dist::now()'s clock).
 struct SyncStats {
   int64_t buckets = 0;
-  int64_t bytes = 0;               // payload all-reduced (wire bytes per rank: 2(p-1)/p of it for a ring)
-  double first_launch = 0;         // when the first bucket was queued
-  double first_start = 0;          // when the communication thread began the first bucket
-  double backward_end = 0;         // when the engine finished the graph
-  double comm_seconds = 0;         // sum over buckets of their communication time
-  double hidden_seconds = 0;       // the part of comm_seconds before backward_end
-  double exposed_seconds = 0;      // waited after backward_end
+  int64_t bytes = 0;           // payload all-reduced (wire bytes per rank: 2(p-1)/p of it for a ring)
+  double first_launch = 0;     // when the first bucket was queued
+  double first_start = 0;      // when the communication thread began the first bucket
+  double backward_end = 0;     // when the engine finished the graph
+  double comm_seconds = 0;     // sum over buckets of their communication time
+  double hidden_seconds = 0;   // the part of comm_seconds before backward_end
+  double exposed_seconds = 0;  // waited after backward_end
 };
 
 class DistributedDataParallel {
