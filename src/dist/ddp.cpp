@@ -134,8 +134,7 @@ void DistributedDataParallel::launch(Bucket& b) {
   if (stats_.buckets == 0) stats_.first_launch = now();
   ++stats_.buckets;
   stats_.bytes += static_cast<int64_t>(b.flat.nbytes());
-  b.work = b.flat.dtype() == kFloat32 ? all_reduce_async(b.flat, ReduceOp::Avg)
-                                      : all_reduce_16bit_async(b.flat, ReduceOp::Avg);
+  b.work = all_reduce_ordered_async(b.flat, ReduceOp::Avg);
 }
 
 void DistributedDataParallel::finish_backward() {

@@ -396,11 +396,12 @@ void barrier() {
   submit(w)->wait();
 }
 
-std::shared_ptr<Work> all_reduce_16bit_async(const Tensor& t, ReduceOp op) {
-  constexpr const char* kOp = "tc::dist::all_reduce_16bit";
+std::shared_ptr<Work> all_reduce_ordered_async(const Tensor& t, ReduceOp op) {
+  constexpr const char* kOp = "tc::dist::all_reduce_ordered";
   check_tensor(t, kOp);
-  TC_CHECK(is_16bit(t.dtype()) && t.is_contiguous(), kOp, "expected a contiguous bf16 or fp16 tensor, got ",
-           dtype_name(t.dtype()));
+  TC_CHECK((is_16bit(t.dtype()) || t.dtype() == kFloat32) && t.is_contiguous(), kOp,
+           "expected a contiguous float32, bf16 or fp16 tensor, got ", dtype_name(t.dtype()),
+           t.is_contiguous() ? "" : " (not contiguous)");
   TC_CHECK(op == ReduceOp::Sum || op == ReduceOp::Avg, kOp, "only Sum and Avg accumulate in fp32");
   const int p = world_size();
   const int64_t n = t.numel();
@@ -408,7 +409,7 @@ std::shared_ptr<Work> all_reduce_16bit_async(const Tensor& t, ReduceOp op) {
   TC_CHECK(chunk * p <= std::numeric_limits<int>::max(), kOp, "tensors of more than 2^31-1 elements are not supported");
   auto w = std::make_shared<WorkImpl>();
   w->payload = t.nbytes();
-  w->what = detail::concat("16-bit all_reduce of ", w->payload, " bytes (", dtype_name(t.dtype()), ")");
+  w->what = detail::concat("rank-ordered all_reduce of ", w->payload, " bytes (", dtype_name(t.dtype()), ")");
   const DType dt = t.dtype();
   // send: the padded input; recv: every rank's copy of my chunk; then my reduced chunk is
   // gathered from every rank straight into `t` (through the padded `gathered`).
@@ -416,7 +417,8 @@ std::shared_ptr<Work> all_reduce_16bit_async(const Tensor& t, ReduceOp op) {
   Tensor mine = empty({chunk}, dt);
   std::memcpy(send.raw_data(), t.raw_data(), static_cast<size_t>(t.nbytes()));
   Group& g = group();
-  const int bytes = static_cast<int>(chunk * 2);
+  const int64_t elem = static_cast<int64_t>(element_size(dt));
+  const int bytes = static_cast<int>(chunk * elem);
   w->phases.push_back([=, &g] {
     MPI_Request req = MPI_REQUEST_NULL;
     if (g.mpi)
@@ -432,11 +434,13 @@ std::shared_ptr<Work> all_reduce_16bit_async(const Tensor& t, ReduceOp op) {
     std::vector<float> acc(static_cast<size_t>(chunk), 0.0f), tmp(static_cast<size_t>(chunk));
     const char* base = static_cast<const char*>(recv.raw_data());
     for (int r = 0; r < p; ++r) {
-      convert(base + static_cast<int64_t>(r) * chunk * 2, dt, tmp.data(), kFloat32, chunk);
+      convert(base + static_cast<int64_t>(r) * chunk * elem, dt, tmp.data(), kFloat32, chunk);
       for (int64_t i = 0; i < chunk; ++i) acc[static_cast<size_t>(i)] += tmp[static_cast<size_t>(i)];
     }
-    if (op == ReduceOp::Avg)
-      for (float& v : acc) v /= static_cast<float>(p);
+    if (op == ReduceOp::Avg) {
+      const float inv = 1.0f / static_cast<float>(p);
+      for (float& v : acc) v *= inv;
+    }
     convert(acc.data(), kFloat32, mine.raw_data(), dt, chunk);
     MPI_Request req = MPI_REQUEST_NULL;
     if (g.mpi)

@@ -19,6 +19,7 @@
 #include "tensorcast/nn/nn.h"
 #include "tensorcast/ops.h"
 #include "tensorcast/optim/adamw.h"
+#include "tensorcast/optim/sgd.h"
 
 namespace tc {
 namespace {
@@ -121,7 +122,7 @@ TEST(Dist, SixteenBitAllReduceAccumulatesInFloat32) {
   Tensor x32 = randn({n});
   Tensor x = x32.to(kBFloat16);
   std::vector<Tensor> all = dist::all_gather(x32);
-  dist::all_reduce_16bit_async(x, ReduceOp::Sum)->wait();
+  dist::all_reduce_ordered_async(x, ReduceOp::Sum)->wait();
   std::vector<double> got = x.to_vector();
   double worst = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -146,17 +147,18 @@ TEST(Dist, SixteenBitAllReduceAccumulatesInFloat32) {
 
 constexpr int64_t kBatch = 24;  // divisible by 2 and 3
 
+// The CLI's mlp and cnn (apps/tensorcast/models.h), on (B, 1, 28, 28) inputs.
 std::shared_ptr<nn::Module> make_mlp() {
   manual_seed(42);
-  return nn::Sequential(nn::Flatten(), nn::Linear(64, 96), nn::ReLU(), nn::Linear(96, 64), nn::ReLU(),
-                        nn::Linear(64, 10))
+  return nn::Sequential(nn::Flatten(), nn::Linear(784, 512), nn::ReLU(), nn::Linear(512, 512), nn::ReLU(),
+                        nn::Linear(512, 10))
       .ptr();
 }
 std::shared_ptr<nn::Module> make_cnn() {
   manual_seed(43);
-  return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
-                        nn::Conv2d(nn::Conv2dOptions(8, 16, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
-                        nn::Linear(16 * 2 * 2, 32), nn::ReLU(), nn::Linear(32, 10))
+  return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                        nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                        nn::Flatten(), nn::Linear(3136, 128), nn::ReLU(), nn::Linear(128, 10))
       .ptr();
 }
 Tensor forward(nn::Module& m, const Tensor& x) { return dynamic_cast<nn::SequentialImpl&>(m).forward(x); }
@@ -165,9 +167,9 @@ struct Batch {
   Tensor x, y;
 };
 // The whole batch of step s (the same on every rank), and this rank's share of it.
-Batch full_batch(int step, bool cnn) {
+Batch full_batch(int step, bool /*cnn*/) {
   manual_seed(1000 + static_cast<uint64_t>(step));
-  Tensor x = cnn ? randn({kBatch, 1, 8, 8}) : randn({kBatch, 64});
+  Tensor x = randn({kBatch, 1, 28, 28});
   Tensor y = randint(0, 10, {kBatch});
   return {x, y};
 }
@@ -192,50 +194,95 @@ double max_rel_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) 
   return worst;
 }
 
-// 20 AdamW steps on the same batches: `p` ranks on kBatch/p each through DDP (when
-// data_parallel), or this process alone on the whole batch. Returns the parameters.
-std::vector<Tensor> train20(bool cnn, bool bf16, bool data_parallel) {
+// How the global batch of each step is computed.
+enum class Mode {
+  Whole,        // this process alone, the whole batch at once
+  Accumulated,  // this process alone, the world's shards one after another (loss / p each)
+  DataParallel  // DDP: this rank's shard, gradients averaged across ranks
+};
+
+// 20 optimizer steps (AdamW, or SGD) on the same batches. Returns the parameters.
+std::vector<Tensor> train20(bool cnn, bool bf16, Mode mode, bool sgd = false) {
   auto m = cnn ? make_cnn() : make_mlp();
   std::unique_ptr<dist::DistributedDataParallel> ddp;
-  if (data_parallel) ddp = std::make_unique<dist::DistributedDataParallel>(m);
-  optim::AdamW opt(params_of(*m), optim::AdamWOptions(1e-3));
+  if (mode == Mode::DataParallel) ddp = std::make_unique<dist::DistributedDataParallel>(m);
+  std::unique_ptr<optim::Optimizer> opt;
+  if (sgd)
+    opt = std::make_unique<optim::SGD>(params_of(*m), optim::SGDOptions(0.05));
+  else
+    opt = std::make_unique<optim::AdamW>(params_of(*m), optim::AdamWOptions(1e-3));
+  auto loss_of = [&](const Batch& b) {
+    amp::AutocastGuard autocast(kCPU, kBFloat16, bf16);
+    return cross_entropy(forward(*m, b.x), b.y);
+  };
+  const int64_t per = kBatch / P();
   for (int step = 0; step < 20; ++step) {
     const Batch whole = full_batch(step, cnn);
-    const Batch b = data_parallel ? shard(whole) : whole;
-    opt.zero_grad();
-    Tensor loss;
-    {
-      amp::AutocastGuard autocast(kCPU, kBFloat16, bf16);
-      loss = cross_entropy(forward(*m, b.x), b.y);
+    opt->zero_grad();
+    if (mode == Mode::Whole) loss_of(whole).backward();
+    if (mode == Mode::DataParallel) loss_of(shard(whole)).backward();
+    if (mode == Mode::Accumulated) {
+      for (int r = 0; r < P(); ++r) {
+        const Batch part{whole.x.narrow(0, r * per, per).contiguous(), whole.y.narrow(0, r * per, per).contiguous()};
+        loss_of(part).backward();
+      }
+      // The average as DDP takes it: the sum in rank order, times 1/p in fp32.
+      const float inv = 1.0f / static_cast<float>(P());
+      for (const Tensor& p : m->parameters()) {
+        float* g = p.grad().data_ptr<float>();
+        for (int64_t i = 0; i < p.numel(); ++i) g[i] *= inv;
+      }
     }
-    loss.backward();
-    opt.step();
+    opt->step();
   }
   return params_of(*m);
 }
 
-TEST(DDP, MatchesOneProcessOnTheWholeBatchFp32) {
-  const double mlp = max_rel_diff(train20(false, false, true), train20(false, false, false));
-  const double cnn = max_rel_diff(train20(true, false, true), train20(true, false, false));
-  if (R() == 0) std::printf("fp32, 20 AdamW steps, max relative difference: mlp %.3g, cnn %.3g\n", mlp, cnn);
-  EXPECT_LE(mlp, 1e-6);
-  EXPECT_LE(cnn, 1e-6);
+// The data-parallel arithmetic is exact: p ranks on B/p each give bitwise the parameters
+// of one process that accumulates the same p shards and averages them (the buckets are
+// summed in rank order, in fp32), for any p. Against one process on the whole batch the
+// kernels themselves differ: oneDNN blocks a convolution over a batch of 8 differently
+// from one of 24 (logits differ by up to 6e-8, measured; 12 and 24 agree bitwise), and
+// ReLU/max-pool decisions and Adam's normalized first steps amplify last-bit differences.
+// So the whole-batch comparison is asserted with SGD, where the split is linear: for the
+// mlp always, for the cnn where its shards are bitwise equal in the forward (p = 2).
+TEST(DDP, MatchesOneProcessFp32) {
+  for (bool cnn : {false, true}) {
+    const char* name = cnn ? "cnn" : "mlp";
+    const auto ddp = train20(cnn, false, Mode::DataParallel);
+    const double accumulated = max_rel_diff(ddp, train20(cnn, false, Mode::Accumulated));
+    const double whole = max_rel_diff(ddp, train20(cnn, false, Mode::Whole));
+    const double sgd_whole =
+        max_rel_diff(train20(cnn, false, Mode::DataParallel, true), train20(cnn, false, Mode::Whole, true));
+    if (R() == 0)
+      std::printf(
+          "fp32, 20 steps, %s: DDP vs one process accumulating the shards %.3g (AdamW); vs one process on the "
+          "whole batch %.3g (AdamW), %.3g (SGD)\n",
+          name, accumulated, whole, sgd_whole);
+    EXPECT_EQ(accumulated, 0.0) << name;
+    if (!cnn || P() == 2) EXPECT_LE(sgd_whole, 1e-5) << name;
+  }
 }
 
-// In bf16 the batch split changes roundings (each rank's partial weight gradient is
-// rounded to bf16), and Adam's normalized update turns rounding-level differences of
-// near-zero gradients into whole steps. The tolerance is bf16's own effect: the
-// data-parallel run is no further from the one-process bf16 run than that run is from
-// fp32.
-TEST(DDP, MatchesOneProcessOnTheWholeBatchBf16Autocast) {
+// In bf16 autocast too the data-parallel run is bitwise the one-process accumulation of
+// the same shards. Against the whole batch, each rank's partial weight gradient is rounded
+// to bf16 on its own, which Adam amplifies as above: reported, with bf16's own distance
+// from fp32 for scale.
+TEST(DDP, MatchesOneProcessBf16Autocast) {
   for (bool cnn : {false, true}) {
-    const auto single16 = train20(cnn, true, false);
-    const double split = max_rel_diff(train20(cnn, true, true), single16);
-    const double precision = max_rel_diff(single16, train20(cnn, false, false));
+    const char* name = cnn ? "cnn" : "mlp";
+    const auto ddp = train20(cnn, true, Mode::DataParallel);
+    const double accumulated = max_rel_diff(ddp, train20(cnn, true, Mode::Accumulated));
+    const auto whole16 = train20(cnn, true, Mode::Whole);
+    const double whole = max_rel_diff(ddp, whole16);
+    const double precision = max_rel_diff(whole16, train20(cnn, false, Mode::Whole));
     if (R() == 0)
-      std::printf("bf16 autocast, 20 AdamW steps, %s: data-parallel vs one process %.3g; bf16 vs fp32 %.3g\n",
-                  cnn ? "cnn" : "mlp", split, precision);
-    EXPECT_LE(split, precision) << (cnn ? "cnn" : "mlp");
+      std::printf(
+          "bf16 autocast, 20 AdamW steps, %s: DDP vs one process accumulating the shards %.3g; vs the whole "
+          "batch %.3g; bf16 vs fp32 on the whole batch %.3g\n",
+          name, accumulated, whole, precision);
+    EXPECT_EQ(accumulated, 0.0) << name;
+    EXPECT_LE(whole, precision) << name;
   }
 }
 
@@ -268,10 +315,9 @@ TEST(DDP, BucketSizesGiveTheSameGradients) {
   const auto g_one = synced_grads(dist::kOneBucket, &one);
   EXPECT_GT(small.buckets, 4);
   EXPECT_EQ(one.buckets, 1);
-  // Two ranks add two numbers: the same in any order. Three may associate differently.
-  const double tol = P() == 2 ? 0.0 : 1e-6;
-  EXPECT_LE(max_rel_diff(g_small, g_one), tol);
-  EXPECT_LE(max_rel_diff(g_big, g_one), tol);
+  // Buckets are summed element by element in rank order: the bucketing cannot matter.
+  EXPECT_EQ(max_rel_diff(g_small, g_one), 0.0);
+  EXPECT_EQ(max_rel_diff(g_big, g_one), 0.0);
   EXPECT_EQ(small.bytes, one.bytes);
 }
 

@@ -43,8 +43,9 @@ struct DistributedDataParallelOptions {
   // Bytes of gradient per bucket (PyTorch's bucket_cap_mb = 25). kOneBucket puts every
   // gradient in one bucket (no overlap; fewest messages).
   TC_ARG(int64_t, bucket_cap_bytes) = int64_t{25} << 20;
-  // The dtype on the wire: fp32 (default, exact average up to fp32 summation order) or
-  // bf16/fp16 (half the bytes, fp32 accumulation: all_reduce_16bit_async's error bound).
+  // The dtype on the wire: fp32 (default) or bf16/fp16 (half the bytes). Either way the
+  // sum is taken in fp32 in rank order (all_reduce_ordered_async): the average is the same
+  // on every rank and bitwise that of one process accumulating the ranks' gradients.
   TC_ARG(DType, comm_dtype) = kFloat32;
   // A parameter without a gradient in a backward is an error naming it (false), or counts
   // as a zero gradient on that rank (true), as PyTorch's find_unused_parameters.

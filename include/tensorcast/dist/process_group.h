@@ -18,7 +18,7 @@
 // 16-bit tensors (bf16, fp16; MPI has no type for them) are widened to fp32, reduced in
 // fp32 and rounded once: the result is the correctly rounded fp32 sum, the same on every
 // rank, at twice the bytes on the wire. DistributedDataParallel's bf16 communication
-// instead sends 16-bit values and accumulates in fp32 (reduce_scatter_16bit below).
+// instead sends 16-bit values and accumulates in fp32 (all_reduce_ordered_async below).
 //
 // Failures end the job, never hang it: an MPI error or a collective that has not
 // completed within the timeout prints what and where (rank, op, bytes) and calls
@@ -80,11 +80,15 @@ void broadcast(const Tensor& t, int root = 0);
 std::vector<Tensor> all_gather(const Tensor& t);
 void barrier();
 
-// Sum (or average) of a contiguous bf16/fp16 tensor that sends 16-bit values and adds in
-// fp32: each rank receives its 1/p slice from every rank (all-to-all), adds them in fp32,
-// rounds once, and the slices are gathered back (all-gather). Half the bytes of the fp32
-// path; the error is at most one rounding of each input and one of the sum (unit
-// roundoff u = 2^-8 for bf16, 2^-11 for fp16: |err| <= 2u * sum|x_i|). In place, async.
-std::shared_ptr<Work> all_reduce_16bit_async(const Tensor& t, ReduceOp op = ReduceOp::Sum);
+// Sum (or average) of a contiguous fp32, bf16 or fp16 tensor, added in fp32 in rank order
+// on every rank: each rank receives its 1/p slice from every rank (all-to-all), adds them
+// as ((x_0 + x_1) + x_2) + ..., multiplies by 1/p for Avg, rounds once to the dtype, and the
+// slices are gathered back (all-gather). The same bytes as a ring all-reduce (2(p-1)/p of
+// the tensor per rank), and a result that does not depend on MPI's algorithm: bitwise
+// equal to one process accumulating the same p tensors. DistributedDataParallel reduces
+// its buckets this way. With bf16/fp16 on the wire (half the bytes) the error is at most
+// one rounding of each input and one of the sum (unit roundoff u = 2^-8 for bf16, 2^-11
+// for fp16: |err| <= 2u * sum|x_i|). In place, async.
+std::shared_ptr<Work> all_reduce_ordered_async(const Tensor& t, ReduceOp op = ReduceOp::Sum);
 
 }  // namespace tc::dist
