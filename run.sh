@@ -39,8 +39,9 @@ case "$cmd" in
     dir="${BUILD_DIR:-build-asan}"
     build "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTC_SANITIZE=ON -DTC_BUILD_BENCH=OFF -DTC_BUILD_EXAMPLES=OFF
     # oneDNN's JIT and OpenMP runtime are not instrumented; leaks inside them are not ours.
+    # The data-parallel tests (label dist: hooks, the communication thread) run too.
     ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-      ctest --test-dir "$dir" --output-on-failure -j "$JOBS" -L unit "$@"
+      ctest --test-dir "$dir" --output-on-failure -j "$JOBS" -L '^(unit|dist)$' "$@"
     ;;
   test-tsan)
     dir="${BUILD_DIR:-build-tsan}"

@@ -467,6 +467,7 @@ TrainResult run_training(const TrainConfig& config) {
   result.scaler = use_scaler;
   result.batch_size = cfg.batch_size;
   result.parameters = tc::nn::parameter_count(*model.module);
+  result.world_size = world;
 
   Progress progress(cfg.progress && !cfg.quiet && stdout_is_terminal(), 100);
   auto say = [&](const std::string& s) {
@@ -770,6 +771,7 @@ std::string summary_json(const TrainResult& r) {
       .add("weight_state_bytes", r.weight_state_bytes)
       .add("median_step_ms", r.median_step_ms)
       .add("batch_size", r.batch_size)
+      .add("world_size", r.world_size)
       .add("parameters", r.parameters)
       .add("resumed_from_step", r.resumed_from_step);
   return o.str() + "\n";

@@ -114,6 +114,7 @@ struct TrainResult {
   std::string numerics_table;      // --numerics-report: the table printed at the end
   std::vector<tc::amp::NumericsReport::TensorStats> numerics;  // and its rows
   int64_t parameters = 0;
+  int64_t world_size = 1;  // processes of a data-parallel run (batch_size is the global batch)
   double median_step_ms = 0;
   std::vector<StepRecord> steps_log;  // every step run in this process
   std::vector<EpochRecord> epochs_log;

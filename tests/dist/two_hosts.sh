@@ -1,44 +1,60 @@
 #!/usr/bin/env bash
-# two_hosts.sh [--timeout S] [--min-bytes N] -- COMMAND ARGS...
+# two_hosts.sh [--ranks-per-host N] [--timeout S] [--min-bytes N] -- COMMAND ARGS...
 #
-# Runs COMMAND as a 2-rank MPI job on two "hosts": two network namespaces joined by a veth
-# pair (10.77.X.1 and 10.77.X.2), one rank in each, over TCP only (btl self,tcp: no shared
-# memory between the ranks), so every byte between them crosses a network interface.
-# mpirun runs in the first namespace and reaches the second through Open MPI's rsh
-# launcher, pointed at an agent that runs the remote command with `ip netns exec` (under
-# its own hostname, so Open MPI sees two nodes). Prints the bytes that crossed the veth
-# pair; fails when COMMAND fails, when fewer than --min-bytes crossed, or after --timeout
-# seconds. Exits 77 (CTest: skipped) where network namespaces cannot be made. Needs root.
+# Runs COMMAND as an MPI job on two "hosts": two network namespaces joined by a veth pair
+# (10.77.X.1 and 10.77.X.2), N ranks in each (default 1), over TCP only (btl self,tcp: no
+# shared memory between the hosts), so every byte between them crosses a network interface.
+# mpirun runs in the first namespace and reaches the second through Open MPI's rsh launcher,
+# pointed at an agent that runs the remote command in the namespace owning the address with
+# `ip netns exec` (under its own hostname, `unshare --uts`, so Open MPI sees two nodes).
+# Passes COMMAND's output and exit status through; prints the bytes counted on the veth
+# interface before and after; fails when COMMAND fails, when fewer than --min-bytes (default
+# 1) crossed in each direction, or after --timeout seconds (default 120). Exits 77 (CTest:
+# skipped) with one line where mpirun is missing or network namespaces cannot be made. Needs
+# root.
 set -euo pipefail
-timeout_s=180
+timeout_s=120
 min_bytes=1
+per_host=1
+usage="usage: two_hosts.sh [--ranks-per-host N] [--timeout S] [--min-bytes N] -- COMMAND ARGS..."
 while [ $# -gt 0 ]; do
   case "$1" in
     --timeout) timeout_s="$2"; shift 2 ;;
     --min-bytes) min_bytes="$2"; shift 2 ;;
+    --ranks-per-host) per_host="$2"; shift 2 ;;
     --) shift; break ;;
-    *) echo "two_hosts.sh: unknown option $1" >&2; exit 2 ;;
+    *) echo "two_hosts.sh: unknown option $1" >&2; echo "$usage" >&2; exit 2 ;;
   esac
 done
-[ $# -gt 0 ] || { echo "usage: two_hosts.sh [--timeout S] [--min-bytes N] -- COMMAND ARGS..." >&2; exit 2; }
-command -v mpirun > /dev/null || { echo "skipped: no mpirun"; exit 77; }
+[ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
+for v in "$timeout_s" "$min_bytes" "$per_host"; do
+  [[ "$v" =~ ^[0-9]+$ ]] || { echo "two_hosts.sh: not a number: $v" >&2; exit 2; }
+done
+[ "$per_host" -ge 1 ] || { echo "two_hosts.sh: --ranks-per-host must be at least 1" >&2; exit 2; }
+command -v mpirun > /dev/null || { echo "two_hosts: skipped: mpirun not found"; exit 77; }
+for tool in ip unshare timeout; do
+  command -v "$tool" > /dev/null || { echo "two_hosts: skipped: $tool not found"; exit 77; }
+done
 
 id=$$
-subnet=$(( id % 200 + 20 ))
+subnet=$(( id % 200 + 20 ))  # addresses live inside the two namespaces only
 ns_a="tc2h_a_$id" ns_b="tc2h_b_$id"
 veth_a="tcva$id" veth_b="tcvb$id"
 ip_a="10.77.$subnet.1" ip_b="10.77.$subnet.2"
 work=$(mktemp -d "${TMPDIR:-/tmp}/tc-two-hosts.XXXXXX")
 cleanup() {
-  ip netns pids "$ns_a" 2> /dev/null | xargs -r kill -9 2> /dev/null || true
-  ip netns pids "$ns_b" 2> /dev/null | xargs -r kill -9 2> /dev/null || true
-  ip netns del "$ns_a" 2> /dev/null || true
-  ip netns del "$ns_b" 2> /dev/null || true
+  local ns
+  for ns in "$ns_a" "$ns_b"; do
+    ip netns pids "$ns" 2> /dev/null | xargs -r kill -9 2> /dev/null || true
+    ip netns del "$ns" 2> /dev/null || true
+  done
+  ip link del "$veth_a" 2> /dev/null || true  # only if the move into the namespace failed
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 if ! ip netns add "$ns_a" 2> /dev/null; then
-  echo "skipped: cannot create network namespaces here (needs root / CAP_SYS_ADMIN)"
+  echo "two_hosts: skipped: ip netns is not permitted here (needs root / CAP_SYS_ADMIN)"
   exit 77
 fi
 ip netns add "$ns_b"
@@ -51,31 +67,50 @@ for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
 ip -n "$ns_a" link set "$veth_a" up
 ip -n "$ns_b" link set "$veth_b" up
 
-# The rsh agent: Open MPI calls it as `agent [options] HOST COMMAND...` to start its daemon
-# on HOST; HOST is ip_b here, the namespace of the second host.
+# The rsh agent: Open MPI calls it as `agent [ssh options] HOST COMMAND...` to start its
+# daemon on HOST; it runs COMMAND in the namespace that owns HOST, under that host's name.
 cat > "$work/agent.sh" << EOF
 #!/usr/bin/env bash
 while [ "\${1#-}" != "\$1" ]; do shift; done   # options meant for ssh
-shift                                         # the host: always the second namespace
-exec ip netns exec $ns_b unshare --uts bash -c "hostname host-b; \$*"
+host=\$1; shift
+case "\$host" in
+  $ip_a|host-a) ns=$ns_a name=host-a ;;
+  $ip_b|host-b) ns=$ns_b name=host-b ;;
+  *) echo "two_hosts agent: unknown host \$host" >&2; exit 255 ;;
+esac
+exec ip netns exec "\$ns" unshare --uts bash -c "hostname \$name; \$*"
 EOF
 chmod +x "$work/agent.sh"
-printf '%s slots=1\n%s slots=1\n' "$ip_a" "$ip_b" > "$work/hostfile"
+printf '%s slots=%d\n%s slots=%d\n' "$ip_a" "$per_host" "$ip_b" "$per_host" > "$work/hostfile"
 
 bytes() { ip netns exec "$ns_a" cat "/sys/class/net/$veth_a/statistics/$1"; }
 tx0=$(bytes tx_bytes) rx0=$(bytes rx_bytes)
-# Quoted once for the shell inside the namespace.
-cmd=$(printf '%q ' "$@")
-mpi=(mpirun --allow-run-as-root --oversubscribe -np 2 --hostfile "$work/hostfile" --map-by node
-     --mca plm_rsh_agent "$work/agent.sh" --mca plm_rsh_no_tree_spawn 1
-     --mca btl self,tcp --mca btl_tcp_if_include "10.77.$subnet.0/24" --mca oob_tcp_if_include "10.77.$subnet.0/24"
-     --mca pml ob1 -x PATH -x OMP_NUM_THREADS)
+export OMPI_MCA_plm_rsh_no_tree_spawn=1 OMPI_MCA_orte_keep_fqdn_hostnames=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+mpi=(mpirun --allow-run-as-root --oversubscribe -np $(( 2 * per_host )) --hostfile "$work/hostfile"
+     --map-by "ppr:$per_host:node" --mca plm_rsh_agent "$work/agent.sh"
+     --mca btl self,tcp --mca pml ob1
+     --mca btl_tcp_if_include "10.77.$subnet.0/24" --mca oob_tcp_if_include "10.77.$subnet.0/24" -x PATH)
+for v in LD_LIBRARY_PATH OMP_NUM_THREADS; do  # -x of an unset variable only warns
+  if [ -n "${!v:-}" ]; then mpi+=(-x "$v"); fi
+done
+echo "two_hosts: $veth_a before: tx_bytes=$tx0 rx_bytes=$rx0"
 rc=0
+start=$SECONDS
+# `unshare --uts` gives the first namespace its own hostname too; quoted once for bash -c.
 timeout --kill-after=10 "$timeout_s" ip netns exec "$ns_a" unshare --uts bash -c \
-  "hostname host-a; cd $(printf '%q' "$PWD") && $(printf '%q ' "${mpi[@]}") $cmd" || rc=$?
-tx=$(( $(bytes tx_bytes) - tx0 )) rx=$(( $(bytes rx_bytes) - rx0 ))
-echo "two_hosts: $tx bytes sent and $rx received over $veth_a ($ip_a <-> $ip_b)"
-if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "two_hosts: timed out after $timeout_s s" >&2; exit 1; fi
+  "hostname host-a; cd $(printf '%q' "$PWD") && exec $(printf '%q ' "${mpi[@]}" "$@")" || rc=$?
+elapsed=$(( SECONDS - start ))
+tx1=$(bytes tx_bytes) rx1=$(bytes rx_bytes)
+tx=$(( tx1 - tx0 )) rx=$(( rx1 - rx0 ))
+echo "two_hosts: $veth_a after: tx_bytes=$tx1 rx_bytes=$rx1"
+echo "two_hosts: $tx bytes sent and $rx received over $veth_a ($ip_a <-> $ip_b), $elapsed s"
+if { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && [ "$elapsed" -ge "$timeout_s" ]; then
+  echo "two_hosts: timed out after $timeout_s s" >&2
+  exit 124
+fi
 [ "$rc" = 0 ] || { echo "two_hosts: the command failed (exit $rc)" >&2; exit "$rc"; }
-[ "$tx" -ge "$min_bytes" ] && [ "$rx" -ge "$min_bytes" ] ||
-  { echo "two_hosts: fewer than $min_bytes bytes crossed the interface each way" >&2; exit 1; }
+if [ "$tx" -lt "$min_bytes" ] || [ "$rx" -lt "$min_bytes" ]; then
+  echo "two_hosts: fewer than $min_bytes bytes crossed the interface each way" >&2
+  exit 1
+fi
