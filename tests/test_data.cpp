@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <numeric>
 #include <set>
 #include <thread>
 
@@ -614,21 +616,70 @@ std::vector<std::vector<std::vector<int64_t>>> shards(int64_t n, int64_t replica
   return out;
 }
 
+// The one-process permutation of epoch `epoch` (the order every rank starts from).
+std::vector<int64_t> permutation_of(int64_t n, bool shuffle, int64_t epoch = 0) {
+  data::DataLoader one(index_dataset(n), data::DataLoaderOptions(1).shuffle(shuffle).seed(5));
+  return one.epoch_order(epoch);
+}
+
+// PyTorch's DistributedSampler, written as it is there: pad `perm` with copies of its own
+// head (`indices += indices[:padding]`, repeated while it is too short) or cut it.
+std::vector<int64_t> padded_order(std::vector<int64_t> perm, int64_t replicas, bool drop_last) {
+  const int64_t n = static_cast<int64_t>(perm.size());
+  if (drop_last) {
+    perm.resize(static_cast<size_t>(n / replicas * replicas));
+    return perm;
+  }
+  const int64_t total = (n + replicas - 1) / replicas * replicas;
+  const std::vector<int64_t> head = perm;
+  while (static_cast<int64_t>(perm.size()) < total) {
+    const int64_t take = std::min<int64_t>(n, total - static_cast<int64_t>(perm.size()));
+    perm.insert(perm.end(), head.begin(), head.begin() + take);
+  }
+  return perm;
+}
+
+std::vector<int64_t> flatten(const std::vector<std::vector<int64_t>>& batches) {
+  std::vector<int64_t> out;
+  for (const auto& b : batches) out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+std::vector<int64_t> sorted(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 TEST(DataLoaderShards, DisjointAndCoveringWithDropLast) {
   for (int64_t replicas : {1, 2, 3}) {
-    for (int64_t n : {12, 13, 2}) {
-      const auto s = shards(n, replicas, 2, true, true);
+    for (int64_t n : {12, 13, 4, 3}) {  // divisible by 1, 2, 3 or not; 3 == replicas at most
+      SCOPED_TRACE("replicas " + std::to_string(replicas) + " n " + std::to_string(n));
+      // Batch 1: the shards hold exactly the first floor(n / replicas) * replicas elements
+      // of the permutation, each once.
+      const auto s = shards(n, replicas, 1, true, true);
       std::vector<int64_t> all;
       for (const auto& rank : s) {
         EXPECT_EQ(rank.size(), s[0].size()) << "every rank has as many batches";
-        for (const auto& b : rank) all.insert(all.end(), b.begin(), b.end());
+        const auto f = flatten(rank);
+        all.insert(all.end(), f.begin(), f.end());
       }
-      std::sort(all.begin(), all.end());
-      EXPECT_TRUE(std::adjacent_find(all.begin(), all.end()) == all.end()) << "disjoint, n " << n;
-      // drop_last cuts the permutation to a multiple of replicas, then each shard's last
-      // partial batch: what is left is at least n - replicas * (batch + 1) + replicas.
-      const int64_t per = n / replicas;
-      EXPECT_EQ(static_cast<int64_t>(all.size()), replicas * (per / 2 * 2)) << "replicas " << replicas << " n " << n;
+      all = sorted(all);
+      EXPECT_TRUE(std::adjacent_find(all.begin(), all.end()) == all.end()) << "disjoint";
+      const auto perm = permutation_of(n, true);
+      const int64_t kept = n / replicas * replicas;
+      EXPECT_EQ(all, sorted(std::vector<int64_t>(perm.begin(), perm.begin() + kept)));
+      if (n % replicas == 0) {  // nothing cut: the shards cover the dataset exactly
+        std::vector<int64_t> every(static_cast<size_t>(n));
+        std::iota(every.begin(), every.end(), int64_t{0});
+        EXPECT_EQ(all, every);
+      }
+      // Batch 2: each shard also loses its last partial batch (shard of n / replicas).
+      const auto s2 = shards(n, replicas, 2, true, true);
+      for (size_t r = 0; r < s2.size(); ++r) {
+        EXPECT_EQ(static_cast<int64_t>(s2[r].size()), n / replicas / 2) << "rank " << r;
+        const auto f1 = flatten(s[r]), f2 = flatten(s2[r]);
+        EXPECT_TRUE(std::equal(f2.begin(), f2.end(), f1.begin())) << "rank " << r << ": a prefix of its shard";
+      }
     }
   }
 }
@@ -701,6 +752,198 @@ TEST(DataLoaderShards, BadRankOrWorldIsRefused) {
   EXPECT_TRUE(
       throws_with([] { data::DataLoader(index_dataset(4), data::DataLoaderOptions(1).num_replicas(2).rank(2)); },
                   {"rank must be in [0, 2)", "got 2"}));
+}
+
+TEST(DataLoaderShards, HandComputedUnshuffledShards) {
+  using V = std::vector<int64_t>;
+  using B = std::vector<V>;
+  // n 5, 2 ranks, batch 2: padded 0 1 2 3 4 | 0; rank 0 takes 0 2 4, rank 1 takes 1 3 0.
+  EXPECT_EQ(shards(5, 2, 2, false, false), (std::vector<B>{{{0, 2}, {4}}, {{1, 3}, {0}}}));
+  // With drop_last: cut to 0 1 2 3; rank 0 takes 0 2, rank 1 takes 1 3.
+  EXPECT_EQ(shards(5, 2, 2, false, true), (std::vector<B>{{{0, 2}}, {{1, 3}}}));
+  // n 7, 3 ranks: padded 0..6 | 0 1.
+  EXPECT_EQ(shards(7, 3, 3, false, false), (std::vector<B>{{{0, 3, 6}}, {{1, 4, 0}}, {{2, 5, 1}}}));
+  // n 2 < 5 ranks: the head repeats as often as needed, 0 1 | 0 1 0.
+  EXPECT_EQ(shards(2, 5, 1, false, false), (std::vector<B>{{{0}}, {{1}}, {{0}}, {{1}}, {{0}}}));
+  // epoch_order is the rank's shard.
+  data::DataLoader r1(index_dataset(7), data::DataLoaderOptions(2).num_replicas(3).rank(1));
+  EXPECT_EQ(r1.epoch_order(0), (V{1, 4, 0}));
+  EXPECT_EQ(r1.size(), 2);
+}
+
+TEST(DataLoaderShards, PaddingCoversEveryIndexAndDuplicatesTheHead) {
+  for (int64_t n : {13, 7, 2, 1}) {
+    for (int64_t replicas : {2, 3, 5}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " replicas " + std::to_string(replicas));
+      const auto perm = permutation_of(n, true);
+      const int64_t total = (n + replicas - 1) / replicas * replicas, pad = total - n;
+      std::vector<int64_t> all;
+      for (const auto& rank : shards(n, replicas, 3, true, false)) {
+        const auto f = flatten(rank);
+        all.insert(all.end(), f.begin(), f.end());
+      }
+      ASSERT_EQ(static_cast<int64_t>(all.size()), total);
+      // Every index at least once; what is left after one of each is the padding.
+      std::map<int64_t, int64_t> count;
+      for (int64_t i : all) ++count[i];
+      std::vector<int64_t> extra;
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_GE(count[i], 1) << "index " << i << " is read by no rank";
+        for (int64_t k = 1; k < count[i]; ++k) extra.push_back(i);
+      }
+      EXPECT_EQ(static_cast<int64_t>(count.size()), n);
+      // The duplicates are the permutation's first `pad` elements (cyclically when pad > n).
+      std::vector<int64_t> head;
+      for (int64_t k = 0; k < pad; ++k) head.push_back(perm[static_cast<size_t>(k % n)]);
+      EXPECT_EQ(sorted(extra), sorted(head));
+    }
+  }
+}
+
+TEST(DataLoaderShards, EveryRankSeesTheSamePermutationEachEpochReshuffled) {
+  const int64_t n = 23, replicas = 3;
+  for (bool drop_last : {false, true}) {
+    std::vector<std::vector<int64_t>> interleaved_by_epoch;
+    for (int64_t epoch : {0, 1, 2}) {
+      SCOPED_TRACE("drop_last " + std::to_string(drop_last) + " epoch " + std::to_string(epoch));
+      // Position j * replicas + r of the (padded or cut) permutation is rank r's element j.
+      const auto s = shards(n, replicas, 1, true, drop_last, epoch);
+      const auto expected = padded_order(permutation_of(n, true, epoch), replicas, drop_last);
+      std::vector<int64_t> interleaved(expected.size(), -1);
+      for (int64_t r = 0; r < replicas; ++r) {
+        const auto f = flatten(s[static_cast<size_t>(r)]);
+        for (size_t j = 0; j < f.size(); ++j) interleaved[j * replicas + static_cast<size_t>(r)] = f[j];
+      }
+      EXPECT_EQ(interleaved, expected);
+      interleaved_by_epoch.push_back(interleaved);
+    }
+    EXPECT_NE(interleaved_by_epoch[0], interleaved_by_epoch[1]);
+    EXPECT_NE(interleaved_by_epoch[1], interleaved_by_epoch[2]);
+  }
+  // A loader left to run several epochs moves through them on its own, every rank alike.
+  for (int64_t r = 0; r < replicas; ++r) {
+    data::DataLoader l(index_dataset(n),
+                       data::DataLoaderOptions(4).shuffle(true).seed(5).num_replicas(replicas).rank(r));
+    std::vector<int64_t> expected;
+    for (int64_t e : {0, 1}) {
+      const auto order = l.epoch_order(e);
+      expected.insert(expected.end(), order.begin(), order.end());
+    }
+    EXPECT_EQ(flatten(run(l, 2)), expected) << "rank " << r;
+    EXPECT_EQ(l.epoch(), 2);
+  }
+}
+
+TEST(DataLoaderShards, SizeIsEqualOnEveryRank) {
+  for (bool drop_last : {false, true})
+    for (int64_t n : {1, 5, 12, 13, 100})
+      for (int64_t replicas : {1, 2, 3, 4})
+        for (int64_t b : {1, 2, 5}) {
+          if (drop_last && n < replicas) continue;  // an error (see below)
+          const int64_t shard = drop_last ? n / replicas : (n + replicas - 1) / replicas;
+          const int64_t batches = drop_last ? shard / b : (shard + b - 1) / b;
+          for (int64_t r = 0; r < replicas; ++r) {
+            data::DataLoader l(index_dataset(n),
+                               data::DataLoaderOptions(b).drop_last(drop_last).num_replicas(replicas).rank(r));
+            EXPECT_EQ(l.size(), batches) << "drop_last " << drop_last << " n " << n << " replicas " << replicas << " b "
+                                         << b << " rank " << r;
+            EXPECT_EQ(static_cast<int64_t>(run(l, 1).size()), batches);
+          }
+        }
+}
+
+TEST(DataLoaderShards, UnionOfRankBatchesIsABatchOfThePaddedOrder) {
+  for (bool drop_last : {false, true})
+    for (int64_t n : {48, 50, 7})
+      for (int64_t replicas : {2, 3})
+        for (int64_t b : {1, 4}) {
+          SCOPED_TRACE("drop_last " + std::to_string(drop_last) + " n " + std::to_string(n) + " replicas " +
+                       std::to_string(replicas) + " b " + std::to_string(b));
+          const auto padded = padded_order(permutation_of(n, true), replicas, drop_last);
+          const auto s = shards(n, replicas, b, true, drop_last);
+          // Batch j of the ranks together = positions [j*b*R, (j+1)*b*R) of the padded order.
+          for (size_t j = 0; j < s[0].size(); ++j) {
+            std::vector<int64_t> u;
+            for (const auto& rank : s) u.insert(u.end(), rank[j].begin(), rank[j].end());
+            const size_t lo = j * static_cast<size_t>(b * replicas);
+            const size_t hi = std::min(padded.size(), lo + static_cast<size_t>(b * replicas));
+            EXPECT_EQ(sorted(u), sorted(std::vector<int64_t>(padded.begin() + lo, padded.begin() + hi)))
+                << "batch " << j;
+          }
+          // n a multiple of R: nothing padded or cut, so it is one process at batch b * R.
+          if (n % replicas == 0) {
+            data::DataLoader one(index_dataset(n),
+                                 data::DataLoaderOptions(b * replicas).shuffle(true).seed(5).drop_last(drop_last));
+            const auto whole = run(one, 1);
+            ASSERT_EQ(whole.size(), s[0].size());
+            for (size_t j = 0; j < whole.size(); ++j) {
+              std::vector<int64_t> u;
+              for (const auto& rank : s) u.insert(u.end(), rank[j].begin(), rank[j].end());
+              EXPECT_EQ(sorted(u), sorted(whole[j])) << "batch " << j;
+            }
+          }
+        }
+}
+
+TEST(DataLoaderShards, ResumeMidEpochOnEveryRank) {
+  const int64_t replicas = 3;
+  for (int64_t r = 0; r < replicas; ++r) {
+    const auto opts = data::DataLoaderOptions(2).shuffle(true).seed(11).num_replicas(replicas).rank(r);
+    data::DataLoader a(index_dataset(31), opts);
+    a.set_epoch(1);
+    int taken = 0;
+    for (auto& b : a) {
+      (void)b;
+      if (++taken == 3) break;
+    }
+    const StateDict st = a.state();
+    EXPECT_EQ(st.at("num_replicas").item<int64_t>(), replicas);
+    EXPECT_EQ(st.at("rank").item<int64_t>(), r);
+    const auto rest = run(a, 2);  // the rest of epoch 1, then epoch 2
+    data::DataLoader b(index_dataset(31), opts);
+    b.load_state(st);
+    EXPECT_EQ(b.epoch(), 1);
+    EXPECT_EQ(b.batch_index(), 3);
+    EXPECT_EQ(run(b, 2), rest) << "rank " << r;
+  }
+}
+
+TEST(DataLoaderShards, OldStateWithoutShardingKeysLoadsAsOneProcess) {
+  const auto opts = data::DataLoaderOptions(4).shuffle(true).seed(3);
+  data::DataLoader a(index_dataset(30), opts);
+  StateDict st;
+  {
+    auto it = a.begin();
+    ++it;  // two batches handed out
+    st = a.state();
+  }  // the pass ends here; the position stays
+  st.erase("num_replicas");
+  st.erase("rank");
+  const auto rest = run(a, 1);
+  data::DataLoader b(index_dataset(30), opts);
+  ASSERT_NO_THROW(b.load_state(st));
+  EXPECT_EQ(b.batch_index(), 2);
+  EXPECT_EQ(run(b, 1), rest);
+  // The same old state is a num_replicas 1 state: a sharded loader refuses it.
+  data::DataLoader sharded(index_dataset(30), data::DataLoaderOptions(opts).num_replicas(2).rank(0));
+  EXPECT_TRUE(
+      throws_with([&] { sharded.load_state(st); }, {"num_replicas 1", "this loader has 2", "another world size"}));
+  EXPECT_EQ(sharded.batch_index(), 0);  // unchanged
+}
+
+TEST(DataLoaderShards, NothingToReadAndBadOptionsAreRefused) {
+  EXPECT_TRUE(throws_with(
+      [] { data::DataLoader(index_dataset(2), data::DataLoaderOptions(1).drop_last(true).num_replicas(3)); },
+      {"[data]", "drop_last", "num_replicas 3", "nothing to read", "2 examples"}));
+  EXPECT_NO_THROW(data::DataLoader(index_dataset(3), data::DataLoaderOptions(1).drop_last(true).num_replicas(3)));
+  EXPECT_NO_THROW(data::DataLoader(index_dataset(2), data::DataLoaderOptions(1).num_replicas(3).rank(2)));  // padded
+  EXPECT_TRUE(throws_with([] { data::DataLoader(index_dataset(4), data::DataLoaderOptions(1).num_replicas(-1)); },
+                          {"num_replicas must be at least 1, got -1"}));
+  EXPECT_TRUE(
+      throws_with([] { data::DataLoader(index_dataset(4), data::DataLoaderOptions(1).num_replicas(2).rank(-1)); },
+                  {"rank must be in [0, 2)", "got -1"}));
+  EXPECT_TRUE(throws_with([] { data::DataLoader(index_dataset(4), data::DataLoaderOptions(1).rank(1)); },
+                          {"rank must be in [0, 1)", "got 1"}));
 }
 
 }  // namespace

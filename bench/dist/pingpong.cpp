@@ -79,7 +79,7 @@ Fit fit(const std::vector<Point>& pts) {
   const double c = (sw * sxy - sx * sy) / (sw * sxx - sx * sx);  // us per byte
   const double a = (sy - c * sx) / sw;
   double worst = 0;
-  for (const Point& p : pts) worst = std::max(worst, std::abs(a + c * p.bytes - p.us) / p.us);
+  for (const Point& p : pts) worst = std::max(worst, std::abs(a + c * static_cast<double>(p.bytes) - p.us) / p.us);
   return {a, 1e-3 / c, worst};  // bytes/us = MB/s; 1/c * 1e-3 = GB/s
 }
 
@@ -190,8 +190,8 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       const double med = median(us);
       pt.push_back({n, med});
-      std::printf("%10s %10lld %12.2f %14.4f %10d\n", human(n).c_str(), static_cast<long long>(n), med, n / med * 1e-3,
-                  reps);
+      std::printf("%10s %10lld %12.2f %14.4f %10d\n", human(n).c_str(), static_cast<long long>(n), med,
+                  static_cast<double>(n) / med * 1e-3, reps);
       std::fflush(stdout);
     }
   }
@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
       const int64_t bytes = int64_t{count} * 4;
       ar.push_back({bytes, med});
       std::printf("%10s %10lld %12.2f %14.4f %10d\n", human(bytes).c_str(), static_cast<long long>(bytes), med,
-                  bytes / med * 1e-3, reps);
+                  static_cast<double>(bytes) / med * 1e-3, reps);
       std::fflush(stdout);
     }
   }
@@ -228,10 +228,11 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf("\n");
     for (const Point& q : pt)
-      std::printf("pt2pt bytes=%lld us=%.3f GBps=%.5f\n", static_cast<long long>(q.bytes), q.us, q.bytes / q.us * 1e-3);
+      std::printf("pt2pt bytes=%lld us=%.3f GBps=%.5f\n", static_cast<long long>(q.bytes), q.us,
+                  static_cast<double>(q.bytes) / q.us * 1e-3);
     for (const Point& q : ar)
       std::printf("allreduce p=%d bytes=%lld us=%.3f GBps=%.5f\n", p, static_cast<long long>(q.bytes), q.us,
-                  q.bytes / q.us * 1e-3);
+                  static_cast<double>(q.bytes) / q.us * 1e-3);
     std::printf(
         "\nt(n) = alpha + n/beta, least squares on relative error (all sizes; split: alpha from n <= 32 KiB,\n"
         "beta from n >= 1 MiB); ring_*: per-hop figures of t = 2(p-1) alpha + 2(p-1)/p n/beta\n");

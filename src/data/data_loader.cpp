@@ -151,6 +151,13 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
            options_.num_replicas());
   TC_CHECK(options_.rank() >= 0 && options_.rank() < options_.num_replicas(), kOp, "DataLoader rank must be in [0, ",
            options_.num_replicas(), ") for num_replicas ", options_.num_replicas(), ", got ", options_.rank());
+  // drop_last cuts the permutation to floor(n / num_replicas) * num_replicas, which is 0
+  // when n < num_replicas: every rank would silently read nothing, forever. (One process,
+  // num_replicas 1, keeps its old behaviour: an empty dataset is an empty loader.)
+  TC_CHECK(!(options_.drop_last() && options_.num_replicas() > 1 && dataset_->size() < options_.num_replicas()), kOp,
+           "DataLoader with drop_last and num_replicas ", options_.num_replicas(),
+           " has nothing to read: the dataset has ", dataset_->size(),
+           " examples, fewer than num_replicas (without drop_last the shards are padded instead)");
 }
 
 DataLoader::~DataLoader() { stop_pass(); }
@@ -263,6 +270,10 @@ void DataLoader::load_state(const StateDict& sd) {
   same("drop_last", options_.drop_last(), "resume with the same drop_last setting");
   // Older states have no sharding keys: one process. Another world size shards the data
   // differently, so the position cannot carry over (a caller may restart the epoch).
+  // The position (epoch, batch) is the same on every rank, since every rank has size()
+  // batches and steps in lockstep; still, each rank must load a state saved for its own
+  // rank, so a state from another rank is refused (a caller that shares one rank's state,
+  // like the CLI, rewrites "rank" deliberately).
   auto get_or = [&](const char* key, int64_t fallback) { return sd.count(key) ? get(key) : fallback; };
   const int64_t replicas = get_or("num_replicas", 1), rank = get_or("rank", 0);
   TC_CHECK(replicas == options_.num_replicas(), kOp, "cannot resume the data loader: its state was saved with ",

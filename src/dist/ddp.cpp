@@ -122,7 +122,7 @@ void DistributedDataParallel::on_gradient(size_t s) {
   Slot& slot = slots_[s];
   if (slot.ready) return;  // a second accumulation in the same backward: already copied
   slot.ready = true;
-  slot.view.copy_(slot.param.grad());  // converts to the wire dtype; keeps the grad's layout out of it
+  slot.view.copy_(slot.param.grad());  // converts to the wire dtype; reads a channels-last grad by strides
   if (--buckets_[static_cast<size_t>(slot.bucket)].pending == 0) launch_ready_buckets();
 }
 

@@ -35,11 +35,21 @@ struct DataLoaderOptions {
   // Batches prepared ahead by a background thread; 0 gathers on the calling thread.
   TC_ARG(int64_t, prefetch) = 2;
   // Data parallelism (PyTorch's DistributedSampler): this loader reads shard `rank` of
-  // `num_replicas`. Each epoch's permutation is the same on every rank (seed + epoch); it
-  // is padded by repeating its first elements up to a multiple of num_replicas (or, with
-  // drop_last, cut to one) and rank k takes elements k, k + num_replicas, ... So every
-  // rank has the same number of batches, and the union of the ranks' batch j with batch
-  // size b is, as a set, batch j of one loader with batch size b * num_replicas.
+  // `num_replicas` (R). Epoch e's permutation P of the n examples is computed as for one
+  // process (seed + e, or 0..n-1 unshuffled), so it is the same on every rank. Then:
+  //   - without drop_last, P is padded to ceil(n/R)*R by appending its own first elements
+  //     (cyclically, P[0], P[1], ..., again from P[0] when n < R), so every example is read;
+  //   - with drop_last, P is cut to floor(n/R)*R (n < R leaves nothing: an error);
+  // rank r takes positions r, r+R, r+2R, ... (strided), and that shard is batched as usual
+  // (drop_last also drops the shard's last partial batch).
+  // Consequences the data-parallel code relies on:
+  //   - every rank has the same size() (so every rank runs the same collectives);
+  //   - rank r's batch j of size b holds positions j*b*R + i*R + r (i < b) of the padded
+  //     P, so the union over ranks of batch j is, as a set, positions [j*b*R, (j+1)*b*R) of
+  //     the padded P: batch j of a one-process loader with batch size b*R over that order.
+  //     When n is a multiple of R (e.g. of R*b), nothing is padded or cut, and this is
+  //     exactly batch j of DataLoader(dataset, batch_size(b*R)) with the same seed/shuffle.
+  // epoch_order(e) returns this rank's shard, and state() records num_replicas and rank.
   TC_ARG(int64_t, num_replicas) = 1;
   TC_ARG(int64_t, rank) = 0;
 };
@@ -101,7 +111,9 @@ class DataLoader {
   // as int64 scalars (states without the last two load as one process).
   // load_state restores the position and seed, so the next batch is exactly the one an
   // uninterrupted run would have produced; it refuses a state saved for another batch
-  // size, dataset size, shuffle or drop_last setting.
+  // size, dataset size, shuffle or drop_last setting, another num_replicas (a position does
+  // not carry over to another world size: catch the error and restart the epoch) or
+  // another rank (the position is the same on every rank, but each loads its own).
   StateDict state() const;
   void load_state(const StateDict& sd);
 
