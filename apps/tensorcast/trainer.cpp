@@ -270,9 +270,10 @@ int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Modul
     // the interrupted epoch starts again (model, optimizer and scaler resume exactly).
     const int64_t epoch = position.count("epoch") ? position.at("epoch").item<int64_t>() : 0;
     loader.set_epoch(epoch);
-    *note = "the checkpoint was written by " + std::to_string(saved_world) + " process(es), this run has " +
-            std::to_string(tc::dist::world_size()) + ": model, optimizer and scaler resume exactly; the data " +
-            "position restarts epoch " + std::to_string(epoch + 1);
+    if (note)
+      *note = "the checkpoint was written by " + std::to_string(saved_world) + " process(es), this run has " +
+              std::to_string(tc::dist::world_size()) + ": model, optimizer and scaler resume exactly; the data " +
+              "position restarts epoch " + std::to_string(epoch + 1);
     if (state.rng.defined()) tc::set_rng_state(state.rng);
     if (scheduler) {
       tc::StateDict sd = scheduler->state_dict();

@@ -128,10 +128,13 @@ TrainResult run_training(const TrainConfig& config);
 
 // --resume after the checks: puts a checkpoint into a freshly built run (weights, optimizer
 // state, the scaler's when it is used, the loader's position, the generator), replays the
-// LR schedule (may be null) to the checkpoint's step and returns that step. fuzz/ drives it.
+// LR schedule (may be null) to the checkpoint's step and returns that step. A checkpoint of
+// another world size restarts its epoch instead of resuming the position, saying so in
+// `note` when given. fuzz/ drives it.
 int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Module& module,
                                tc::optim::Optimizer& optimizer, tc::amp::GradScaler& scaler, bool use_scaler,
-                               tc::data::DataLoader& loader, tc::optim::LRScheduler* scheduler);
+                               tc::data::DataLoader& loader, tc::optim::LRScheduler* scheduler,
+                               std::string* note = nullptr);
 
 // Throws a one-line tc::Error when `path` (an output file of `flag`) cannot be written:
 // it names a directory, or its directory does not exist. Empty path: nothing to check.
