@@ -3,6 +3,7 @@
 // determinism), train/eval, to(dtype), state_dict round trips and errors, holders,
 // and clip_grad_norm_ (alone and between GradScaler::unscale_ and step).
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "common/testing.h"
@@ -412,4 +413,18 @@ TEST(NNModule, ClipGradNormBetweenUnscaleAndStep) {
   auto [scaled, n2] = run(true);
   EXPECT_NEAR(n1, n2, 1e-5 * n1);
   for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(all_close(scaled[i], plain[i], {1e-6, 1e-5})) << i;
+}
+
+// num_batches_tracked counts in int64, exactly above 2^53, and saturates at the largest
+// int64 (a loaded checkpoint may hold it; fuzz_checkpoint found the overflow).
+TEST(NNModule, BatchNormBatchCountIsExactAndSaturates) {
+  nn::BatchNorm2d bn(2);
+  const Tensor x = tc::randn({4, 2, 3, 3});
+  Tensor count = bn->num_batches_tracked;
+  count.data_ptr<int64_t>()[0] = (int64_t{1} << 53) + 1;
+  bn(x);
+  EXPECT_EQ(count.data_ptr<int64_t>()[0], (int64_t{1} << 53) + 2);
+  count.data_ptr<int64_t>()[0] = std::numeric_limits<int64_t>::max();
+  bn(x);
+  EXPECT_EQ(count.data_ptr<int64_t>()[0], std::numeric_limits<int64_t>::max());
 }

@@ -1,6 +1,7 @@
 // BatchNorm2d and LayerNorm.
 #include "tensorcast/nn/normalization.h"
 
+#include <limits>
 #include <ostream>
 
 #include "tensorcast/autograd.h"
@@ -47,7 +48,14 @@ Tensor BatchNorm2dImpl::forward(const Tensor& input) {
   const bool use_running = options.track_running_stats();
   if (is_training() && use_running) {
     NoGradGuard no_grad;
-    num_batches_tracked.fill_(num_batches_tracked.item_double() + 1.0);
+    if (num_batches_tracked.dtype() == kInt64) {
+      // In integers (a double loses counts above 2^53) and saturating: a loaded state may
+      // hold the largest int64, and one more would overflow.
+      int64_t* n = num_batches_tracked.data_ptr<int64_t>();
+      if (*n < std::numeric_limits<int64_t>::max()) ++*n;
+    } else {
+      num_batches_tracked.fill_(num_batches_tracked.item_double() + 1.0);
+    }
   }
   // Without running stats the op normalizes with the batch's statistics in both modes.
   return tc::batch_norm(input, use_running ? running_mean : Tensor(), use_running ? running_var : Tensor(), weight,
