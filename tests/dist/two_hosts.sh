@@ -53,19 +53,22 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-if ! ip netns add "$ns_a" 2> /dev/null; then
-  echo "two_hosts: skipped: ip netns is not permitted here (needs root / CAP_SYS_ADMIN)"
+# Namespaces need root (CAP_SYS_ADMIN) and a real mount namespace: in a chroot or a
+# restricted container a step fails ("mount --make-rslave /" in a chroot). Any failure of
+# the setup skips, naming the step's error; the run itself failing is a failure.
+setup() {
+  ip netns add "$ns_a" && ip netns add "$ns_b" &&
+    ip link add "$veth_a" type veth peer name "$veth_b" &&
+    ip link set "$veth_a" netns "$ns_a" && ip link set "$veth_b" netns "$ns_b" &&
+    ip -n "$ns_a" addr add "$ip_a/24" dev "$veth_a" && ip -n "$ns_b" addr add "$ip_b/24" dev "$veth_b" &&
+    ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
+    ip -n "$ns_a" link set "$veth_a" up && ip -n "$ns_b" link set "$veth_b" up &&
+    ip netns exec "$ns_a" true && ip netns exec "$ns_b" true
+}
+if ! setup_err=$(setup 2>&1); then
+  echo "two_hosts: skipped: cannot make network namespaces here: $(head -n 1 <<< "$setup_err")"
   exit 77
 fi
-ip netns add "$ns_b"
-ip link add "$veth_a" type veth peer name "$veth_b"
-ip link set "$veth_a" netns "$ns_a"
-ip link set "$veth_b" netns "$ns_b"
-ip -n "$ns_a" addr add "$ip_a/24" dev "$veth_a"
-ip -n "$ns_b" addr add "$ip_b/24" dev "$veth_b"
-for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
-ip -n "$ns_a" link set "$veth_a" up
-ip -n "$ns_b" link set "$veth_b" up
 
 # The rsh agent: Open MPI calls it as `agent [ssh options] HOST COMMAND...` to start its
 # daemon on HOST; it runs COMMAND in the namespace that owns HOST, under that host's name.
