@@ -53,6 +53,12 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# In a chroot `ip netns add` would mount the chroot's /run/netns from outside it (and
+# fail): leave it alone.
+if [ "$(stat -c %d:%i /)" != "$(stat -c %d:%i /proc/1/root/. 2> /dev/null)" ]; then
+  echo "two_hosts: skipped: running in a chroot (network namespaces need the real root)"
+  exit 77
+fi
 # Namespaces need root (CAP_SYS_ADMIN) and a real mount namespace: in a chroot or a
 # restricted container a step fails ("mount --make-rslave /" in a chroot). Any failure of
 # the setup skips, naming the step's error; the run itself failing is a failure.
