@@ -4,6 +4,8 @@
 #   ./run.sh test       install what is missing, build, run the whole test suite
 #   ./run.sh test-asan  the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   ./run.sh test-tsan  the unit tests under ThreadSanitizer (a bounded subset; TC_TSAN_FULL=1: all)
+#   ./run.sh test-torch the libtorch adapter's tests against a PyTorch installed with pip (docs/libtorch.md):
+#                       TC_TORCH_PYTHON (default /var/cache/tensorcast-torchenv/bin/python) must import torch
 #   ./run.sh build      install what is missing and build only
 # BUILD_DIR (default build) and JOBS (default: all cores) may be set in the environment.
 set -euo pipefail
@@ -59,8 +61,22 @@ case "$cmd" in
     TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp second_deadlock_stack=1" \
       ctest --test-dir "$dir" --output-on-failure -j "$JOBS" -L unit -E "$skip" "$@"
     ;;
+  test-torch)
+    dir="${BUILD_DIR:-build-torch}"
+    py="${TC_TORCH_PYTHON:-/var/cache/tensorcast-torchenv/bin/python}"
+    if ! prefix=$("$py" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2> /dev/null); then
+      echo "run.sh test-torch: $py cannot import torch; make a venv with 'python3 -m venv DIR &&" \
+        "DIR/bin/pip install torch numpy' and set TC_TORCH_PYTHON=DIR/bin/python" >&2
+      exit 1
+    fi
+    # Only the adapter's targets: they link libtorch, not the core.
+    cmake -S . -B "$dir" -G Ninja -DTC_TORCH=ON -DCMAKE_PREFIX_PATH="$prefix" -DTC_TORCH_PYTHON="$py" \
+      -DTC_BUILD_BENCH=OFF > /dev/null
+    cmake --build "$dir" -j "$JOBS" --target tensorcast_torch test_torch_amp libtorch_amp
+    ctest --test-dir "$dir" --output-on-failure -L torch "$@"
+    ;;
   *)
-    echo "usage: ./run.sh [main|test|test-asan|test-tsan|build] [args...]" >&2
+    echo "usage: ./run.sh [main|test|test-asan|test-tsan|test-torch|build] [args...]" >&2
     exit 2
     ;;
 esac

@@ -587,8 +587,8 @@ TEST(GradScalerMisuse, StateMachineErrorsCarryPyTorchMessages) {
   // scale() never called
   for (auto fn : std::vector<std::function<void()>>{[&] { scaler.unscale_(opt); }, [&] { scaler.step(opt); },
                                                     [&] { scaler.update(); }, [&] { scaler.update(2.0); }})
-    testing::expect_error(
-        fn, {"[GradScaler] Attempted", "scale() was never called", "did not use scaler.scale(loss or outputs)"});
+    testing::expect_error(fn, {"[GradScaler] Attempted", "but _scale is None.  This may indicate",
+                               "did not use scaler.scale(loss or outputs)"});
 
   scaler.scale(toy.loss()).backward();
   scaler.unscale_(opt);
@@ -605,7 +605,7 @@ TEST(GradScalerMisuse, StateMachineErrorsCarryPyTorchMessages) {
   testing::expect_error([&] { scaler.step(opt); }, "step() has already been called since the last update().");
   scaler.update();
   // update() without any step/unscale_ since the last one.
-  testing::expect_error([&] { scaler.update(); }, "[GradScaler] No inf checks were recorded prior to update().");
+  testing::expect_error([&] { scaler.update(); }, "[GradScaler] No inf checks were recorded prior to update.");
   // An optimizer without gradients.
   opt.zero_grad();
   testing::expect_error([&] { scaler.step(opt); }, "[GradScaler] No inf checks were recorded for this optimizer.");

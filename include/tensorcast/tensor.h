@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tensorcast/arg.h"
 #include "tensorcast/device.h"
 #include "tensorcast/dtype.h"
 #include "tensorcast/error.h"
@@ -28,19 +29,6 @@ struct TensorImpl;  // src/core/tensor_impl.h
 namespace autograd {
 struct Node;
 }
-
-// Declares a typed option with a fluent setter, as libtorch's TORCH_ARG does:
-// `Options().lr(0.1).momentum(0.9)`.
-#define TC_ARG(T, name)                              \
- public:                                             \
-  auto& name(const T& v) {                           \
-    name##_ = v;                                     \
-    return *this;                                    \
-  }                                                  \
-  const T& name() const noexcept { return name##_; } \
-                                                     \
- private:                                            \
-  T name##_
 
 struct TensorOptions {
   TensorOptions() = default;

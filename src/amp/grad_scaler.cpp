@@ -4,9 +4,7 @@
 #include "tensorcast/amp/grad_scaler.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <utility>
 
 #include "backend/cpu/amp_kernels.h"
@@ -17,7 +15,7 @@
 namespace tc::amp {
 namespace {
 
-constexpr const char* kOp = "GradScaler";
+constexpr const char* kOp = kScalerOwner;
 
 Tensor scalar_f32(double v) { return full({}, v, kFloat32); }
 Tensor scalar_i32(int64_t v) { return full({}, static_cast<double>(v), kInt32); }
@@ -46,32 +44,13 @@ int64_t first_nonfinite(const std::vector<Tensor>& tensors) {
 
 GradScaler::GradScaler(GradScalerOptions options)
     : options_(std::move(options)), init_hysteresis_tracker_(options_.hysteresis()) {
-  if (!options_.enabled()) return;
-  const auto& o = options_;
-  // PyTorch asserts the first two; the rest guard the extensions.
-  TC_CHECK(o.growth_factor() > 1.0, kOp, "The growth factor must be > 1.0. (got ", o.growth_factor(), ")");
-  TC_CHECK(o.backoff_factor() < 1.0, kOp, "The backoff factor must be < 1.0. (got ", o.backoff_factor(), ")");
-  TC_CHECK(o.backoff_factor() > 0.0, kOp, "The backoff factor must be > 0.0 (got ", o.backoff_factor(), ")");
-  TC_CHECK(o.growth_interval() >= 1 && o.growth_interval() <= INT32_MAX, kOp,
-           "growth_interval must be in [1, 2^31), got ", o.growth_interval());
-  TC_CHECK(o.hysteresis() >= 1 && o.hysteresis() <= INT32_MAX, kOp, "hysteresis must be >= 1, got ", o.hysteresis());
-  TC_CHECK(std::isfinite(o.init_scale()) && o.init_scale() > 0.0, kOp, "init_scale must be finite and positive, got ",
-           o.init_scale());
-  TC_CHECK(o.min_scale() >= 0.0 && o.max_scale() >= 0.0, kOp, "min_scale and max_scale must be >= 0 (0: no bound)");
-  TC_CHECK(o.max_scale() == 0.0 || o.max_scale() >= o.min_scale(), kOp, "max_scale ", o.max_scale(),
-           " is below min_scale ", o.min_scale());
+  if (options_.enabled()) check_scaler_settings(options_.init_scale(), rule_of(options_));
 }
 
 void GradScaler::lazy_init() {
   scale_ = scalar_f32(options_.init_scale());
   growth_tracker_ = scalar_i32(init_growth_tracker_);
   hysteresis_tracker_ = scalar_i32(init_hysteresis_tracker_);
-}
-
-void GradScaler::check_initialized(const char* fn) const {
-  TC_CHECK(scale_.defined(), kOp, "Attempted ", fn,
-           " but _scale is None (scale() was never called).  This may indicate your script did not use "
-           "scaler.scale(loss or outputs) earlier in the iteration.");
 }
 
 Tensor GradScaler::scale(const Tensor& output) {
@@ -109,11 +88,8 @@ std::vector<Tensor> GradScaler::collect_grads(optim::Optimizer& optimizer, bool 
 void GradScaler::unscale_(optim::Optimizer& optimizer) {
   profiler::detail::Scope rec("GradScaler.unscale_");
   if (!is_enabled()) return;
-  check_initialized("unscale_()");
-  PerOptimizer& st = per_optimizer_[&optimizer];
-  TC_CHECK(st.stage != Stage::Unscaled, kOp,
-           "unscale_() has already been called on this optimizer since the last update().");
-  TC_CHECK(st.stage != Stage::Stepped, kOp, "unscale_() is being called after step().");
+  check_scale_initialized(scale_.defined(), "unscale_");
+  auto& st = per_optimizer_.for_unscale(&optimizer);
 
   // fp16 gradients are refused unless the optimizer expects 16-bit gradients: fp32 master
   // weights receive them, or a pure 16-bit update reads them as float (PyTorch refuses them
@@ -134,8 +110,9 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   for (const auto& [dt, list] : by_dtype) cpu::amp_non_finite_check_and_unscale_(list, found, inv);
   if (reduce_found_inf_) reduce_found_inf_(found);  // every rank, even one without gradients
   // PyTorch records no check for an optimizer without gradients; step() then refuses.
+  st.recorded = any;
   st.found_inf = any ? found : Tensor();
-  st.stage = Stage::Unscaled;
+  st.stage = OptState::Unscaled;
 }
 
 bool GradScaler::step(optim::Optimizer& optimizer) {
@@ -145,11 +122,10 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
     last_step_ = {};
     return true;
   }
-  check_initialized("step()");
-  PerOptimizer& st = per_optimizer_[&optimizer];
-  TC_CHECK(st.stage != Stage::Stepped, kOp, "step() has already been called since the last update().");
+  check_scale_initialized(scale_.defined(), "step");
+  auto& st = per_optimizer_.for_step(&optimizer);
 
-  const bool fused = st.stage == Stage::Ready;
+  const bool fused = st.stage == OptState::Ready;
   Tensor inv;
   if (fused) {
     // Read-only check now; the optimizer multiplies by inv_scale as it reads each
@@ -158,15 +134,16 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
     std::vector<Tensor> grads = collect_grads(optimizer, /*allow_fp16=*/true);
     if (!grads.empty()) {
       st.found_inf = scalar_f32(0.0);
+      st.recorded = true;
       cpu::amp_non_finite_check(grads, st.found_inf);
       if (reduce_found_inf_) reduce_found_inf_(st.found_inf);
     }
     inv = inv_scale();
   }
-  TC_CHECK(st.found_inf.defined(), kOp, "No inf checks were recorded for this optimizer.");
+  per_optimizer_.check_recorded(st);
 
   const bool overflow = *st.found_inf.data_ptr<float>() != 0.0f;  // the host read of the step
-  st.stage = Stage::Stepped;
+  st.stage = OptState::Stepped;
   last_step_ = {};
   if (overflow) {
     // The optimizer is not called at all, so nothing of its state can change.
@@ -203,21 +180,18 @@ void GradScaler::report_overflow(const optim::Optimizer& optimizer) {
 void GradScaler::update() {
   profiler::detail::Scope rec("GradScaler.update");
   if (!is_enabled()) return;
-  check_initialized("update()");
-  std::vector<Tensor> found;
-  for (const auto& [opt, st] : per_optimizer_)
-    if (st.found_inf.defined()) found.push_back(st.found_inf);
-  TC_CHECK(!found.empty(), kOp, "No inf checks were recorded prior to update().");
-  const auto& o = options_;
-  cpu::amp_update_scale_(scale_, growth_tracker_, hysteresis_tracker_, found,
-                         {o.growth_factor(), o.backoff_factor(), o.growth_interval(), o.hysteresis(), o.min_scale(),
-                          o.clamp_min_scale(), o.max_scale()});
+  check_scale_initialized(scale_.defined(), "update");
+  // PyTorch adds the found_inf flags up; any nonzero sum is an overflow.
+  float found = 0.0f;
+  per_optimizer_.for_each_found_inf([&](const Tensor& f) { found += *f.data_ptr<float>(); });
+  update_scale(*scale_.data_ptr<float>(), *growth_tracker_.data_ptr<int32_t>(),
+               *hysteresis_tracker_.data_ptr<int32_t>(), found != 0.0f, rule_of(options_));
   per_optimizer_.clear();
 }
 
 void GradScaler::update(double new_scale) {
   if (!is_enabled()) return;
-  check_initialized("update()");
+  check_scale_initialized(scale_.defined(), "update");
   scale_.fill_(new_scale);
   per_optimizer_.clear();
 }
@@ -239,71 +213,48 @@ int64_t GradScaler::get_hysteresis_tracker() const {
 
 StateDict GradScaler::state_dict() const {
   if (!is_enabled()) return {};
-  const auto& o = options_;
-  return {
-      {"scale", state_scalar(get_scale())},
-      {"growth_factor", state_scalar(o.growth_factor())},
-      {"backoff_factor", state_scalar(o.backoff_factor())},
-      {"growth_interval", state_int(o.growth_interval())},
-      {"_growth_tracker", state_int(get_growth_tracker())},
-      {"hysteresis", state_int(o.hysteresis())},
-      {"_hysteresis_tracker", state_int(get_hysteresis_tracker())},
-      {"min_scale", state_scalar(o.min_scale())},
-      {"max_scale", state_scalar(o.max_scale())},
-      {"clamp_min_scale", state_int(o.clamp_min_scale() ? 1 : 0)},
-      {"steps_taken", state_int(steps_taken_)},
-      {"steps_skipped", state_int(steps_skipped_)},
-  };
+  ScalerState st{get_scale(),  rule_of(options_), get_growth_tracker(), get_hysteresis_tracker(),
+                 steps_taken_, steps_skipped_};
+  StateDict sd;
+  write_scaler_state(
+      st, [&](const char* key, double v) { sd[key] = state_scalar(v); },
+      [&](const char* key, int64_t v) { sd[key] = state_int(v); });
+  return sd;
 }
+
+namespace {
+
+// read_scaler_state's view of a StateDict: entries are checked by read_state_double/int.
+struct StateDictReader {
+  const StateDict& sd;
+  bool empty() const { return sd.empty(); }
+  bool has(const char* key) const {
+    auto it = sd.find(key);
+    return it != sd.end() && it->second.defined();
+  }
+  double real(const char* key, double lo, double hi) const { return read_state_double(sd, key, kOp, lo, hi); }
+  int64_t integer(const char* key, int64_t lo, int64_t hi) const { return read_state_int(sd, key, kOp, lo, hi); }
+};
+
+}  // namespace
 
 void GradScaler::load_state_dict(const StateDict& sd) {
   if (!is_enabled()) return;
-  TC_CHECK(!sd.empty(), kOp,
-           "The source state dict is empty, possibly because it was saved from a disabled instance of GradScaler.");
-  // Every value is checked (finite, in range, integral where a counter) before it is
-  // converted or used: a dict read from a file may hold anything.
-  constexpr double kMax = std::numeric_limits<double>::max();
-  constexpr int64_t kMaxCount = std::numeric_limits<int64_t>::max();
-  auto has = [&](const char* key) {
-    auto it = sd.find(key);
-    return it != sd.end() && it->second.defined();
-  };
-  auto opt_num = [&](const char* key, double fallback, double lo, double hi) {
-    return has(key) ? read_state_double(sd, key, kOp, lo, hi) : fallback;
-  };
-  auto opt_int = [&](const char* key, int64_t fallback, int64_t lo, int64_t hi) {
-    return has(key) ? read_state_int(sd, key, kOp, lo, hi) : fallback;
-  };
-  // Read everything before changing anything, so a bad dict leaves the scaler intact.
-  const double scale = read_state_double(sd, "scale", kOp, std::numeric_limits<double>::min(), kMax);
-  const double growth = read_state_double(sd, "growth_factor", kOp, 1.0, kMax);
-  const double backoff = read_state_double(sd, "backoff_factor", kOp, 0.0, 1.0);
-  // The trackers live in int32 tensors.
-  const int64_t interval = read_state_int(sd, "growth_interval", kOp, 1, INT32_MAX);
-  const int64_t tracker = read_state_int(sd, "_growth_tracker", kOp, 0, INT32_MAX);
-  // A PyTorch dict has no hysteresis: it means 1, PyTorch's rule.
-  const int64_t hyst = opt_int("hysteresis", 1, 1, INT32_MAX);
-  const int64_t hyst_tracker = opt_int("_hysteresis_tracker", hyst, 0, INT32_MAX);
-  const double min_scale = opt_num("min_scale", options_.min_scale(), 0.0, kMax);
-  const double max_scale = opt_num("max_scale", options_.max_scale(), 0.0, kMax);
-  const bool clamp = opt_num("clamp_min_scale", options_.clamp_min_scale() ? 1.0 : 0.0, -kMax, kMax) != 0.0;
-  const int64_t taken = opt_int("steps_taken", steps_taken_, 0, kMaxCount);
-  const int64_t skipped = opt_int("steps_skipped", steps_skipped_, 0, kMaxCount);
-  TC_CHECK(growth > 1.0 && backoff > 0.0 && backoff < 1.0, kOp, "state dict holds invalid settings (growth_factor ",
-           growth, ", backoff_factor ", backoff, ", growth_interval ", interval, ", hysteresis ", hyst, ")");
-  TC_CHECK(max_scale == 0.0 || min_scale <= max_scale, kOp, "state dict holds min_scale ", min_scale,
-           " above max_scale ", max_scale);
-
-  options_.init_scale(scale).growth_factor(growth).backoff_factor(backoff).growth_interval(interval);
-  options_.hysteresis(hyst).min_scale(min_scale).max_scale(max_scale).clamp_min_scale(clamp);
-  init_growth_tracker_ = tracker;
-  init_hysteresis_tracker_ = hyst_tracker;
-  steps_taken_ = taken;
-  steps_skipped_ = skipped;
+  StateDictReader reader{sd};
+  const ScalerState st = read_scaler_state(reader, ScalerState{get_scale(), rule_of(options_), get_growth_tracker(),
+                                                               get_hysteresis_tracker(), steps_taken_, steps_skipped_});
+  const ScaleRule& r = st.rule;
+  options_.init_scale(st.scale).growth_factor(r.growth_factor).backoff_factor(r.backoff_factor);
+  options_.growth_interval(r.growth_interval).hysteresis(r.hysteresis);
+  options_.min_scale(r.min_scale).max_scale(r.max_scale).clamp_min_scale(r.clamp_min_scale);
+  init_growth_tracker_ = st.growth_tracker;
+  init_hysteresis_tracker_ = st.hysteresis_tracker;
+  steps_taken_ = st.steps_taken;
+  steps_skipped_ = st.steps_skipped;
   if (scale_.defined()) {
-    scale_.fill_(scale);
-    growth_tracker_.fill_(static_cast<double>(tracker));
-    hysteresis_tracker_.fill_(static_cast<double>(hyst_tracker));
+    scale_.fill_(st.scale);
+    growth_tracker_.fill_(static_cast<double>(st.growth_tracker));
+    hysteresis_tracker_.fill_(static_cast<double>(st.hysteresis_tracker));
   }
 }
 

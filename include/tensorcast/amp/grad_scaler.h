@@ -19,37 +19,14 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "tensorcast/amp/scaler_rules.h"
 #include "tensorcast/optim/optimizer.h"
 #include "tensorcast/state_dict.h"
 #include "tensorcast/tensor.h"
 
 namespace tc::amp {
-
-struct GradScalerOptions {
-  TC_ARG(double, init_scale) = 65536.0;
-  TC_ARG(double, growth_factor) = 2.0;
-  TC_ARG(double, backoff_factor) = 0.5;
-  TC_ARG(int64_t, growth_interval) = 2000;
-  TC_ARG(bool, enabled) = true;
-  // Beyond PyTorch:
-  TC_ARG(int64_t, hysteresis) = 1;  // overflows tolerated since the last growth before backing off (Megatron)
-  TC_ARG(double, min_scale) = 0.0;  // 0: unbounded; backing off below this raises, unless clamp_min_scale
-  TC_ARG(bool, clamp_min_scale) = false;
-  TC_ARG(double, max_scale) = 0.0;  // 0: unbounded; growth stops at this value
-};
-
-// What happened on the last step(), for logs and reports.
-struct StepReport {
-  bool skipped = false;
-  // Only on skipped steps (the search runs off the fast path): the first parameter, in
-  // group order, whose gradient holds inf/NaN: "group 0 param 3 (shape (128, 784))".
-  std::optional<std::string> first_nonfinite;
-  int64_t group = -1;  // its group and index in the group, -1 when none
-  int64_t param = -1;
-};
 
 // Training without a GradScaler (fp32, bf16) has nothing that notices a diverging run.
 // found_nonfinite: whether any of `tensors` (floating, on the CPU; undefined ones are
@@ -96,13 +73,6 @@ class GradScaler {
   void set_found_inf_reduction(std::function<void(const Tensor&)> reduce) { reduce_found_inf_ = std::move(reduce); }
 
  private:
-  enum class Stage : uint8_t { Ready, Unscaled, Stepped };
-  struct PerOptimizer {
-    Stage stage = Stage::Ready;
-    Tensor found_inf;  // 0-d float32, defined once an inf check ran for this iteration
-  };
-
-  void check_initialized(const char* fn) const;
   void lazy_init();
   Tensor inv_scale() const;
   std::vector<Tensor> collect_grads(optim::Optimizer& optimizer, bool allow_fp16) const;
@@ -114,8 +84,8 @@ class GradScaler {
   Tensor hysteresis_tracker_;  // 0-d int32
   int64_t init_growth_tracker_ = 0;
   int64_t init_hysteresis_tracker_;
-  // Keyed by address, as PyTorch keys by id(optimizer); cleared by update().
-  std::unordered_map<const optim::Optimizer*, PerOptimizer> per_optimizer_;
+  // found_inf per optimizer: 0-d float32, nonzero when a gradient was not finite.
+  OptimizerStates<Tensor> per_optimizer_;
   int64_t steps_taken_ = 0;
   int64_t steps_skipped_ = 0;
   StepReport last_step_;

@@ -183,47 +183,4 @@ bool has_non_finite(const Tensor& t) {
   return *f.data_ptr<float>() != 0.0f;
 }
 
-void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& hysteresis_tracker,
-                       const std::vector<Tensor>& found_infs, const ScaleUpdateParams& p) {
-  float& s = *scale.data_ptr<float>();
-  int32_t& growth = *growth_tracker.data_ptr<int32_t>();
-  int32_t& hyst = *hysteresis_tracker.data_ptr<int32_t>();
-  float found = 0.0f;
-  for (const Tensor& f : found_infs) found += *f.data_ptr<float>();
-
-  if (found != 0.0f) {
-    // Megatron: each overflow uses up one unit of hysteresis; the scale backs off once
-    // none is left (at once when hysteresis is 1, which is PyTorch's rule). The tracker
-    // stops at 0 so that a long run of overflows cannot wrap it around.
-    const int32_t h = std::max<int32_t>(hyst - 1, 0);
-    float ns = s;
-    if (h <= 0) {
-      ns = static_cast<float>(s * p.backoff_factor);  // float * double, as PyTorch's kernel
-      if (p.min_scale > 0.0 && ns < p.min_scale) {
-        TC_CHECK(p.clamp_min_scale, kOp, "the loss scale ", s, " would back off to ", ns, ", below min_scale ",
-                 p.min_scale,
-                 ": gradients keep overflowing at the smallest allowed scale (set "
-                 "clamp_min_scale(true) to stay at min_scale instead)");
-        ns = static_cast<float>(p.min_scale);
-      }
-    }
-    s = ns;
-    hyst = h;
-    growth = 0;
-    return;
-  }
-  // PyTorch tests `== growth_interval`; `>=` differs only for a tracker loaded above the
-  // interval, which PyTorch would then never grow from.
-  const int64_t successful = static_cast<int64_t>(growth) + 1;
-  if (successful >= p.growth_interval) {
-    float ns = static_cast<float>(s * p.growth_factor);
-    if (p.max_scale > 0.0 && ns > p.max_scale) ns = std::max(s, static_cast<float>(p.max_scale));
-    if (std::isfinite(ns)) s = ns;  // PyTorch: never grow into inf
-    growth = 0;
-    hyst = static_cast<int32_t>(p.hysteresis);  // Megatron: growth restores the hysteresis
-  } else {
-    growth = static_cast<int32_t>(successful);
-  }
-}
-
 }  // namespace tc::cpu

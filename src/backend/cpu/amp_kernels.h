@@ -1,5 +1,5 @@
-// Internal: the CPU kernels of the GradScaler (PyTorch's _amp_foreach_non_finite_check_and_unscale_
-// and _amp_update_scale_, plus Megatron's hysteresis and DeepSpeed-style scale bounds).
+// Internal: the CPU kernels of the GradScaler (PyTorch's _amp_foreach_non_finite_check_and_unscale_;
+// the scale update is host code shared with the libtorch adapter, tensorcast/amp/scaler_rules.h).
 //
 // The multi-tensor kernel lays every gradient of a list end to end in one index space and
 // splits it evenly across the threads, so many small tensors cost one parallel region, not
@@ -26,23 +26,5 @@ void amp_non_finite_check(const std::vector<Tensor>& grads, const Tensor& found_
 
 // True when `t` holds an inf or NaN (used for the overflow report, off the fast path).
 bool has_non_finite(const Tensor& t);
-
-// The scale-update rule. `hysteresis` = 1 is PyTorch's _amp_update_scale_; more is
-// Megatron-LM's DynamicGradScaler. min_scale/max_scale of 0 mean "no bound".
-struct ScaleUpdateParams {
-  double growth_factor;
-  double backoff_factor;
-  int64_t growth_interval;
-  int64_t hysteresis;
-  double min_scale;
-  bool clamp_min_scale;
-  double max_scale;
-};
-
-// Updates scale (0-d float32), growth_tracker and hysteresis_tracker (0-d int32) in place
-// from the sum of the 0-d float32 `found_infs`. Throws (changing nothing) when a backoff
-// would go below min_scale and clamp_min_scale is off.
-void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& hysteresis_tracker,
-                       const std::vector<Tensor>& found_infs, const ScaleUpdateParams& p);
 
 }  // namespace tc::cpu
