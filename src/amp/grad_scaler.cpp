@@ -211,13 +211,15 @@ int64_t GradScaler::get_hysteresis_tracker() const {
   return hysteresis_tracker_.defined() ? *hysteresis_tracker_.data_ptr<int32_t>() : init_hysteresis_tracker_;
 }
 
+ScalerState GradScaler::state() const {
+  return {get_scale(), rule_of(options_), get_growth_tracker(), get_hysteresis_tracker(), steps_taken_, steps_skipped_};
+}
+
 StateDict GradScaler::state_dict() const {
   if (!is_enabled()) return {};
-  ScalerState st{get_scale(),  rule_of(options_), get_growth_tracker(), get_hysteresis_tracker(),
-                 steps_taken_, steps_skipped_};
   StateDict sd;
   write_scaler_state(
-      st, [&](const char* key, double v) { sd[key] = state_scalar(v); },
+      state(), [&](const char* key, double v) { sd[key] = state_scalar(v); },
       [&](const char* key, int64_t v) { sd[key] = state_int(v); });
   return sd;
 }
@@ -241,8 +243,7 @@ struct StateDictReader {
 void GradScaler::load_state_dict(const StateDict& sd) {
   if (!is_enabled()) return;
   StateDictReader reader{sd};
-  const ScalerState st = read_scaler_state(reader, ScalerState{get_scale(), rule_of(options_), get_growth_tracker(),
-                                                               get_hysteresis_tracker(), steps_taken_, steps_skipped_});
+  const ScalerState st = read_scaler_state(reader, state());
   const ScaleRule& r = st.rule;
   options_.init_scale(st.scale).growth_factor(r.growth_factor).backoff_factor(r.backoff_factor);
   options_.growth_interval(r.growth_interval).hysteresis(r.hysteresis);

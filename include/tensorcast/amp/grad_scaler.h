@@ -74,6 +74,7 @@ class GradScaler {
 
  private:
   void lazy_init();
+  ScalerState state() const;  // what state_dict() saves
   Tensor inv_scale() const;
   std::vector<Tensor> collect_grads(optim::Optimizer& optimizer, bool allow_fp16) const;
   void report_overflow(const optim::Optimizer& optimizer);
