@@ -4,6 +4,7 @@
 // The update formulas live in sgd.cpp and adam.cpp; state_dict in optimizer_state.cpp.
 #include "tensorcast/optim/optimizer.h"
 
+#include <limits>
 #include <unordered_set>
 
 #include "core/tensor_impl.h"
@@ -169,7 +170,8 @@ void Optimizer::run_step(const AmpStep* amp) {
       if (half && !pure && !s.master.defined()) s.master = p.to(kFloat32).contiguous().clone();
       if (pure && weight_update_ == WeightUpdate::PureKahan && !s.compensation.defined())
         s.compensation = zeros(p.sizes(), p.dtype());
-      ++s.step;
+      // Saturates: a step count loaded from a file may be INT64_MAX (the bias corrections are 1 long before).
+      if (s.step < std::numeric_limits<int64_t>::max()) ++s.step;
 
       detail::StepArgs a;
       a.param = &p;
