@@ -15,6 +15,7 @@
 #include "common/references.h"
 #include "common/testing.h"
 #include "tensorcast/allocator.h"
+#include "tensorcast/gemm16.h"
 
 namespace tc {
 namespace {
@@ -93,14 +94,25 @@ TEST_P(LinalgTyped, TransposedAndStridedInputs) {
     for (const Tensor& b : {bt, bs}) EXPECT_TRUE(matches_ref(mm(a, b), testing::ref::matmul(a, b), dt, k, 1, 1));
 }
 
+// Sets the 16-bit GEMM mode for a scope.
+class Gemm16Mode {
+ public:
+  explicit Gemm16Mode(Gemm16 m) : saved_(get_cpu_gemm16()) { set_cpu_gemm16(m); }
+  ~Gemm16Mode() { set_cpu_gemm16(saved_); }
+
+ private:
+  Gemm16 saved_;
+};
+
 TEST(Linalg, TransposedInputsAreNotCopied) {
   // The only storage a forward product allocates is its output (oneDNN reads the strides).
-  // A 16-bit dtype without native GEMM on this CPU goes through float32 scratch instead.
+  // The float32 path of a 16-bit product widens its operands instead (next tests).
   for (DType dt : {kFloat32, kBFloat16}) {
     if (!cpu::native_matmul(dt)) {
       std::cout << "[ note ] " << dtype_name(dt) << ": no native matmul on this CPU, not checked\n";
       continue;
     }
+    Gemm16Mode native(Gemm16::kNative);
     Tensor a = uniform({64, 32}, dt).t(), b = uniform({48, 64}, dt).t();
     Tensor x = uniform({2, 3, 48}, dt).transpose(0, 1), w = uniform({16, 48}, dt), bias = uniform({16}, dt);
     (void)mm(a, b);  // warm the primitive cache
@@ -122,16 +134,60 @@ TEST(Linalg, TransposedInputsAreNotCopied) {
   }
 }
 
-TEST(Linalg, Float16FallbackRoundsOnceFromFloat32) {
-  // Without native fp16 GEMM the product is the float32 product of the same values,
-  // rounded once: bit-identical to doing it by hand.
-  Tensor a = uniform({33, 70}, kFloat16, -2, 2, 27), b = uniform({70, 45}, kFloat16, -2, 2, 28);
-  Tensor manual = mm(a.to(kFloat32), b.to(kFloat32)).to(kFloat16);
-  if (cpu::native_matmul(kFloat16)) GTEST_SKIP() << "this CPU has a native fp16 matmul";
-  EXPECT_TRUE(testing::equal(mm(a, b), manual));
-  Tensor bias = uniform({45}, kFloat16, -1, 1, 29);
-  Tensor manual_l = linear(a.to(kFloat32), b.t().to(kFloat32), bias.to(kFloat32)).to(kFloat16);
-  EXPECT_TRUE(testing::equal(linear(a, b.t(), bias), manual_l));
+TEST(Linalg, Float32PathIsTheFloat32ProductRoundedOnce) {
+  // The float32 path widens the operands in their own layouts and runs the float32
+  // kernel: bit-identical to widening by hand, for plain, transposed, batched and biased
+  // products, with a 16-bit or a float32 result (the weight gradients of linear).
+  Gemm16Mode wide(Gemm16::kFloat32);
+  for (DType dt : {kBFloat16, kFloat16}) {
+    EXPECT_EQ(cpu_gemm16_path(dt), Gemm16::kFloat32);
+    auto f = [](const Tensor& t) { return t.to(kFloat32); };
+    Tensor a = uniform({33, 70}, dt, -2, 2, 27), b = uniform({70, 45}, dt, -2, 2, 28);
+    Tensor bias = uniform({45}, dt, -1, 1, 29);
+    EXPECT_TRUE(testing::equal(mm(a, b), mm(f(a), f(b)).to(dt))) << dtype_name(dt);
+    EXPECT_TRUE(testing::equal(mm(b.t(), a.t()), mm(f(b).t(), f(a).t()).to(dt))) << dtype_name(dt);
+    EXPECT_TRUE(testing::equal(linear(a, b.t(), bias), linear(f(a), f(b).t(), f(bias)).to(dt))) << dtype_name(dt);
+    Tensor x = uniform({4, 9, 33}, dt, -2, 2, 30), y = uniform({4, 33, 7}, dt, -2, 2, 31);
+    EXPECT_TRUE(testing::equal(matmul(x, y), matmul(f(x), f(y)).to(dt))) << dtype_name(dt);
+    Tensor c32 = empty({70, 45});  // a^T-shaped operand into float32 accumulators, no rounding
+    cpu::matmul_into(a.t(), a.narrow(1, 0, 45), Tensor(), c32, "matmul");
+    EXPECT_TRUE(testing::equal(c32, mm(f(a).t(), f(a).narrow(1, 0, 45)))) << dtype_name(dt);
+  }
+}
+
+TEST(Linalg, BothGemm16PathsMatchTheReference) {
+  for (DType dt : {kBFloat16, kFloat16}) {
+    for (Gemm16 m : {Gemm16::kNative, Gemm16::kFloat32}) {
+      Gemm16Mode mode(m);
+      const int64_t k = 300;
+      Tensor a = uniform({40, k}, dt, -1, 1, 41), b = uniform({k, 50}, dt, -1, 1, 42);
+      EXPECT_TRUE(matches_ref(mm(a, b), testing::ref::matmul(a, b), dt, k, 1, 1))
+          << dtype_name(dt) << " " << gemm16_name(m) << " (runs " << gemm16_name(cpu_gemm16_path(dt)) << ")";
+    }
+  }
+}
+
+TEST(Linalg, Gemm16Setting) {
+  const Gemm16 saved = get_cpu_gemm16();
+  for (Gemm16 m : {Gemm16::kAuto, Gemm16::kNative, Gemm16::kFloat32}) {
+    set_cpu_gemm16(m);
+    EXPECT_EQ(get_cpu_gemm16(), m);
+    for (DType dt : {kBFloat16, kFloat16}) {
+      const Gemm16 path = cpu_gemm16_path(dt);
+      EXPECT_NE(path, Gemm16::kAuto);
+      if (!cpu::native_matmul(dt)) EXPECT_EQ(path, Gemm16::kFloat32) << dtype_name(dt);  // nothing else can run
+      if (m != Gemm16::kAuto && cpu::native_matmul(dt)) EXPECT_EQ(path, m);
+    }
+  }
+  set_cpu_gemm16(saved);
+  EXPECT_EQ(gemm16_name(Gemm16::kAuto), "auto");
+  EXPECT_EQ(gemm16_name(Gemm16::kNative), "native");
+  EXPECT_EQ(gemm16_name(Gemm16::kFloat32), "float32");
+  TC_EXPECT_ERROR(set_cpu_gemm16(static_cast<Gemm16>(7)), "[set_cpu_gemm16] unknown mode 7");
+  TC_EXPECT_ERROR(cpu_gemm16_path(kFloat32), "expected bfloat16 or float16, got float32");
+  Gemm16Mode automatic(Gemm16::kAuto);
+  std::cout << "[ note ] auto picks " << gemm16_name(cpu_gemm16_path(kBFloat16)) << " for bfloat16, "
+            << gemm16_name(cpu_gemm16_path(kFloat16)) << " for float16 on this CPU\n";
 }
 
 TEST(Linalg, NativeSupportIsReported) {
@@ -147,7 +203,10 @@ TEST(Linalg, Bf16IsOneRoundingOfFloat32Accumulation) {
   const int64_t k = 4096;
   Tensor a = uniform({8, k}, kBFloat16, 0, 1, 30), b = uniform({k, 8}, kBFloat16, 0, 1, 31);
   Ref r = testing::ref::matmul(a, b);
-  EXPECT_TRUE(all_close(mm(a, b), r.values, {2.0 * k * 0x1p-23, 0x1p-8}));
+  for (Gemm16 m : {Gemm16::kNative, Gemm16::kFloat32}) {
+    Gemm16Mode mode(m);
+    EXPECT_TRUE(all_close(mm(a, b), r.values, {2.0 * k * 0x1p-23, 0x1p-8})) << gemm16_name(m);
+  }
 }
 
 // ---- backward -----------------------------------------------------------------------------
@@ -323,6 +382,7 @@ TEST(Linalg, ErrorMessages) {
 // ---- cache and threads --------------------------------------------------------------------
 
 TEST(Linalg, PrimitiveCacheReusesAndKeysByGeometry) {
+  const size_t bf16 = cpu::native_matmul(kBFloat16) ? 1 : 0;  // (probing caches its own primitives first)
   Tensor a = uniform({13, 17}, kFloat32), b = uniform({17, 11}, kFloat32);
   (void)mm(a, b);
   const size_t n0 = cpu::matmul_cache_size();
@@ -331,10 +391,13 @@ TEST(Linalg, PrimitiveCacheReusesAndKeysByGeometry) {
   EXPECT_EQ(cpu::matmul_cache_size(), n0);  // same geometry: a hit
   (void)mm(uniform({17, 13}, kFloat32).t(), b);
   EXPECT_EQ(cpu::matmul_cache_size(), n0 + 1);  // transposed strides: a new primitive
-  (void)mm(a.to(kBFloat16), b.to(kBFloat16));
-  EXPECT_EQ(cpu::matmul_cache_size(), n0 + 2);  // dtype is in the key
+  {  // native: a bf16 primitive; else the float32 primitive above runs it
+    Gemm16Mode native(Gemm16::kNative);
+    (void)mm(a.to(kBFloat16), b.to(kBFloat16));
+  }
+  EXPECT_EQ(cpu::matmul_cache_size(), n0 + 1 + bf16);  // dtype is in the key
   (void)linear(a, b.t(), zeros({11}));
-  EXPECT_EQ(cpu::matmul_cache_size(), n0 + 3);  // so is the bias
+  EXPECT_EQ(cpu::matmul_cache_size(), n0 + 2 + bf16);  // so is the bias
   // results stay right across clearing
   const Tensor before = mm(a, b);
   cpu::clear_matmul_cache();

@@ -4,8 +4,8 @@
 #include <map>
 #include <string>
 
-#include "backend/cpu/dnnl_matmul.h"
 #include "common/testing.h"
+#include "tensorcast/gemm16.h"
 
 namespace tc {
 namespace {
@@ -79,16 +79,14 @@ TEST(Profiler, AutocastCastsAreRecordsInsideTheOp) {
   auto m = by_name(prof);
   EXPECT_EQ(m["linear"].calls, 1);
   EXPECT_GE(m["linear"].total_ms, m["to"].total_ms);
-  if (cpu::native_matmul(kBFloat16)) {
-    EXPECT_EQ(m["to"].calls, 2);  // input and weight to bf16
-    EXPECT_EQ(m["to"].self_alloc_bytes, (8 * 16 + 4 * 16) * 2);
+  EXPECT_EQ(m["to"].calls, 2);  // input and weight to bf16
+  EXPECT_EQ(m["to"].self_alloc_bytes, (8 * 16 + 4 * 16) * 2);
+  if (cpu_gemm16_path(kBFloat16) == Gemm16::kNative) {
     EXPECT_EQ(m["linear"].self_alloc_bytes, 8 * 4 * 2);  // the bf16 output
   } else {
-    // No bf16 GEMM on this CPU: the float32 detour inside linear widens both bf16 copies
-    // again (two more casts) and multiplies into a float32 scratch result.
-    EXPECT_EQ(m["to"].calls, 4);
-    EXPECT_EQ(m["to"].self_alloc_bytes, (8 * 16 + 4 * 16) * (2 + 4));
-    EXPECT_EQ(m["linear"].self_alloc_bytes, 8 * 4 * (2 + 4));
+    // The float32 kernel: linear's kernel also widens both bf16 operands and multiplies
+    // into a float32 result it rounds into the bf16 output.
+    EXPECT_EQ(m["linear"].self_alloc_bytes, 8 * 4 * 2 + (8 * 16 + 4 * 16 + 8 * 4) * 4);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <tensorcast/amp/grad_scaler.h>
 #include <tensorcast/autograd.h>
 #include <tensorcast/dist/ddp.h>
+#include <tensorcast/gemm16.h>
 #include <tensorcast/ops.h>
 #include <tensorcast/optim/adamw.h>
 #include <tensorcast/profiler.h>
@@ -122,6 +123,13 @@ BenchResult run_bench(const BenchConfig& cfg) {
   return r;
 }
 
+// The kernel 16-bit matrix products ran on (tensorcast/gemm16.h), or "" for fp32.
+std::string gemm16_path(const std::string& precision) {
+  if (precision == "bf16") return std::string(tc::gemm16_name(tc::cpu_gemm16_path(tc::kBFloat16)));
+  if (precision == "fp16") return std::string(tc::gemm16_name(tc::cpu_gemm16_path(tc::kFloat16)));
+  return "";
+}
+
 std::string bench_json(const BenchResult& r) {
   JsonObject o;
   o.add("model", r.model)
@@ -136,6 +144,7 @@ std::string bench_json(const BenchResult& r) {
       .add("ms_max", r.ms_max)
       .add("samples_per_s", r.samples_per_s)
       .add("threads", tc::get_num_threads());
+  if (const std::string g = gemm16_path(r.precision); !g.empty()) o.add("gemm16", g);
   if (r.world_size > 1)
     o.add("world_size", r.world_size)
         .add("buckets", r.buckets)
@@ -349,11 +358,12 @@ int cmd_bench(int argc, char** argv) {
   } else {
     std::printf(
         "%s %s%s batch %lld, %s: %.3f ms per %s (median of %lld; min %.3f, max %.3f), %.0f samples/s, peak tensor "
-        "memory %.1f MiB, %d threads\n",
+        "memory %.1f MiB, %d threads%s\n",
         r.model.c_str(), r.precision.c_str(), r.scaler ? "+scaler" : "", static_cast<long long>(r.batch_size),
         r.inference ? "inference" : "training", r.ms_per_step, r.inference ? "forward pass" : "step",
         static_cast<long long>(r.steps), r.ms_min, r.ms_max, r.samples_per_s, r.peak_memory_bytes / 1048576.0,
-        tc::get_num_threads());
+        tc::get_num_threads(),
+        gemm16_path(r.precision).empty() ? "" : (", 16-bit GEMMs on the " + gemm16_path(r.precision) + " kernel").c_str());
     if (r.world_size > 1)
       std::printf(
           "data parallel, %d processes: %lld bucket(s), %.2f MiB of gradients all-reduced per step "

@@ -180,12 +180,14 @@ def prime(model_name, precision, inference, attention):
     opt.step()
 
 
-def run_one(model_name, precision, B, steps, warmup, inference, attention, profile=False):
+def run_one(model_name, precision, B, steps, warmup, inference, attention, profile=False, compile_mode=""):
     torch.manual_seed(0)
     prime(model_name, precision, inference, attention)
     gc.collect()
     base_rss = rss_bytes()
     model = build_model(model_name, attention)
+    if compile_mode:  # the module's forward through Inductor (backward via AOTAutograd), as users write it
+        model = torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
     x, y = synthetic_batch(model_name, B)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
     bf16 = precision == "bf16"
@@ -229,6 +231,7 @@ def run_one(model_name, precision, B, steps, warmup, inference, attention, profi
         "steps": steps, "ms_min": min(ms), "ms_max": max(ms),
         "samples_per_s": B * 1000.0 / statistics.median(ms), "threads": torch.get_num_threads(),
         "torch_version": torch.__version__, "attention": attention if model_name == "gpt" else None,
+        "compile": compile_mode or None,
     }
 
 
@@ -322,6 +325,9 @@ def main():
     ap.add_argument("--inference", action="store_true", help="time forward passes only")
     ap.add_argument("--attention", choices=["math", "sdpa"], default="math",
                     help="gpt attention: 'math' = tensorcast's ops (default), 'sdpa' = F.scaled_dot_product_attention")
+    ap.add_argument("--compile", nargs="?", const="default", default="", metavar="MODE",
+                    help="torch.compile the model (MODE: default, max-autotune-no-cudagraphs, ...); the warm-up "
+                    "steps include the compilation, so give enough of them (--warmup)")
     ap.add_argument("--epoch-fashion-mnist", metavar="DIR", default="",
                     help="train the cnn for one epoch on Fashion-MNIST's IDX files in DIR (see above) instead")
     ap.add_argument("--profile", action="store_true",
@@ -340,7 +346,7 @@ def main():
             if p not in ("fp32", "bf16"):
                 raise SystemExit(f"pytorch_amp.py: unknown precision '{p}' (use fp32 or bf16)")
             B = a.batch_size or DEFAULT_BATCH.get(m, 128)
-            print(json.dumps(run_one(m, p, B, a.steps, a.warmup, a.inference, a.attention, a.profile)), flush=True)
+            print(json.dumps(run_one(m, p, B, a.steps, a.warmup, a.inference, a.attention, a.profile, a.compile)), flush=True)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@
 #include "tensorcast/optim/optimizer.h"
 #include "tensorcast/optim/schedulers.h"
 #include "tensorcast/optim/sgd.h"
+#include "tensorcast/gemm16.h"
 #include "tensorcast/parallel.h"
 #include "tensorcast/profiler.h"
 #include "tensorcast/tensor.h"

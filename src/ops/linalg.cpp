@@ -1,8 +1,7 @@
 // Matrix products: matmul (NumPy semantics), mm, bmm and linear, with their backward
 // formulas. Every product is one call to the CPU batched GEMM (backend/cpu/dnnl_matmul.h),
 // which reads transposed and broadcast operands through strides, so no op here copies its
-// inputs (except to float32 where the CPU has no 16-bit GEMM); the bias of linear is fused
-// into the GEMM. bfloat16 gradients are bfloat16 GEMMs with float32 accumulation; linear
+// inputs; the bias of linear is fused into the GEMM. bfloat16 gradients are bfloat16 GEMMs with float32 accumulation; linear
 // writes its gradients in the dtype they are consumed in (float32 for an autocast copy of
 // an fp32 weight: autograd/nodes.h).
 #include <numeric>
@@ -67,14 +66,7 @@ Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias, const char*
   out[nd - 1] = bp.size(-1);
   Tensor c = make_tensor(out, out_dtype.value_or(a.dtype()), a.device());
   const Tensor ad = ap.detach(), bd = bp.detach(), biasd = bias.defined() ? bias.detach() : Tensor();
-  if (cpu::matmul_into(ad, bd, biasd, c, op)) return c;
-  // No GEMM for this 16-bit product on this CPU: float32 copies of the inputs, float32
-  // accumulation, and the result rounded once (into a float32 scratch unless c is float32).
-  auto widen = [](const Tensor& t) { return t.defined() ? t.to(kFloat32) : t; };
-  Tensor c32 = c.dtype() == kFloat32 ? c : make_tensor(c.sizes(), kFloat32, c.device());
-  TC_CHECK(cpu::matmul_into(widen(ad), widen(bd), widen(biasd), c32, op), op, "no float32 GEMM for ",
-           shape_str(a.sizes()), " x ", shape_str(b.sizes()));
-  if (!c32.is_same(c)) c.copy_(c32);
+  cpu::matmul_into(ad, bd, biasd, c, op);
   return c;
 }
 

@@ -59,3 +59,15 @@ pass "memory budget below batch 1's peak -> max_batch_size 0"
 expect_fail 2 "--batch-size does not apply with --memory-budget" -- "$TC" bench --memory-budget 64 --batch-size 8
 expect_fail 2 "--max-batch-size only applies with --memory-budget" -- "$TC" bench --max-batch-size 8
 expect_fail 2 "--memory-budget expects a positive number" -- "$TC" bench --memory-budget 0
+# The 16-bit GEMM kernel is reported, follows TC_CPU_GEMM16, and a bad value is an error.
+for mode in native float32; do
+  TC_CPU_GEMM16=$mode "$TC" bench --model mlp --precision bf16 --steps 1 --warmup 0 --json > g_$mode.json 2> /dev/null
+  got=$(json_field g_$mode.json gemm16)
+  # without a native bf16 GEMM on this CPU every product widens
+  [ "$got" = "\"$mode\"" ] || [ "$got" = '"float32"' ] || fail "TC_CPU_GEMM16=$mode: bench says gemm16 $got"
+  pass "TC_CPU_GEMM16=$mode -> gemm16 $got"
+done
+"$TC" bench --model mlp --precision fp32 --steps 1 --warmup 0 --json | grep -q '"gemm16"' && fail "fp32 bench reports a gemm16 kernel"
+pass "fp32 bench reports no 16-bit kernel"
+TC_CPU_GEMM16=fast expect_fail 1 "\[TC_CPU_GEMM16\] expected auto, native or float32, got 'fast'" -- \
+  "$TC" bench --model mlp --precision bf16 --steps 1

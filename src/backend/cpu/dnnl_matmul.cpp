@@ -2,6 +2,8 @@
 // and the float64 loop.
 #include "backend/cpu/dnnl_matmul.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <list>
@@ -11,10 +13,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cpu/cast_dense.h"
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/dnnl_plan.h"
 #include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
+#include "tensorcast/factories.h"
+#include "tensorcast/gemm16.h"
 #include "tensorcast/parallel.h"
 
 namespace tc::cpu {
@@ -240,8 +245,37 @@ void matmul_f64(const Tensor& a, const Tensor& b, const Tensor& bias, const Tens
 
 bool probe_native(DType dt) {
   if (dt == kFloat64) return false;
-  Tensor a = make_tensor({2, 2}, dt), b = make_tensor({2, 2}, dt), c = make_tensor({2, 2}, dt);
-  return lookup(a, b, Tensor(), c, "matmul").prim.has_value();
+  float buf[4] = {};  // never read: only the primitive is created (from_blob: no memory statistics)
+  const Tensor t = from_blob(buf, {2, 2}, TensorOptions(dt));
+  return lookup(t, t, Tensor(), t, "matmul").prim.has_value();
+}
+
+// A 16-bit product on the float32 kernel: float32 copies of the operands in their own
+// layouts (widening is exact), float32 accumulation, and c rounded once (written directly
+// when c is float32). The copies come from the caching allocator.
+void run_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op) {
+  const Tensor a32 = cast_dense(a, kFloat32), b32 = cast_dense(b, kFloat32), bias32 = cast_dense(bias, kFloat32);
+  const Tensor c32 = c.dtype() == kFloat32 ? c : make_tensor(c.sizes(), kFloat32);
+  TC_CHECK(run_dnnl(a32, b32, bias32, c32, op), op,
+           "oneDNN has no float32 matmul for ", shape_str(a.sizes()), " x ", shape_str(b.sizes()));
+  if (!c32.is_same(c)) copy_into(c, c32);
+}
+
+// kAuto's choice, fixed per CPU so that every process on a machine rounds alike (a resumed
+// run must repeat the uninterrupted one bit for bit; a timed choice could flip between
+// processes on a loaded machine). The 16-bit kernel when it has a higher peak than float32
+// FMA: AMX tiles (Intel Sapphire Rapids and later, when the OS grants them), or AMD's
+// AVX512-BF16 (Zen 4 and later: the dot product at twice the fp32 FMA rate). Elsewhere
+// (Intel AVX512-BF16 without AMX: the dot product at the fp32 FMA rate, and oneDNN 2.6's
+// fp32 GEMM measured 1.5-1.9x faster than its bf16 one; docs/performance.md) float32.
+// float16: the native kernel wherever oneDNN has one (AVX512-FP16, AMX-FP16).
+Gemm16 auto_choice(DType dt) {
+  if (dt == kFloat16) return Gemm16::kNative;
+  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core_amx) return Gemm16::kNative;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  __get_cpuid(0, &eax, &ebx, &ecx, &edx);
+  const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
+  return amd ? Gemm16::kNative : Gemm16::kFloat32;
 }
 
 }  // namespace
@@ -263,36 +297,46 @@ bool native_matmul(DType dt) {
 size_t matmul_cache_size() { return cache().size(); }
 void clear_matmul_cache() { cache().clear(); }
 
-bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& c, const char* op) {
-  if (c.numel() == 0) return true;
+void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& c, const char* op) {
+  if (c.numel() == 0) return;
   const DType dt = c.dtype();
   if (a_in.size(-1) == 0) {  // an empty sum: the bias, or zeros
     if (bias.defined())
       copy_into(c, bias);
     else
       fill_zero(c);
-    return true;
+    return;
   }
   const Tensor a = canonical(a_in), b = canonical(b_in);
   if (dt == kFloat64) {
     matmul_f64(a, b, bias, c);
-    return true;
+    return;
   }
   TC_CHECK(dt == kFloat32 || dt == kBFloat16 || dt == kFloat16, op, "expected a floating dtype, got ", dtype_name(dt));
-  if (run_dnnl(a, b, bias, c, op)) return true;
-  // No GEMM for these 16-bit dtypes on this CPU (oneDNN 2.6 has no fp16 one without
-  // AVX512-FP16 and no bf16 one without AVX-512): the caller widens the inputs.
-  if (a.dtype() != dt || b.dtype() != dt || is_reduced_float(dt)) return false;
-  // oneDNN refused these strides: retry once on dense copies.
-  if (!a.is_contiguous() || !b.is_contiguous() || !c.is_contiguous()) {
-    const Tensor cc = c.is_contiguous() ? c : make_tensor(c.sizes(), dt);
-    const Tensor bc = bias.defined() ? as_contiguous(bias) : Tensor();
-    TC_CHECK(run_dnnl(as_contiguous(a), as_contiguous(b), bc, cc, op), op, "oneDNN has no matmul for ",
-             shape_str(a.sizes()), " x ", shape_str(b.sizes()), " in ", dtype_name(dt));
-    if (!cc.is_same(c)) copy_into(c, cc);
-    return true;
+  if (is_reduced_float(a.dtype())) {
+    if (cpu_gemm16_path(a.dtype()) == Gemm16::kFloat32 || !run_dnnl(a, b, bias, c, op)) run_widened(a, b, bias, c, op);
+    return;
   }
-  TC_FAIL(op, "oneDNN has no matmul for ", shape_str(a.sizes()), " x ", shape_str(b.sizes()), " in ", dtype_name(dt));
+  if (run_dnnl(a, b, bias, c, op)) return;
+  // oneDNN refused these strides: retry once on dense copies.
+  const Tensor cc = c.is_contiguous() ? c : make_tensor(c.sizes(), dt);
+  const Tensor bc = bias.defined() ? as_contiguous(bias) : Tensor();
+  TC_CHECK(run_dnnl(as_contiguous(a), as_contiguous(b), bc, cc, op), op, "oneDNN has no matmul for ",
+           shape_str(a.sizes()), " x ", shape_str(b.sizes()), " in ", dtype_name(dt));
+  if (!cc.is_same(c)) copy_into(c, cc);
 }
 
 }  // namespace tc::cpu
+
+namespace tc {
+
+Gemm16 cpu_gemm16_path(DType dtype) {
+  TC_CHECK(is_reduced_float(dtype), "cpu_gemm16_path", "expected bfloat16 or float16, got ", dtype_name(dtype));
+  const Gemm16 mode = get_cpu_gemm16();
+  if (!cpu::native_matmul(dtype)) return Gemm16::kFloat32;
+  if (mode != Gemm16::kAuto) return mode;
+  static const Gemm16 bf16 = cpu::auto_choice(kBFloat16), f16 = cpu::auto_choice(kFloat16);
+  return dtype == kBFloat16 ? bf16 : f16;
+}
+
+}  // namespace tc

@@ -1,11 +1,10 @@
 // Internal: the CPU batched matrix product behind matmul, mm, bmm and linear.
 //
-// float32 and bfloat16 run on oneDNN matmul primitives (bfloat16 accumulates in float32);
-// float16 uses oneDNN when the CPU has native fp16 math; float64 (references and gradcheck
-// only; oneDNN has none) uses a plain blocked loop. A 16-bit product this CPU has no GEMM
-// for is refused, and the op retries it on float32 copies (the casts are the op's, so they
-// are recorded as such). Primitives are costly to create, so they are cached by geometry
-// and dtype.
+// float32 runs on oneDNN matmul primitives; bfloat16 and float16 on oneDNN's 16-bit
+// primitive or on the float32 one over widened copies, whichever tensorcast/gemm16.h
+// picks (always the latter where the CPU has no 16-bit kernel); both accumulate in
+// float32. float64 (references and gradcheck only; oneDNN has none) uses a plain blocked
+// loop. Primitives are costly to create, so they are cached by geometry and dtype.
 #pragma once
 #include <cstddef>
 
@@ -18,10 +17,8 @@ namespace tc::cpu {
 // stride-0 batch dim counts as 1). bias is undefined or 1-d of size m. a, b and bias
 // share one floating dtype; c has it too, or is float32 for 16-bit inputs (the float32
 // accumulators are written without rounding). Inputs may have any strides (transposed views are not copied); c is
-// written in place and must not overlap a or b. k == 0 gives bias (or zeros). Returns
-// false, having written nothing, when this CPU has no GEMM for a 16-bit a, b or c; every
-// float32 and float64 product runs.
-[[nodiscard]] bool matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op);
+// written in place and must not overlap a or b. k == 0 gives bias (or zeros).
+void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op);
 
 // Whether this CPU's oneDNN has a native matmul for `dt` (false for float16 on CPUs
 // without AVX512-FP16; always false for float64).
