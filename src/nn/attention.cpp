@@ -1,9 +1,6 @@
 // CausalSelfAttention and the GPT built from it.
 #include "tensorcast/nn/attention.h"
 
-#include <cmath>
-#include <limits>
-
 #include "tensorcast/autograd.h"
 #include "tensorcast/nn/gpt.h"
 #include "tensorcast/ops.h"
@@ -21,17 +18,6 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const CausalSelfAttentionOption
   resid_dropout = register_module("resid_dropout", Dropout(o.dropout()));
 }
 
-const Tensor& CausalSelfAttentionImpl::causal_mask(int64_t T, DType dtype) {
-  if (mask_.defined() && mask_.size(0) == T && mask_.dtype() == dtype) return mask_;
-  NoGradGuard no_grad;
-  const Tensor i = tc::arange(static_cast<double>(T), kInt64);
-  // j > i (a future position): -inf, so its softmax weight is exactly 0.
-  const Tensor future = tc::gt(i.unsqueeze(0), i.unsqueeze(1));
-  mask_ =
-      tc::where(future, tc::full({T, T}, -std::numeric_limits<double>::infinity(), dtype), tc::zeros({T, T}, dtype));
-  return mask_;
-}
-
 Tensor CausalSelfAttentionImpl::forward(const Tensor& x) {
   const int64_t C = options.embed_dim(), H = options.num_heads(), hd = C / H;
   TC_CHECK(x.defined() && x.dim() == 3 && x.size(2) == C, "nn", "CausalSelfAttention(", C, ", heads=", H,
@@ -41,10 +27,11 @@ Tensor CausalSelfAttentionImpl::forward(const Tensor& x) {
   // (B, T, 3C) -> (B, T, 3, H, hd) -> (3, B, H, T, hd): q, k, v as views, no copies.
   const Tensor heads = qkv->forward(x).view({B, T, 3, H, hd}).permute({2, 0, 3, 1, 4});
   const Tensor q = heads.select(0, 0), k = heads.select(0, 1), v = heads.select(0, 2);
-  Tensor att = tc::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));  // (B, H, T, T)
-  att = tc::add(att, causal_mask(T, att.dtype()));
-  att = attn_dropout->forward(tc::softmax(att, -1));
-  const Tensor y = tc::matmul(att, v).transpose(1, 2).reshape({B, T, C});  // heads side by side again
+  const double p = attn_dropout->is_training() ? attn_dropout->options.p() : 0.0;
+  // (B, H, T, hd), stored (B, T, H, hd): merging the heads back is a view.
+  const Tensor y = tc::scaled_dot_product_attention(q, k, v, Tensor(), p, /*is_causal=*/true)
+                       .transpose(1, 2)
+                       .reshape({B, T, C});
   return resid_dropout->forward(proj->forward(y));
 }
 

@@ -425,6 +425,47 @@ void add_conv_pool(std::vector<OpInfo>& db) {
 
 // batch_norm: inputs (x, running_mean, running_var, weight, bias); outputs y and, when
 // given, the running stats after the call (they are updated in place in training).
+// softmax(q k^T * scale + mask) v in float64 over the inputs' values, one batch index at a
+// time; batch dims of size 1 broadcast, a mask is (L, S) (bool: false = -inf).
+std::vector<double> ref_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
+                                  std::optional<double> scale) {
+  const std::vector<double> qv = q.to_vector(), kv = k.to_vector(), vv = v.to_vector();
+  const std::vector<double> mv = mask.defined() ? mask.to_vector() : std::vector<double>{};
+  const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1);
+  const int64_t N = L * E == 0 ? 0 : q.numel() / (L * E);
+  const int64_t Nk = k.numel() == 0 ? 1 : k.numel() / (S * E);  // 1 (broadcast) or N
+  const double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(E)));
+  std::vector<double> out(static_cast<size_t>(N * L * Ev), 0.0), w(static_cast<size_t>(S));
+  for (int64_t b = 0; b < N; ++b) {
+    const int64_t bk = Nk == 1 ? 0 : b;
+    for (int64_t i = 0; i < L; ++i) {
+      double mx = -kInfD;
+      for (int64_t j = 0; j < S; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < E; ++e) dot += qv[(b * L + i) * E + e] * kv[(bk * S + j) * E + e];
+        double x = dot * sc;
+        if (causal && j > i) x = -kInfD;
+        if (!mv.empty()) x = mask.dtype() == kBool ? (mv[i * S + j] != 0 ? x : -kInfD) : x + mv[i * S + j];
+        w[j] = x;
+        mx = std::max(mx, x);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < S; ++j) sum += (w[j] = std::exp(w[j] - mx));
+      for (int64_t j = 0; j < S; ++j)
+        for (int64_t c = 0; c < Ev; ++c) out[(b * L + i) * Ev + c] += w[j] / sum * vv[(bk * S + j) * Ev + c];
+    }
+  }
+  return out;
+}
+
+// An (L, S) bool mask with some true in every row: (i + 2j) % 3 != 0.
+Tensor attention_mask_pattern(int64_t L, int64_t S) {
+  std::vector<double> m;
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t j = 0; j < S; ++j) m.push_back((i + 2 * j) % 3 != 0 ? 1.0 : 0.0);
+  return gt(tensor(m, {L * S}, kFloat64).reshape({L, S}), 0.5);
+}
+
 Refs ref_batch_norm(const Ts& in, bool training, double momentum, double eps) {
   const Tensor& x = in[0];
   const int64_t B = x.size(0), C = x.size(1), S = x.numel() / std::max<int64_t>(1, B * C);
@@ -558,6 +599,56 @@ void add_nn(std::vector<OpInfo>& db) {
   ln.fwd_tol = {{kFloat32, tol_for(kFloat32, 8)}};  // float32 statistics, then the affine map
   ln.grad_tol = {{kFloat32, {2e-4, 2e-4}}, {kBFloat16, {3e-2, 3e-2}}, {kFloat16, {5e-3, 5e-3}}};
   db.push_back(ln);
+
+  // The fused kernel (same batch dims, no mask) and the composite (masks, broadcast batch).
+  OpInfo sdpa = entry("scaled_dot_product_attention", "", CastPolicy::LowerPrecision, {0, 1, 2}, [](DType dt) {
+    std::vector<Sample> s;
+    auto add = [&](const std::string& desc, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                   bool causal, std::optional<double> scale, bool grad = true) {
+      const int64_t S = k.size(-2), E = q.size(-1);
+      Sample smp = make(
+          desc + (causal ? " causal" : ""), {q, k, v, mask},
+          [=](const Ts& in) { return Ts{scaled_dot_product_attention(in[0], in[1], in[2], in[3], 0.0, causal, scale)}; },
+          [=](const Ts& in) {
+            Shape out(in[0].sizes().begin(), in[0].sizes().end() - 1);
+            out.push_back(in[2].size(-1));
+            return Refs{{out, ref_attention(in[0], in[1], in[2], in[3], causal, scale)}};
+          },
+          acc_of(std::max(S, E), 4.0));
+      smp.gradcheck = grad;
+      s.push_back(std::move(smp));
+    };
+    add("(2, 3, 5, 4) x (2, 3, 6, 4) x (2, 3, 6, 3)", U({2, 3, 5, 4}, dt, -1, 1, 1), U({2, 3, 6, 4}, dt, -1, 1, 2),
+        U({2, 3, 6, 3}, dt, -1, 1, 3), Tensor(), true, std::nullopt);
+    add("(3, 4, 8) x (3, 7, 8) x (3, 7, 5)", U({3, 4, 8}, dt, -1, 1, 4), U({3, 7, 8}, dt, -1, 1, 5),
+        U({3, 7, 5}, dt, -1, 1, 6), Tensor(), false, std::nullopt);
+    add("2-d, scale 0.3", U({5, 4}, dt, -2, 2, 7), U({5, 4}, dt, -2, 2, 8), U({5, 6}, dt, -1, 1, 9), Tensor(), true,
+        0.3);
+    add("more queries than keys", U({1, 7, 4}, dt, -1, 1, 10), U({1, 3, 4}, dt, -1, 1, 11), U({1, 3, 2}, dt, -1, 1, 12),
+        Tensor(), true, std::nullopt);
+    {  // GPT's views: q, k, v selected from one (B, T, 3, H, hd) projection, permuted to (B, H, T, hd)
+      const Tensor heads = U({2, 5, 3, 2, 4}, dt, -1, 1, 13).permute({2, 0, 3, 1, 4});
+      add("strided views of one projection", heads.select(0, 0), heads.select(0, 1), heads.select(0, 2), Tensor(),
+          true, std::nullopt);
+    }
+    add("transposed key", U({2, 6, 4}, dt, -1, 1, 14), Ut({2, 6, 4}, dt, -1, 1, 15), U({2, 6, 4}, dt, -1, 1, 16),
+        Tensor(), false, std::nullopt);
+    add("larger (4, 40, 16)", U({4, 40, 16}, dt, -1, 1, 17), U({4, 40, 16}, dt, -1, 1, 18),
+        U({4, 40, 16}, dt, -1, 1, 19), Tensor(), true, std::nullopt, false);
+    add("bool mask", U({2, 4, 3}, dt, -1, 1, 20), U({2, 5, 3}, dt, -1, 1, 21), U({2, 5, 2}, dt, -1, 1, 22),
+        attention_mask_pattern(4, 5), false, std::nullopt);
+    add("float mask", U({2, 4, 3}, dt, -1, 1, 23), U({2, 5, 3}, dt, -1, 1, 24), U({2, 5, 2}, dt, -1, 1, 25),
+        U({4, 5}, dt, -1, 1, 26), false, std::nullopt);
+    add("broadcast key batch", U({3, 4, 3}, dt, -1, 1, 27), U({1, 5, 3}, dt, -1, 1, 28), U({1, 5, 2}, dt, -1, 1, 29),
+        Tensor(), true, std::nullopt);
+    add("no queries", U({2, 0, 4}, dt, -1, 1, 30), U({2, 3, 4}, dt, -1, 1, 31), U({2, 3, 2}, dt, -1, 1, 32), Tensor(),
+        true, std::nullopt);
+    return s;
+  });
+  // 16-bit: the weights of rounded scores, times rounded values (a softmax, then a product).
+  sdpa.fwd_tol = {{kBFloat16, {0x1p-6, 0x1p-6}}, {kFloat16, {0x1p-9, 0x1p-9}}};
+  sdpa.grad_tol = {{kFloat32, {2e-3, 2e-3}}, {kBFloat16, {6e-2, 6e-2}}, {kFloat16, {1e-2, 1e-2}}};
+  db.push_back(sdpa);
 
   OpInfo bn = entry("batch_norm", "", P, {0, 3, 4}, [](DType dt) {
     std::vector<Sample> s;

@@ -5,9 +5,10 @@
 //   y = softmax(q k^T / sqrt(hd) + mask) v    mask: 0 on and below the diagonal, -inf above
 //   out = proj(merge_heads(y))
 //
-// All heads run in one batched matmul over (B, H) (no per-head loop); the additive mask
-// is built once per (T, dtype) and reused. Under autocast the two matmuls run in 16-bit
-// and the softmax in fp32, as the policy table says.
+// y is one scaled_dot_product_attention(q, k, v, is_causal) over all (B, H): the fused
+// kernel reads q, k and v as strided views of qkv's output, skips the keys above the
+// diagonal and never stores the (T, T) weights (with attention dropout in training, the
+// composite does). Under autocast it runs in 16-bit, as PyTorch's policy says.
 #pragma once
 #include "tensorcast/nn/dropout.h"
 #include "tensorcast/nn/linear.h"
@@ -35,10 +36,6 @@ class CausalSelfAttentionImpl : public Module {
   Linear qkv{nullptr};   // Linear(C, 3C): q, k, v stacked along the output features
   Linear proj{nullptr};  // Linear(C, C)
   Dropout attn_dropout{nullptr}, resid_dropout{nullptr};
-
- private:
-  const Tensor& causal_mask(int64_t T, DType dtype);
-  Tensor mask_;  // (T, T) additive mask, cached for the last (T, dtype)
 };
 TC_MODULE(CausalSelfAttention);
 

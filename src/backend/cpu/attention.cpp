@@ -1,0 +1,338 @@
+// Fused scaled dot product attention (backend/cpu/attention.h).
+//
+// Every inner loop runs along a contiguous float32 row (keys transposed to (E, S) so a
+// score row is E axpy passes over j; values and key rows as (S, E)), compiled for AVX-512
+// and AVX2 as well (TC_SIMD_CLONES). Work splits depend only on the shapes.
+#include "backend/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "backend/cpu/fast_math.h"
+#include "backend/cpu/loops.h"
+#include "backend/cpu/rows.h"
+#include "tensorcast/convert.h"
+#include "tensorcast/parallel.h"
+
+namespace tc::cpu {
+namespace {
+
+// Register-tiled micro-kernels on float32 buffers, written with GCC vector extensions
+// (16 floats: one AVX-512 register, two AVX2 ones) and cloned per ISA (TC_SIMD_CLONES).
+// Each works on a group of kRows query rows so that every load of a key or value row
+// feeds kRows FMAs. Column counts are multiples of 16 (buffers are zero-padded to that).
+constexpr int64_t kRows = 4;
+using v16 = float __attribute__((vector_size(64)));
+using v16u = float __attribute__((vector_size(64), aligned(4), may_alias));  // unaligned access
+
+// Macros rather than functions: a v16 passed by value to a function compiled for the
+// baseline ISA would change the calling convention between clones (GCC's -Wpsabi).
+#define TC_LOAD16(p) (*reinterpret_cast<const v16u*>(p))
+#define TC_STORE16(p, v) (*reinterpret_cast<v16u*>(p) = (v))
+
+// s[r][c] = sum_{e < K} a[r][e] bt[e][c] for r < kRows, c < ncols.
+TC_SIMD_CLONES void tile_products(const float* a, int64_t lda, const float* bt, int64_t ldb, int64_t K, int64_t ncols,
+                                  float* s, int64_t lds) {
+  int64_t c = 0;
+  for (; c + 32 <= ncols; c += 32) {
+    v16 acc[kRows][2] = {};
+    for (int64_t e = 0; e < K; ++e) {
+      const v16 x0 = TC_LOAD16(bt + e * ldb + c), x1 = TC_LOAD16(bt + e * ldb + c + 16);
+      for (int64_t r = 0; r < kRows; ++r) {
+        const float w = a[r * lda + e];
+        acc[r][0] += w * x0;
+        acc[r][1] += w * x1;
+      }
+    }
+    for (int64_t r = 0; r < kRows; ++r) {
+      TC_STORE16(s + r * lds + c, acc[r][0]);
+      TC_STORE16(s + r * lds + c + 16, acc[r][1]);
+    }
+  }
+  for (; c < ncols; c += 16) {
+    v16 acc[kRows] = {};
+    for (int64_t e = 0; e < K; ++e) {
+      const v16 x = TC_LOAD16(bt + e * ldb + c);
+      for (int64_t r = 0; r < kRows; ++r) acc[r] += a[r * lda + e] * x;
+    }
+    for (int64_t r = 0; r < kRows; ++r) TC_STORE16(s + r * lds + c, acc[r]);
+  }
+}
+
+// o[r][c] += sum_{j < m} w[r][j] x[j][c] for r < kRows, c < ncols.
+TC_SIMD_CLONES void tile_accumulate(const float* w, int64_t ldw, int64_t m, const float* x, int64_t ldx, int64_t ncols,
+                                    float* o, int64_t ldo) {
+  int64_t c = 0;
+  for (; c + 32 <= ncols; c += 32) {
+    v16 acc[kRows][2];
+    for (int64_t r = 0; r < kRows; ++r) {
+      acc[r][0] = TC_LOAD16(o + r * ldo + c);
+      acc[r][1] = TC_LOAD16(o + r * ldo + c + 16);
+    }
+    for (int64_t j = 0; j < m; ++j) {
+      const v16 x0 = TC_LOAD16(x + j * ldx + c), x1 = TC_LOAD16(x + j * ldx + c + 16);
+      for (int64_t r = 0; r < kRows; ++r) {
+        const float a = w[r * ldw + j];
+        acc[r][0] += a * x0;
+        acc[r][1] += a * x1;
+      }
+    }
+    for (int64_t r = 0; r < kRows; ++r) {
+      TC_STORE16(o + r * ldo + c, acc[r][0]);
+      TC_STORE16(o + r * ldo + c + 16, acc[r][1]);
+    }
+  }
+  for (; c < ncols; c += 16) {
+    v16 acc[kRows];
+    for (int64_t r = 0; r < kRows; ++r) acc[r] = TC_LOAD16(o + r * ldo + c);
+    for (int64_t j = 0; j < m; ++j) {
+      const v16 xv = TC_LOAD16(x + j * ldx + c);
+      for (int64_t r = 0; r < kRows; ++r) acc[r] += w[r * ldw + j] * xv;
+    }
+    for (int64_t r = 0; r < kRows; ++r) TC_STORE16(o + r * ldo + c, acc[r]);
+  }
+}
+
+// y[j][c] += sum_{r < kRows} w[r][j] z[r][c] for j < m, c < ncols (a rank-kRows update).
+TC_SIMD_CLONES void tile_update(const float* w, int64_t ldw, int64_t m, const float* z, int64_t ldz, int64_t ncols,
+                                float* y, int64_t ldy) {
+  for (int64_t c = 0; c < ncols; c += 16) {
+    v16 zr[kRows];
+    for (int64_t r = 0; r < kRows; ++r) zr[r] = TC_LOAD16(z + r * ldz + c);
+    for (int64_t j = 0; j < m; ++j) {
+      v16 acc = TC_LOAD16(y + j * ldy + c);
+      for (int64_t r = 0; r < kRows; ++r) acc += w[r * ldw + j] * zr[r];
+      TC_STORE16(y + j * ldy + c, acc);
+    }
+  }
+}
+
+TC_SIMD_CLONES void scale_row(float* x, float a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= a;
+}
+
+int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+
+// A (..., rows, cols) tensor: the element offset of each batch index, and row/col strides.
+struct MatrixView {
+  char* base = nullptr;
+  DType dtype = kFloat32;
+  int64_t es = 4, row_stride = 0, col_stride = 1, cols = 0;
+  std::vector<int64_t> batch_offset;
+
+  explicit MatrixView(const Tensor& t)
+      : base(static_cast<char*>(t.raw_data())),
+        dtype(t.dtype()),
+        es(static_cast<int64_t>(element_size(t.dtype()))),
+        row_stride(t.stride(-2)),
+        col_stride(t.stride(-1)),
+        cols(t.size(-1)) {
+    const int64_t nb = t.dim() - 2;
+    int64_t n = 1;
+    for (int64_t d = 0; d < nb; ++d) n *= t.size(d);
+    batch_offset.resize(static_cast<size_t>(n));
+    for (int64_t b = 0; b < n; ++b) {
+      int64_t rem = b, off = 0;
+      for (int64_t d = nb - 1; d >= 0; --d) {
+        off += (rem % t.size(d)) * t.stride(d);
+        rem /= t.size(d);
+      }
+      batch_offset[static_cast<size_t>(b)] = off;
+    }
+  }
+  char* row(int64_t b, int64_t r) const {
+    return base + (batch_offset[static_cast<size_t>(b)] + r * row_stride) * es;
+  }
+  void load(int64_t b, int64_t r, float* dst) const {
+    const char* src = row(b, r);
+    if (col_stride == 1 && dtype == kFloat32) {
+      std::memcpy(dst, src, static_cast<size_t>(cols) * sizeof(float));
+    } else if (col_stride == 1 && dtype == kBFloat16) {
+      bf16_to_float(reinterpret_cast<const BFloat16*>(src), dst, cols);
+    } else if (col_stride == 1 && dtype == kFloat16) {
+      half_to_float(reinterpret_cast<const Half*>(src), dst, cols);
+    } else {
+      load_block<float>(src, col_stride * es, dtype, dst, cols);
+    }
+  }
+  void store(int64_t b, int64_t r, const float* src) const {
+    char* dst = row(b, r);
+    if (col_stride == 1 && dtype == kFloat32) {
+      std::memcpy(dst, src, static_cast<size_t>(cols) * sizeof(float));
+    } else if (col_stride == 1 && dtype == kBFloat16) {
+      float_to_bf16(src, reinterpret_cast<BFloat16*>(dst), cols);
+    } else if (col_stride == 1 && dtype == kFloat16) {
+      float_to_half(src, reinterpret_cast<Half*>(dst), cols);
+    } else {
+      store_block<float>(src, dst, col_stride * es, dtype, cols);
+    }
+  }
+};
+
+// Rows [0, n) of x (n x cols) as float32, row-major, and optionally transposed (cols x n).
+// Rows [0, n) of x as float32: row-major with leading dim ldr (columns past x.cols zero),
+// and, when `transposed` is given, as x.cols rows of ldt (columns past n zero).
+void load_rows(const MatrixView& x, int64_t b, int64_t n, float* rows, int64_t ldr, float* transposed, int64_t ldt) {
+  for (int64_t j = 0; j < n; ++j) {
+    float* r = rows + j * ldr;
+    x.load(b, j, r);
+    std::fill(r + x.cols, r + ldr, 0.f);
+  }
+  if (!transposed) return;
+  constexpr int64_t kTile = 16;  // transposed in tiles that stay in L1 both ways
+  for (int64_t j0 = 0; j0 < n; j0 += kTile)
+    for (int64_t e0 = 0; e0 < x.cols; e0 += kTile)
+      for (int64_t e = e0; e < std::min(x.cols, e0 + kTile); ++e)
+        for (int64_t j = j0; j < std::min(n, j0 + kTile); ++j) transposed[e * ldt + j] = rows[j * ldr + e];
+  for (int64_t e = 0; e < x.cols; ++e) std::fill(transposed + e * ldt + n, transposed + (e + 1) * ldt, 0.f);
+}
+
+int64_t visible(bool causal, int64_t i, int64_t S) { return causal ? std::min(S, i + 1) : S; }
+
+// Per-thread float32 scratch (reused across calls: no allocation once warm).
+float* buffer(int which, int64_t n) {
+  thread_local std::vector<float> bufs[12];
+  std::vector<float>& v = bufs[which];
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+// A group of up to kRows query rows starting at i0: each row's visible key count, the
+// largest, and the columns the tiles compute (rounded up to 16).
+struct RowGroup {
+  int64_t rows, m[kRows], m_max = 0, cols = 0;
+  RowGroup(int64_t i0, int64_t L, int64_t S, bool causal) : rows(std::min(kRows, L - i0)) {
+    for (int64_t r = 0; r < kRows; ++r) {
+      m[r] = r < rows ? visible(causal, i0 + r, S) : 0;
+      m_max = std::max(m_max, m[r]);
+    }
+    cols = round16(m_max);
+  }
+};
+
+// Loads the group's rows of x (rows past the group are zero) into buf (kRows x ld), times a.
+void load_group(const MatrixView& x, int64_t b, int64_t i0, const RowGroup& g, float a, float* buf, int64_t ld) {
+  std::fill(buf, buf + kRows * ld, 0.f);
+  for (int64_t r = 0; r < g.rows; ++r) {
+    x.load(b, i0 + r, buf + r * ld);
+    if (a != 1.f) scale_row(buf + r * ld, a, x.cols);
+  }
+}
+
+}  // namespace
+
+void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                  double scale, bool causal) {
+  const MatrixView Q(q), K(k), V(v), O(out);
+  const int64_t N = static_cast<int64_t>(Q.batch_offset.size());
+  const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1), Evp = round16(Ev);
+  float* lse_p = lse.data_ptr<float>();
+  constexpr int64_t kBlock = 128;  // query rows that share one widened copy of their keys and values
+  const int64_t blocks = (L + kBlock - 1) / kBlock;
+  parallel_for(0, N * blocks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / blocks, i0 = (t % blocks) * kBlock, i1 = std::min(L, i0 + kBlock);
+      const int64_t n = causal ? std::min(S, i1) : S, ldk = round16(n);  // keys any row of the block sees
+      float* kr = buffer(0, n * E);
+      float* kt = buffer(1, E * ldk);
+      float* vr = buffer(2, n * Evp);
+      float* qs = buffer(3, kRows * E);
+      float* p = buffer(4, kRows * ldk);
+      float* o = buffer(5, kRows * Evp);
+      load_rows(K, b, n, kr, E, kt, ldk);
+      load_rows(V, b, n, vr, Evp, nullptr, 0);
+      for (int64_t g0 = i0; g0 < i1; g0 += kRows) {
+        const RowGroup g(g0, i1, S, causal);
+        load_group(Q, b, g0, g, static_cast<float>(scale), qs, E);
+        tile_products(qs, E, kt, ldk, E, g.cols, p, ldk);
+        for (int64_t r = 0; r < kRows; ++r) {  // p := softmax over the visible keys, 0 past them
+          float* pr = p + r * ldk;
+          const int64_t m = g.m[r];
+          if (m > 0) {
+            const float mx = row_max(pr, m);
+            const float l = exp_shifted(pr, pr, m, mx, 0.f, 1.f);
+            scale_row(pr, 1.f / l, m);
+            if (r < g.rows) lse_p[b * L + g0 + r] = mx + std::log(l);
+          } else if (r < g.rows) {
+            lse_p[b * L + g0 + r] = -std::numeric_limits<float>::infinity();
+          }
+          std::fill(pr + m, pr + g.cols, 0.f);
+        }
+        std::fill(o, o + kRows * Evp, 0.f);
+        tile_accumulate(p, ldk, g.m_max, vr, Evp, Evp, o, Evp);
+        for (int64_t r = 0; r < g.rows; ++r) O.store(b, g0 + r, o + r * Evp);
+      }
+    }
+  });
+}
+
+void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
+                   const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double scale, bool causal) {
+  const MatrixView Q(q), K(k), V(v), O(out), G(g);
+  std::optional<MatrixView> DQ, DK, DV;
+  if (dq.defined()) DQ.emplace(dq);
+  if (dk.defined()) DK.emplace(dk);
+  if (dv.defined()) DV.emplace(dv);
+  const int64_t N = static_cast<int64_t>(Q.batch_offset.size());
+  const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1);
+  const int64_t Ep = round16(E), Evp = round16(Ev), lds = round16(S);
+  const float* lse_p = lse.data_ptr<float>();
+  const float sc = static_cast<float>(scale);
+  // One batch index per task: its dk and dv sum over every query row.
+  parallel_for(0, N, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      float* kr = buffer(0, S * Ep);
+      float* kt = buffer(1, E * lds);
+      float* vr = buffer(2, S * Evp);
+      float* vt = buffer(3, Ev * lds);
+      float* dkr = buffer(4, S * Ep);
+      float* dvr = buffer(5, S * Evp);
+      float* qs = buffer(6, kRows * Ep);
+      float* go = buffer(7, kRows * Evp);
+      float* o = buffer(8, kRows * Evp);
+      float* p = buffer(9, kRows * lds);
+      float* ds = buffer(10, kRows * lds);
+      float* dqr = buffer(11, kRows * Ep);
+      load_rows(K, b, S, kr, Ep, kt, lds);
+      load_rows(V, b, S, vr, Evp, vt, lds);
+      std::fill(dkr, dkr + S * Ep, 0.f);
+      std::fill(dvr, dvr + S * Evp, 0.f);
+      for (int64_t g0 = 0; g0 < L; g0 += kRows) {
+        const RowGroup grp(g0, L, S, causal);
+        load_group(Q, b, g0, grp, sc, qs, Ep);
+        load_group(G, b, g0, grp, 1.f, go, Evp);
+        load_group(O, b, g0, grp, 1.f, o, Evp);
+        tile_products(qs, Ep, kt, lds, E, grp.cols, p, lds);   // the forward's scores
+        tile_products(go, Evp, vt, lds, Ev, grp.cols, ds, lds);  // dp_j = g . v_j
+        for (int64_t r = 0; r < kRows; ++r) {
+          float* pr = p + r * lds;
+          float* dsr = ds + r * lds;
+          const int64_t m = grp.m[r];
+          if (m > 0) {
+            (void)exp_shifted(pr, pr, m, lse_p[b * L + g0 + r], 0.f, 1.f);  // the forward's probabilities
+            const float D = row_dot(go + r * Evp, o + r * Evp, Ev);       // sum_j p_j dp_j
+            for (int64_t j = 0; j < m; ++j) dsr[j] = pr[j] * (dsr[j] - D);
+          }
+          std::fill(pr + m, pr + grp.cols, 0.f);
+          std::fill(dsr + m, dsr + grp.cols, 0.f);
+        }
+        tile_update(p, lds, grp.m_max, go, Evp, Evp, dvr, Evp);  // dv_j += p_j g
+        tile_update(ds, lds, grp.m_max, qs, Ep, Ep, dkr, Ep);    // dk_j += ds_j (scale q)
+        std::fill(dqr, dqr + kRows * Ep, 0.f);
+        tile_accumulate(ds, lds, grp.m_max, kr, Ep, Ep, dqr, Ep);  // dq = scale sum_j ds_j k_j
+        for (int64_t r = 0; DQ && r < grp.rows; ++r) {
+          scale_row(dqr + r * Ep, sc, E);
+          DQ->store(b, g0 + r, dqr + r * Ep);
+        }
+      }
+      for (int64_t j = 0; DK && j < S; ++j) DK->store(b, j, dkr + j * Ep);
+      for (int64_t j = 0; DV && j < S; ++j) DV->store(b, j, dvr + j * Evp);
+    }
+  });
+}
+
+}  // namespace tc::cpu

@@ -1,0 +1,28 @@
+// Internal: fused scaled dot product attention, forward and backward (FlashAttention's
+// algorithm for a CPU core's caches).
+//
+// Per (batch, query block) the keys and values a block can see are widened to float32
+// once, a query row's scores s = (scale q) k^T are computed, softmaxed and multiplied by v
+// without the (L, S) score matrix ever existing in memory; under is_causal a row reads only
+// the keys j <= i (PyTorch's top-left causal mask), so the half of the products above the
+// diagonal is never computed. The forward saves each row's log-sum-exp; the backward
+// recomputes the probabilities from it (FlashAttention-2's backward) rather than reading a
+// saved (L, S) matrix. 16-bit data computes in float32 and each output rounds once.
+#pragma once
+#include "core/tensor_impl.h"
+
+namespace tc::cpu {
+
+// q (..., L, E), k (..., S, E), v (..., S, Ev), out (..., L, Ev): one floating dtype (not
+// float64), the same batch dims, any strides. lse: contiguous float32 (batch, L), written
+// for the backward (log of each row's softmax denominator, scores included).
+void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                  double scale, bool causal);
+
+// Gradients of the forward above for the incoming gradient g (out's shape): dq, dk, dv
+// (each undefined when not wanted, else q's/k's/v's shape and dtype, any strides; written
+// entirely). out and lse are the forward's.
+void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
+                   const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double scale, bool causal);
+
+}  // namespace tc::cpu

@@ -1,0 +1,138 @@
+// scaled_dot_product_attention beyond the op table (which checks small samples against a
+// float64 loop and gradchecks them in every dtype): the fused kernel against the composite
+// (forced by a mask that changes nothing) and against float64 at GPT's real shapes, forward
+// and backward; the output layout that makes merging heads a view; no (L, S) buffer;
+// autocast; error messages.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/testing.h"
+#include "tensorcast/allocator.h"
+
+namespace tc {
+namespace {
+
+using testing::all_close;
+using testing::uniform;
+
+// A mask that selects the composite without changing the result: causal as a bool
+// tril(L, S), else all-true.
+Tensor neutral_mask(int64_t L, int64_t S, bool causal) {
+  const Tensor i = arange(static_cast<double>(L), kInt64).unsqueeze(1), j = arange(static_cast<double>(S), kInt64).unsqueeze(0);
+  return causal ? le(j, i) : ge(j + i, 0.0);
+}
+
+struct Result {
+  Tensor out, dq, dk, dv;
+};
+
+Result run(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& g, bool causal, bool composite) {
+  Tensor q = q0.detach().requires_grad_(), k = k0.detach().requires_grad_(), v = v0.detach().requires_grad_();
+  const Tensor mask = composite ? neutral_mask(q.size(-2), k.size(-2), causal) : Tensor();
+  Tensor out = scaled_dot_product_attention(q, k, v, mask, 0.0, causal && !composite);
+  (out * g.to(out.dtype())).sum().backward();
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+// Both paths at GPT's shapes (B=2, H=4, T=128, hd=64) and odd ones, every dtype: the fused
+// result against the float64 composite, as close as the composite in the same dtype is.
+TEST(Sdpa, FusedMatchesCompositeAndFloat64) {
+  struct Case {
+    Shape q, k, v;
+    bool causal;
+  };
+  for (const Case& c : {Case{{2, 4, 128, 64}, {2, 4, 128, 64}, {2, 4, 128, 64}, true},
+                        Case{{3, 37, 24}, {3, 53, 24}, {3, 53, 40}, false},
+                        Case{{2, 61, 16}, {2, 29, 16}, {2, 29, 8}, true}}) {
+    const Tensor q = uniform(c.q, kFloat64, -2, 2, 1), k = uniform(c.k, kFloat64, -2, 2, 2),
+                 v = uniform(c.v, kFloat64, -1, 1, 3);
+    Shape os = c.q;
+    os.back() = c.v.back();
+    const Tensor g = uniform(os, kFloat64, -1, 1, 4);
+    const Result ref = run(q, k, v, g, c.causal, true);  // float64: the composite
+    for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
+      const Result fused = run(q.to(dt), k.to(dt), v.to(dt), g, c.causal, false);
+      const Result comp = run(q.to(dt), k.to(dt), v.to(dt), g, c.causal, true);
+      auto err = [](const Tensor& a, const Tensor& b) {
+        double m = 0;
+        const std::vector<double> x = a.to_vector(), y = b.to_vector();
+        for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+        return m;
+      };
+      const std::pair<Tensor, Tensor> pairs[] = {
+          {fused.out, ref.out}, {fused.dq, ref.dq}, {fused.dk, ref.dk}, {fused.dv, ref.dv}};
+      const std::pair<Tensor, Tensor> comp_pairs[] = {
+          {comp.out, ref.out}, {comp.dq, ref.dq}, {comp.dk, ref.dk}, {comp.dv, ref.dv}};
+      const char* names[] = {"out", "dq", "dk", "dv"};
+      for (int t = 0; t < 4; ++t) {
+        const double e_fused = err(pairs[t].first, pairs[t].second);
+        const double e_comp = err(comp_pairs[t].first, comp_pairs[t].second);
+        const double scale = err(zeros_like(pairs[t].second), pairs[t].second);
+        // The fused kernel rounds once per output; the composite rounds scores, weights and
+        // products in `dt`: the fused error is at most the composite's (plus float32 noise).
+        EXPECT_LE(e_fused, std::max(1.5 * e_comp, 1e-5 * scale))
+            << shape_str(c.q) << " " << dtype_name(dt) << " " << names[t] << ": fused " << e_fused << ", composite "
+            << e_comp;
+        EXPECT_EQ(pairs[t].first.dtype(), dt);
+      }
+    }
+  }
+}
+
+TEST(Sdpa, OutputMergesHeadsWithoutACopy) {
+  const Tensor q = uniform({2, 4, 16, 8}, kFloat32, -1, 1, 5);
+  const Tensor out = scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true);
+  EXPECT_EQ(out.sizes(), (Shape{2, 4, 16, 8}));
+  EXPECT_TRUE(out.transpose(1, 2).is_contiguous());  // memory (B, T, H, hd)
+  const int64_t before = memory_stats().allocation_count;
+  const Tensor merged = out.transpose(1, 2).reshape({2, 16, 32});
+  EXPECT_EQ(memory_stats().allocation_count, before);
+  EXPECT_TRUE(merged.is_same(merged));
+}
+
+TEST(Sdpa, FusedKeepsNoScoreMatrix) {
+  // (B*H) * T * T float32 scores would be 64 MiB here; the fused forward allocates the
+  // output and the (B*H, T) float32 log-sum-exp the backward starts from, nothing else.
+  const Tensor q = uniform({4, 4, 1024, 16}, kBFloat16, -1, 1, 6).requires_grad_();
+  reset_peak_memory_stats();
+  const int64_t base = memory_stats().current_bytes;
+  const Tensor out = scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true);
+  EXPECT_EQ(memory_stats().peak_bytes - base, 4 * 4 * 1024 * 16 * 2 + 4 * 4 * 1024 * 4);
+}
+
+TEST(Sdpa, AutocastRunsIn16Bit) {
+  const Tensor q = uniform({2, 5, 4}, kFloat32, -1, 1, 7);
+  amp::AutocastGuard autocast(kCPU, kBFloat16);
+  EXPECT_EQ(scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true).dtype(), kBFloat16);
+}
+
+TEST(Sdpa, DropoutKeepsExpectation) {
+  // The composite with dropout: E[out] is the undropped output (weights scaled by 1/(1-p)).
+  manual_seed(3);
+  const Tensor q = uniform({1, 4, 8}, kFloat64, -1, 1, 8), v = uniform({1, 4, 8}, kFloat64, -1, 1, 9);
+  const Tensor plain = scaled_dot_product_attention(q, q, v);
+  Tensor mean = zeros_like(plain);
+  const int n = 4000;
+  for (int i = 0; i < n; ++i) mean = mean + scaled_dot_product_attention(q, q, v, Tensor(), 0.25);
+  EXPECT_TRUE(all_close(mean / n, plain.to_vector(), {0.05, 0.0}));
+}
+
+TEST(Sdpa, ErrorMessages) {
+  const Tensor q = uniform({2, 3, 4}, kFloat32, -1, 1, 10);
+  TC_EXPECT_ERROR(scaled_dot_product_attention(q, q.to(kBFloat16), q),
+                  "[scaled_dot_product_attention] expected query, key and value to have the same dtype, got float32, "
+                  "bfloat16 and float32");
+  TC_EXPECT_ERROR(scaled_dot_product_attention(q, uniform({2, 3, 5}, kFloat32, -1, 1, 1), q),
+                  "must have the same embedding size");
+  TC_EXPECT_ERROR(scaled_dot_product_attention(q, q, uniform({2, 4, 4}, kFloat32, -1, 1, 1)),
+                  "must have the same sequence length");
+  TC_EXPECT_ERROR(scaled_dot_product_attention(q, q, q, ones({3, 3}), 0.0, true),
+                  "an explicit attn_mask should not be set when is_causal=true");
+  TC_EXPECT_ERROR(scaled_dot_product_attention(q, q, q, Tensor(), 1.0), "dropout_p must be in [0, 1), got 1");
+  TC_EXPECT_ERROR(scaled_dot_product_attention(q.select(0, 0).select(0, 0), q, q), "at least 2 dims");
+  TC_EXPECT_ERROR(scaled_dot_product_attention(q, q, q, ones({3, 3}, kInt64)), "expected a bool or floating attn_mask");
+}
+
+}  // namespace
+}  // namespace tc
