@@ -30,8 +30,8 @@ BenchResult run_bench(const BenchConfig& cfg) {
   const Precision prec = resolve_precision(cfg.precision);
   const bool use_scaler = prec.compute == tc::kFloat16 && cfg.scaler && !cfg.inference;
   tc::manual_seed(0);
-  Model model = build_model(cfg.model);
-  const tc::data::Example batch = synthetic_batch(cfg.model, cfg.batch_size);
+  Model model = build_model(cfg.model, cfg.size);
+  const tc::data::Example batch = synthetic_batch(cfg.model, cfg.batch_size, cfg.size);
   std::vector<tc::Tensor> params = model.module->parameters();
   tc::optim::AdamW optimizer(params, tc::optim::AdamWOptions(1e-3).weight_decay(0.0));
   tc::amp::GradScaler scaler(tc::amp::GradScalerOptions().enabled(use_scaler));
@@ -108,6 +108,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
     r.profile_table = prof.table(40, cfg.steps);
   }
   r.model = cfg.model;
+  r.size = cfg.size;
   r.precision = prec.name;
   r.batch_size = cfg.batch_size;
   r.steps = cfg.steps;
@@ -145,6 +146,9 @@ std::string bench_json(const BenchResult& r) {
       .add("samples_per_s", r.samples_per_s)
       .add("threads", tc::get_num_threads());
   if (const std::string g = gemm16_path(r.precision); !g.empty()) o.add("gemm16", g);
+  if (r.size.width > 0) o.add("width", r.size.width);
+  if (r.size.layers > 0) o.add("layers", r.size.layers);
+  if (r.size.context > 0) o.add("context", r.size.context);
   if (r.world_size > 1)
     o.add("world_size", r.world_size)
         .add("buckets", r.buckets)
@@ -282,6 +286,12 @@ int cmd_bench(int argc, char** argv) {
   p.choice("--model", &c.model, {"cnn", "mlp", "mlp-large", "gpt"}, "model (default cnn)");
   p.choice("--precision", &c.precision, {"auto", "fp32", "bf16", "fp16"}, "compute precision (default auto)");
   p.positive_int("--batch-size", &c.batch_size, "B", "batch size (default 128)");
+  p.positive_int("--width", &c.size.width, "W",
+                 "mlp-large: Linear(W,4W)-GELU-Linear(4W,W)-GELU-Linear(W,10) (default 1024); gpt: width W,\n"
+                 "W/64 heads (default 256); for scaling benchmarks",
+                 16384);
+  p.positive_int("--layers", &c.size.layers, "N", "gpt: transformer blocks (default 4)", 256);
+  p.positive_int("--context", &c.size.context, "T", "gpt: sequence length (default 128)", 65536);
   p.positive_int("--steps", &c.steps, "N", "timed steps (default 20)");
   p.nonnegative_int("--warmup", &c.warmup, "N", "untimed warm-up steps first (default 3)");
   p.flag("--inference", &c.inference, "time forward passes only (no gradients)");

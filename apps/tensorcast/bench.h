@@ -1,5 +1,6 @@
 // Timing whole training steps (or forward passes) of the CLI's models on synthetic data.
 #pragma once
+#include "models.h"
 #include <tensorcast/profiler.h>
 
 #include <cstdint>
@@ -15,10 +16,12 @@ struct BenchConfig {
   bool profile = false;      // then also run `steps` more steps under tc::profiler
   bool distributed = false;  // under mpirun: DistributedDataParallel, batch_size per process
   int64_t bucket_cap_bytes = int64_t{25} << 20;
+  ModelSize size;  // --width/--layers/--context (scaling benchmarks); default: the model's own
 };
 
 struct BenchResult {
   std::string model, precision;
+  ModelSize size;
   int64_t batch_size = 0, steps = 0;
   bool inference = false, scaler = false;
   double ms_per_step = 0;  // median

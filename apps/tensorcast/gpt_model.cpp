@@ -3,10 +3,18 @@
 
 #include <tensorcast/nn/gpt.h>
 
+#include <algorithm>
+
 namespace tcli {
 
-GptHandle make_gpt() {
-  tc::nn::GPT gpt(tc::nn::GPTConfig().vocab_size(256).context(128).layers(4).heads(4).width(256).dropout(0.0));
+GptHandle make_gpt(int64_t width, int64_t layers, int64_t context) {
+  tc::nn::GPT gpt(tc::nn::GPTConfig()
+                      .vocab_size(256)
+                      .context(context)
+                      .layers(layers)
+                      .heads(std::max<int64_t>(1, width / 64))
+                      .width(width)
+                      .dropout(0.0));
   return {gpt.ptr(), [gpt](const tc::Tensor& idx) { return gpt->forward(idx); }};
 }
 

@@ -12,6 +12,7 @@ struct GptHandle {
   std::shared_ptr<tc::nn::Module> module;
   std::function<tc::Tensor(const tc::Tensor&)> forward;  // int64 (B, T) -> logits (B, T, 256)
 };
-GptHandle make_gpt();
+// width 256, 4 layers, context 128 unless given; heads = width / 64.
+GptHandle make_gpt(int64_t width = 256, int64_t layers = 4, int64_t context = 128);
 
 }  // namespace tcli

@@ -32,7 +32,11 @@ Model sequential(std::string name, nn::Sequential net, std::string description) 
 
 }  // namespace
 
-Model build_model(const std::string& name) {
+Model build_model(const std::string& name, const ModelSize& size) {
+  if (!size.is_default() && name != "mlp-large" && name != "gpt")
+    throw tc::Error("[cli] --width, --layers and --context apply to mlp-large and gpt, not " + name);
+  if (size.layers != 0 && name != "gpt") throw tc::Error("[cli] --layers applies to gpt only");
+  if (size.context != 0 && name != "gpt") throw tc::Error("[cli] --context applies to gpt only");
   if (name == "cnn")
     return sequential(name,
                       nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
@@ -44,22 +48,27 @@ Model build_model(const std::string& name) {
                       nn::Sequential(nn::Flatten(), nn::Linear(784, 512), nn::ReLU(), nn::Linear(512, 512), nn::ReLU(),
                                      nn::Linear(512, 10)),
                       "MLP 784-512-512-10");
-  if (name == "mlp-large")
+  if (name == "mlp-large") {
+    const int64_t w = size.width > 0 ? size.width : 1024;
     return sequential(
-        name,
-        nn::Sequential(nn::Linear(1024, 4096), nn::GELU(), nn::Linear(4096, 1024), nn::GELU(), nn::Linear(1024, 10)),
-        "MLP 1024-4096-1024-10 (GELU)");
+        name, nn::Sequential(nn::Linear(w, 4 * w), nn::GELU(), nn::Linear(4 * w, w), nn::GELU(), nn::Linear(w, 10)),
+        "MLP " + std::to_string(w) + "-" + std::to_string(4 * w) + "-" + std::to_string(w) + "-10 (GELU)");
+  }
   if (name == "gpt") {
     Model m;
     m.name = name;
-    auto gpt = make_gpt();
+    const int64_t w = size.width > 0 ? size.width : 256, layers = size.layers > 0 ? size.layers : 4,
+                  ctx = size.context > 0 ? size.context : kGptContext;
+    if (w % 64 != 0) throw tc::Error("[cli] gpt --width must be a multiple of 64 (heads of 64), got " + std::to_string(w));
+    auto gpt = make_gpt(w, layers, ctx);
     m.module = gpt.module;
     m.forward = gpt.forward;
     m.forward_hooked = [f = gpt.forward](const tc::Tensor& x, const Model::LayerHook& hook) {
       return hook("logits", f(x));
     };
     m.language_model = true;
-    m.description = "GPT bytes, context 128, 4 layers x 4 heads, width 256";
+    m.description = "GPT bytes, context " + std::to_string(ctx) + ", " + std::to_string(layers) + " layers x " +
+                    std::to_string(w / 64) + " heads, width " + std::to_string(w);
     return m;
   }
   throw tc::Error("[cli] unknown model '" + name + "' (use cnn, mlp, mlp-large or gpt)");
@@ -73,11 +82,14 @@ tc::Tensor model_loss(const Model& model, const tc::Tensor& logits, const tc::Te
   return tc::cross_entropy(logits, target);
 }
 
-tc::data::Example synthetic_batch(const std::string& name, int64_t batch_size) {
+tc::data::Example synthetic_batch(const std::string& name, int64_t batch_size, const ModelSize& size) {
   if (name == "cnn" || name == "mlp") return {tc::randn({batch_size, 1, 28, 28}), tc::randint(0, 10, {batch_size})};
-  if (name == "mlp-large") return {tc::randn({batch_size, 1024}), tc::randint(0, 10, {batch_size})};
-  if (name == "gpt")
-    return {tc::randint(0, 256, {batch_size, kGptContext}), tc::randint(0, 256, {batch_size, kGptContext})};
+  if (name == "mlp-large")
+    return {tc::randn({batch_size, size.width > 0 ? size.width : 1024}), tc::randint(0, 10, {batch_size})};
+  if (name == "gpt") {
+    const int64_t ctx = size.context > 0 ? size.context : kGptContext;
+    return {tc::randint(0, 256, {batch_size, ctx}), tc::randint(0, 256, {batch_size, ctx})};
+  }
   throw tc::Error("[cli] unknown model '" + name + "' (use cnn, mlp, mlp-large or gpt)");
 }
 

@@ -31,14 +31,23 @@ struct Model {
   std::string description;      // one line, for logs
 };
 
+// Other sizes of mlp-large and gpt, for scaling benchmarks (`tensorcast bench --width
+// --layers --context`); 0 keeps the shape above. mlp-large of width W:
+// Linear(W,4W)-GELU-Linear(4W,W)-GELU-Linear(W,10) on (B,W); gpt of width W has W/64 heads
+// (4 at 256).
+struct ModelSize {
+  int64_t width = 0, layers = 0, context = 0;
+  bool is_default() const { return width == 0 && layers == 0 && context == 0; }
+};
+
 const std::vector<std::string>& model_names();  // cnn, mlp, mlp-large, gpt
-Model build_model(const std::string& name);
+Model build_model(const std::string& name, const ModelSize& size = {});
 
 // Cross-entropy of the model's logits (flattening (B,T,V) for the language model).
 tc::Tensor model_loss(const Model& model, const tc::Tensor& logits, const tc::Tensor& target);
 
 // A random batch of the model's input shape and targets, for benchmarks.
-tc::data::Example synthetic_batch(const std::string& name, int64_t batch_size);
+tc::data::Example synthetic_batch(const std::string& name, int64_t batch_size, const ModelSize& size = {});
 
 inline constexpr int64_t kGptContext = 128;
 

@@ -57,6 +57,10 @@ import torch.nn.functional as F
 
 DEFAULT_BATCH = {"mlp": 128, "cnn": 128, "mlp-large": 256, "gpt": 16}
 GPT_CONTEXT = 128
+# --width/--layers/--context (scaling benchmarks; 0 = the default shape), as `tensorcast bench`:
+# mlp-large of width W is Linear(W,4W)-GELU-Linear(4W,W)-GELU-Linear(W,10) on (B,W); gpt of
+# width W has W/64 heads.
+SIZE = {"width": 0, "layers": 0, "context": 0}
 
 
 class CausalSelfAttention(nn.Module):
@@ -75,7 +79,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).view(B, T, 3, H, hd).permute(2, 0, 3, 1, 4).unbind(0)
         if self.attention == "sdpa":
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:  # the same math tensorcast does: matmul, scale, additive -inf mask, softmax, matmul
+        else:  # explicit math (tensorcast before its fused attention): matmul, scale, additive -inf mask, softmax, matmul
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
             if self.mask is None or self.mask.shape[0] != T:
                 self.mask = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
@@ -124,9 +128,12 @@ def build_model(name, attention):
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                              nn.Linear(512, 10))
     if name == "mlp-large":
-        return nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024), nn.GELU(), nn.Linear(1024, 10))
+        w = SIZE["width"] or 1024
+        return nn.Sequential(nn.Linear(w, 4 * w), nn.GELU(), nn.Linear(4 * w, w), nn.GELU(), nn.Linear(w, 10))
     if name == "gpt":
-        return GPT(attention=attention)
+        w = SIZE["width"] or 256
+        return GPT(context=SIZE["context"] or GPT_CONTEXT, layers=SIZE["layers"] or 4, heads=max(1, w // 64), width=w,
+                   attention=attention)
     raise SystemExit(f"pytorch_amp.py: unknown model '{name}' (use mlp, mlp-large, cnn or gpt)")
 
 
@@ -134,8 +141,9 @@ def synthetic_batch(name, B):
     if name in ("cnn", "mlp"):
         return torch.randn(B, 1, 28, 28), torch.randint(0, 10, (B,))
     if name == "mlp-large":
-        return torch.randn(B, 1024), torch.randint(0, 10, (B,))
-    return torch.randint(0, 256, (B, GPT_CONTEXT)), torch.randint(0, 256, (B, GPT_CONTEXT))
+        return torch.randn(B, SIZE["width"] or 1024), torch.randint(0, 10, (B,))
+    T = SIZE["context"] or GPT_CONTEXT
+    return torch.randint(0, 256, (B, T)), torch.randint(0, 256, (B, T))
 
 
 def rss_bytes():
@@ -231,7 +239,7 @@ def run_one(model_name, precision, B, steps, warmup, inference, attention, profi
         "steps": steps, "ms_min": min(ms), "ms_max": max(ms),
         "samples_per_s": B * 1000.0 / statistics.median(ms), "threads": torch.get_num_threads(),
         "torch_version": torch.__version__, "attention": attention if model_name == "gpt" else None,
-        "compile": compile_mode or None,
+        "compile": compile_mode or None, **{k: v for k, v in SIZE.items() if v},
     }
 
 
@@ -328,12 +336,15 @@ def main():
     ap.add_argument("--compile", nargs="?", const="default", default="", metavar="MODE",
                     help="torch.compile the model (MODE: default, max-autotune-no-cudagraphs, ...); the warm-up "
                     "steps include the compilation, so give enough of them (--warmup)")
+    for k in ("width", "layers", "context"):
+        ap.add_argument(f"--{k}", type=int, default=0, help=f"mlp-large/gpt {k} (default: the model's own)")
     ap.add_argument("--epoch-fashion-mnist", metavar="DIR", default="",
                     help="train the cnn for one epoch on Fashion-MNIST's IDX files in DIR (see above) instead")
     ap.add_argument("--profile", action="store_true",
                     help="after the timed steps, run --steps more under torch.profiler and print its table to stderr")
     ap.add_argument("--seed", type=int, default=0, help="--epoch-fashion-mnist: init and shuffling seed (default 0)")
     a = ap.parse_args()
+    SIZE.update(width=a.width, layers=a.layers, context=a.context)
     torch.set_num_threads(a.threads)
     if a.epoch_fashion_mnist:
         for p in a.precisions.split(","):

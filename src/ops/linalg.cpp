@@ -191,13 +191,14 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   return record(op, out, inputs,
                 [x2, w, in_shape = input.sizes(), rows, out_f, has_bias, gx_dt, gw_dt, gb_dt, op](
                     const Tensor& g_in, const std::vector<bool>& n) {
-                  const Tensor g2 = g_in.to(w.dtype()).reshape({rows, out_f});
+                  // g feeds up to three products: on the float32 kernel it is widened once, here.
+                  const Tensor g2 = cpu::widen_for_gemm(g_in.to(w.dtype()).reshape({rows, out_f}));
                   std::vector<Tensor> grads(has_bias ? 3 : 2);
                   if (n[0]) grads[0] = product(g2, w, Tensor(), op, gx_dt).view(in_shape);  // g @ W
                   if (n[1]) grads[1] = product(g2.t(), x2, Tensor(), op, gw_dt);            // g^T @ x
                   if (has_bias && n[2])                                                     // column sums of g
                     grads[2] =
-                        product(ones({1, rows}, TensorOptions(w.dtype()).device(w.device())), g2, Tensor(), op, gb_dt)
+                        product(ones({1, rows}, TensorOptions(g2.dtype()).device(w.device())), g2, Tensor(), op, gb_dt)
                             .view({out_f});
                   return grads;
                 });

@@ -294,6 +294,11 @@ bool native_matmul(DType dt) {
   }
 }
 
+Tensor widen_for_gemm(const Tensor& t) {
+  if (!t.defined() || !is_reduced_float(t.dtype()) || cpu_gemm16_path(t.dtype()) != Gemm16::kFloat32) return t;
+  return cast_dense(t, kFloat32);
+}
+
 size_t matmul_cache_size() { return cache().size(); }
 void clear_matmul_cache() { cache().clear(); }
 
@@ -313,8 +318,11 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     return;
   }
   TC_CHECK(dt == kFloat32 || dt == kBFloat16 || dt == kFloat16, op, "expected a floating dtype, got ", dtype_name(dt));
-  if (is_reduced_float(a.dtype())) {
-    if (cpu_gemm16_path(a.dtype()) == Gemm16::kFloat32 || !run_dnnl(a, b, bias, c, op)) run_widened(a, b, bias, c, op);
+  if (is_reduced_float(a.dtype()) || is_reduced_float(b.dtype()) || is_reduced_float(dt)) {
+    // Float32 operands of a 16-bit product hold widened 16-bit values (widen_for_gemm).
+    const DType d16 = is_reduced_float(a.dtype()) ? a.dtype() : is_reduced_float(b.dtype()) ? b.dtype() : dt;
+    if (a.dtype() != b.dtype() || cpu_gemm16_path(d16) == Gemm16::kFloat32 || !run_dnnl(a, b, bias, c, op))
+      run_widened(a, b, bias, c, op);
     return;
   }
   if (run_dnnl(a, b, bias, c, op)) return;
