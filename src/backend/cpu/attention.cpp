@@ -34,36 +34,8 @@ using v16u = float __attribute__((vector_size(64), aligned(4), may_alias));  // 
 #define TC_LOAD16(p) (*reinterpret_cast<const v16u*>(p))
 #define TC_STORE16(p, v) (*reinterpret_cast<v16u*>(p) = (v))
 
-// s[r][c] = sum_{e < K} a[r][e] bt[e][c] for r < kRows, c < ncols.
-TC_SIMD_CLONES void tile_products(const float* a, int64_t lda, const float* bt, int64_t ldb, int64_t K, int64_t ncols,
-                                  float* s, int64_t lds) {
-  int64_t c = 0;
-  for (; c + 32 <= ncols; c += 32) {
-    v16 acc[kRows][2] = {};
-    for (int64_t e = 0; e < K; ++e) {
-      const v16 x0 = TC_LOAD16(bt + e * ldb + c), x1 = TC_LOAD16(bt + e * ldb + c + 16);
-      for (int64_t r = 0; r < kRows; ++r) {
-        const float w = a[r * lda + e];
-        acc[r][0] += w * x0;
-        acc[r][1] += w * x1;
-      }
-    }
-    for (int64_t r = 0; r < kRows; ++r) {
-      TC_STORE16(s + r * lds + c, acc[r][0]);
-      TC_STORE16(s + r * lds + c + 16, acc[r][1]);
-    }
-  }
-  for (; c < ncols; c += 16) {
-    v16 acc[kRows] = {};
-    for (int64_t e = 0; e < K; ++e) {
-      const v16 x = TC_LOAD16(bt + e * ldb + c);
-      for (int64_t r = 0; r < kRows; ++r) acc[r] += a[r * lda + e] * x;
-    }
-    for (int64_t r = 0; r < kRows; ++r) TC_STORE16(s + r * lds + c, acc[r]);
-  }
-}
-
-// o[r][c] += sum_{j < m} w[r][j] x[j][c] for r < kRows, c < ncols.
+// o[r][c] += sum_{j < m} w[r][j] x[j][c] for r < kRows, c < ncols: scores (w = scaled
+// queries, x = transposed keys) and weighted sums of value or key rows alike.
 TC_SIMD_CLONES void tile_accumulate(const float* w, int64_t ldw, int64_t m, const float* x, int64_t ldx, int64_t ncols,
                                     float* o, int64_t ldo) {
   int64_t c = 0;
@@ -248,7 +220,8 @@ void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const T
       for (int64_t g0 = i0; g0 < i1; g0 += kRows) {
         const RowGroup g(g0, i1, S, causal);
         load_group(Q, b, g0, g, static_cast<float>(scale), qs, E);
-        tile_products(qs, E, kt, ldk, E, g.cols, p, ldk);
+        std::fill(p, p + kRows * ldk, 0.f);
+        tile_accumulate(qs, E, E, kt, ldk, g.cols, p, ldk);
         for (int64_t r = 0; r < kRows; ++r) {  // p := softmax over the visible keys, 0 past them
           float* pr = p + r * ldk;
           const int64_t m = g.m[r];
@@ -306,8 +279,10 @@ void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
         load_group(Q, b, g0, grp, sc, qs, Ep);
         load_group(G, b, g0, grp, 1.f, go, Evp);
         load_group(O, b, g0, grp, 1.f, o, Evp);
-        tile_products(qs, Ep, kt, lds, E, grp.cols, p, lds);   // the forward's scores
-        tile_products(go, Evp, vt, lds, Ev, grp.cols, ds, lds);  // dp_j = g . v_j
+        std::fill(p, p + kRows * lds, 0.f);
+        std::fill(ds, ds + kRows * lds, 0.f);
+        tile_accumulate(qs, Ep, E, kt, lds, grp.cols, p, lds);    // the forward's scores
+        tile_accumulate(go, Evp, Ev, vt, lds, grp.cols, ds, lds);  // dp_j = g . v_j
         for (int64_t r = 0; r < kRows; ++r) {
           float* pr = p + r * lds;
           float* dsr = ds + r * lds;
