@@ -1,8 +1,9 @@
 // Fused scaled dot product attention (backend/cpu/attention.h).
 //
-// Every inner loop runs along a contiguous float32 row (keys transposed to (E, S) so a
-// score row is E axpy passes over j; values and key rows as (S, E)), compiled for AVX-512
-// and AVX2 as well (TC_SIMD_CLONES). Work splits depend only on the shapes.
+// Keys and values are widened to float32 buffers once per task (keys also transposed to
+// (E, S), so scores are a product like any other); groups of 4 query rows then run through
+// register-tiled kernels compiled for AVX-512 and AVX2 as well (TC_SIMD_CLONES). Work
+// splits depend only on the shapes, so results do not depend on the thread count.
 #include "backend/cpu/attention.h"
 
 #include <algorithm>
