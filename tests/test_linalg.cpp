@@ -391,7 +391,7 @@ TEST(Linalg, PrimitiveCacheReusesAndKeysByGeometry) {
   EXPECT_EQ(cpu::matmul_cache_size(), n0);  // same geometry: a hit
   (void)mm(uniform({17, 13}, kFloat32).t(), b);
   EXPECT_EQ(cpu::matmul_cache_size(), n0 + 1);  // transposed strides: a new primitive
-  {  // native: a bf16 primitive; else the float32 primitive above runs it
+  {                                             // native: a bf16 primitive; else the float32 primitive above runs it
     Gemm16Mode native(Gemm16::kNative);
     (void)mm(a.to(kBFloat16), b.to(kBFloat16));
   }

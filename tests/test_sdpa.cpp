@@ -19,7 +19,8 @@ using testing::uniform;
 // A mask that selects the composite without changing the result: causal as a bool
 // tril(L, S), else all-true.
 Tensor neutral_mask(int64_t L, int64_t S, bool causal) {
-  const Tensor i = arange(static_cast<double>(L), kInt64).unsqueeze(1), j = arange(static_cast<double>(S), kInt64).unsqueeze(0);
+  const Tensor i = arange(static_cast<double>(L), kInt64).unsqueeze(1),
+               j = arange(static_cast<double>(S), kInt64).unsqueeze(0);
   return causal ? le(j, i) : ge(j + i, 0.0);
 }
 
@@ -42,9 +43,9 @@ TEST(Sdpa, FusedMatchesCompositeAndFloat64) {
     Shape q, k, v;
     bool causal;
   };
-  for (const Case& c : {Case{{2, 4, 128, 64}, {2, 4, 128, 64}, {2, 4, 128, 64}, true},
-                        Case{{3, 37, 24}, {3, 53, 24}, {3, 53, 40}, false},
-                        Case{{2, 61, 16}, {2, 29, 16}, {2, 29, 8}, true}}) {
+  for (const Case& c :
+       {Case{{2, 4, 128, 64}, {2, 4, 128, 64}, {2, 4, 128, 64}, true},
+        Case{{3, 37, 24}, {3, 53, 24}, {3, 53, 40}, false}, Case{{2, 61, 16}, {2, 29, 16}, {2, 29, 8}, true}}) {
     const Tensor q = uniform(c.q, kFloat64, -2, 2, 1), k = uniform(c.k, kFloat64, -2, 2, 2),
                  v = uniform(c.v, kFloat64, -1, 1, 3);
     Shape os = c.q;

@@ -373,7 +373,8 @@ int cmd_bench(int argc, char** argv) {
         r.inference ? "inference" : "training", r.ms_per_step, r.inference ? "forward pass" : "step",
         static_cast<long long>(r.steps), r.ms_min, r.ms_max, r.samples_per_s, r.peak_memory_bytes / 1048576.0,
         tc::get_num_threads(),
-        gemm16_path(r.precision).empty() ? "" : (", 16-bit GEMMs on the " + gemm16_path(r.precision) + " kernel").c_str());
+        gemm16_path(r.precision).empty() ? ""
+                                         : (", 16-bit GEMMs on the " + gemm16_path(r.precision) + " kernel").c_str());
     if (r.world_size > 1)
       std::printf(
           "data parallel, %d processes: %lld bucket(s), %.2f MiB of gradients all-reduced per step "

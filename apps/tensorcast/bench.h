@@ -1,11 +1,12 @@
 // Timing whole training steps (or forward passes) of the CLI's models on synthetic data.
 #pragma once
-#include "models.h"
 #include <tensorcast/profiler.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "models.h"
 
 namespace tcli {
 

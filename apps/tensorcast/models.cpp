@@ -59,7 +59,8 @@ Model build_model(const std::string& name, const ModelSize& size) {
     m.name = name;
     const int64_t w = size.width > 0 ? size.width : 256, layers = size.layers > 0 ? size.layers : 4,
                   ctx = size.context > 0 ? size.context : kGptContext;
-    if (w % 64 != 0) throw tc::Error("[cli] gpt --width must be a multiple of 64 (heads of 64), got " + std::to_string(w));
+    if (w % 64 != 0)
+      throw tc::Error("[cli] gpt --width must be a multiple of 64 (heads of 64), got " + std::to_string(w));
     auto gpt = make_gpt(w, layers, ctx);
     m.module = gpt.module;
     m.forward = gpt.forward;

@@ -25,7 +25,7 @@ namespace tc {
 enum class Gemm16 : uint8_t { kAuto, kNative, kFloat32 };
 
 void set_cpu_gemm16(Gemm16 mode);
-Gemm16 get_cpu_gemm16();  // the setting (kAuto unless set, or TC_CPU_GEMM16 says otherwise)
+Gemm16 get_cpu_gemm16();                    // the setting (kAuto unless set, or TC_CPU_GEMM16 says otherwise)
 std::string_view gemm16_name(Gemm16 mode);  // "auto", "native", "float32"
 
 // The kernel a product with operands of `dtype` (bfloat16 or float16) runs on now: kNative

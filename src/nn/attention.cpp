@@ -29,9 +29,8 @@ Tensor CausalSelfAttentionImpl::forward(const Tensor& x) {
   const Tensor q = heads.select(0, 0), k = heads.select(0, 1), v = heads.select(0, 2);
   const double p = attn_dropout->is_training() ? attn_dropout->options.p() : 0.0;
   // (B, H, T, hd), stored (B, T, H, hd): merging the heads back is a view.
-  const Tensor y = tc::scaled_dot_product_attention(q, k, v, Tensor(), p, /*is_causal=*/true)
-                       .transpose(1, 2)
-                       .reshape({B, T, C});
+  const Tensor y =
+      tc::scaled_dot_product_attention(q, k, v, Tensor(), p, /*is_causal=*/true).transpose(1, 2).reshape({B, T, C});
   return resid_dropout->forward(proj->forward(y));
 }
 

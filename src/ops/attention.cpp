@@ -20,7 +20,8 @@ namespace {
 constexpr const char* kOp = "scaled_dot_product_attention";
 
 bool same_batch(const Tensor& a, const Tensor& b) {
-  return a.dim() == b.dim() && Shape(a.sizes().begin(), a.sizes().end() - 2) == Shape(b.sizes().begin(), b.sizes().end() - 2);
+  return a.dim() == b.dim() &&
+         Shape(a.sizes().begin(), a.sizes().end() - 2) == Shape(b.sizes().begin(), b.sizes().end() - 2);
 }
 
 // The composite, as torch's math backend: every piece an op, so autograd, masks,

@@ -1,9 +1,9 @@
 // Matrix products: matmul (NumPy semantics), mm, bmm and linear, with their backward
 // formulas. Every product is one call to the CPU batched GEMM (backend/cpu/dnnl_matmul.h),
 // which reads transposed and broadcast operands through strides, so no op here copies its
-// inputs; the bias of linear is fused into the GEMM. bfloat16 gradients are bfloat16 GEMMs with float32 accumulation; linear
-// writes its gradients in the dtype they are consumed in (float32 for an autocast copy of
-// an fp32 weight: autograd/nodes.h).
+// inputs; the bias of linear is fused into the GEMM. bfloat16 gradients are bfloat16 GEMMs with float32 accumulation;
+// linear writes its gradients in the dtype they are consumed in (float32 for an autocast copy of an fp32 weight:
+// autograd/nodes.h).
 #include <numeric>
 
 #include "autograd/nodes.h"

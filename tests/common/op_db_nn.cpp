@@ -608,7 +608,9 @@ void add_nn(std::vector<OpInfo>& db) {
       const int64_t S = k.size(-2), E = q.size(-1);
       Sample smp = make(
           desc + (causal ? " causal" : ""), {q, k, v, mask},
-          [=](const Ts& in) { return Ts{scaled_dot_product_attention(in[0], in[1], in[2], in[3], 0.0, causal, scale)}; },
+          [=](const Ts& in) {
+            return Ts{scaled_dot_product_attention(in[0], in[1], in[2], in[3], 0.0, causal, scale)};
+          },
           [=](const Ts& in) {
             Shape out(in[0].sizes().begin(), in[0].sizes().end() - 1);
             out.push_back(in[2].size(-1));
@@ -628,8 +630,8 @@ void add_nn(std::vector<OpInfo>& db) {
         Tensor(), true, std::nullopt);
     {  // GPT's views: q, k, v selected from one (B, T, 3, H, hd) projection, permuted to (B, H, T, hd)
       const Tensor heads = U({2, 5, 3, 2, 4}, dt, -1, 1, 13).permute({2, 0, 3, 1, 4});
-      add("strided views of one projection", heads.select(0, 0), heads.select(0, 1), heads.select(0, 2), Tensor(),
-          true, std::nullopt);
+      add("strided views of one projection", heads.select(0, 0), heads.select(0, 1), heads.select(0, 2), Tensor(), true,
+          std::nullopt);
     }
     add("transposed key", U({2, 6, 4}, dt, -1, 1, 14), Ut({2, 6, 4}, dt, -1, 1, 15), U({2, 6, 4}, dt, -1, 1, 16),
         Tensor(), false, std::nullopt);

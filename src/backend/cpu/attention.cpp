@@ -117,9 +117,7 @@ struct MatrixView {
       batch_offset[static_cast<size_t>(b)] = off;
     }
   }
-  char* row(int64_t b, int64_t r) const {
-    return base + (batch_offset[static_cast<size_t>(b)] + r * row_stride) * es;
-  }
+  char* row(int64_t b, int64_t r) const { return base + (batch_offset[static_cast<size_t>(b)] + r * row_stride) * es; }
   void load(int64_t b, int64_t r, float* dst) const {
     const char* src = row(b, r);
     if (col_stride == 1 && dtype == kFloat32) {
@@ -198,8 +196,8 @@ void load_group(const MatrixView& x, int64_t b, int64_t i0, const RowGroup& g, f
 
 }  // namespace
 
-void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                  double scale, bool causal) {
+void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                  bool causal) {
   const MatrixView Q(q), K(k), V(v), O(out);
   const int64_t N = static_cast<int64_t>(Q.batch_offset.size());
   const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1), Evp = round16(Ev);
@@ -282,7 +280,7 @@ void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
         load_group(O, b, g0, grp, 1.f, o, Evp);
         std::fill(p, p + kRows * lds, 0.f);
         std::fill(ds, ds + kRows * lds, 0.f);
-        tile_accumulate(qs, Ep, E, kt, lds, grp.cols, p, lds);    // the forward's scores
+        tile_accumulate(qs, Ep, E, kt, lds, grp.cols, p, lds);     // the forward's scores
         tile_accumulate(go, Evp, Ev, vt, lds, grp.cols, ds, lds);  // dp_j = g . v_j
         for (int64_t r = 0; r < kRows; ++r) {
           float* pr = p + r * lds;
@@ -290,7 +288,7 @@ void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
           const int64_t m = grp.m[r];
           if (m > 0) {
             (void)exp_shifted(pr, pr, m, lse_p[b * L + g0 + r], 0.f, 1.f);  // the forward's probabilities
-            const float D = row_dot(go + r * Evp, o + r * Evp, Ev);       // sum_j p_j dp_j
+            const float D = row_dot(go + r * Evp, o + r * Evp, Ev);         // sum_j p_j dp_j
             for (int64_t j = 0; j < m; ++j) dsr[j] = pr[j] * (dsr[j] - D);
           }
           std::fill(pr + m, pr + grp.cols, 0.f);

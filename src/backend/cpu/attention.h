@@ -16,8 +16,8 @@ namespace tc::cpu {
 // q (..., L, E), k (..., S, E), v (..., S, Ev), out (..., L, Ev): one floating dtype (not
 // float64), the same batch dims, any strides. lse: contiguous float32 (batch, L), written
 // for the backward (log of each row's softmax denominator, scores included).
-void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                  double scale, bool causal);
+void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                  bool causal);
 
 // Gradients of the forward above for the incoming gradient g (out's shape): dq, dk, dv
 // (each undefined when not wanted, else q's/k's/v's shape and dtype, any strides; written

@@ -256,8 +256,8 @@ bool probe_native(DType dt) {
 void run_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op) {
   const Tensor a32 = cast_dense(a, kFloat32), b32 = cast_dense(b, kFloat32), bias32 = cast_dense(bias, kFloat32);
   const Tensor c32 = c.dtype() == kFloat32 ? c : make_tensor(c.sizes(), kFloat32);
-  TC_CHECK(run_dnnl(a32, b32, bias32, c32, op), op,
-           "oneDNN has no float32 matmul for ", shape_str(a.sizes()), " x ", shape_str(b.sizes()));
+  TC_CHECK(run_dnnl(a32, b32, bias32, c32, op), op, "oneDNN has no float32 matmul for ", shape_str(a.sizes()), " x ",
+           shape_str(b.sizes()));
   if (!c32.is_same(c)) copy_into(c, c32);
 }
 

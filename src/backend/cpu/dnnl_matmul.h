@@ -17,8 +17,8 @@ namespace tc::cpu {
 // stride-0 batch dim counts as 1). bias is undefined or 1-d of size m. a, b and bias
 // share one floating dtype, except that a 16-bit product may have float32 operands that
 // hold widened 16-bit values (widen_for_gemm); c has the dtype too, or is float32 for
-// 16-bit inputs (the float32 accumulators are written without rounding). Inputs may have any strides (transposed views are not copied); c is
-// written in place and must not overlap a or b. k == 0 gives bias (or zeros).
+// 16-bit inputs (the float32 accumulators are written without rounding). Inputs may have any strides (transposed views
+// are not copied); c is written in place and must not overlap a or b. k == 0 gives bias (or zeros).
 void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op);
 
 // t widened to float32 when 16-bit products of its dtype run on the float32 kernel (so an
