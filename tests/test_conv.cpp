@@ -17,6 +17,7 @@
 #include "backend/cpu/dnnl_conv.h"
 #include "common/testing.h"
 #include "tensorcast/amp/autocast.h"
+#include "tensorcast/gemm16.h"
 #include "tensorcast/optim/sgd.h"
 
 namespace tc {
@@ -65,6 +66,39 @@ TEST(Conv2d, Float16RoundsOnceThroughFloat32) {
   Tensor y = conv2d(x, w, b);
   Tensor y32 = conv2d(x.to(kFloat32), w.to(kFloat32), b.to(kFloat32)).to(kFloat16);
   EXPECT_TRUE(testing::equal(y, y32));
+}
+
+TEST(Conv2d, Float32PathIsTheFloat32ConvolutionRoundedOnce) {
+  // On the float32 path (tensorcast/gemm16.h) a 16-bit convolution, forward and both
+  // backward passes, is the float32 one on widened operands, each result rounded once;
+  // on the native path it stays within the 16-bit tolerance of it.
+  const Gemm16 saved = get_cpu_gemm16();
+  for (DType dt : {kBFloat16, kFloat16}) {
+    const Tensor x0 = uniform({2, 3, 9, 8}, dt, -1.0, 1.0, 13), w0 = uniform({4, 3, 3, 3}, dt, -1.0, 1.0, 14),
+                 b0 = uniform({4}, dt, -1.0, 1.0, 15), g = uniform({2, 4, 9, 8}, dt, -1.0, 1.0, 16);
+    auto run = [&](DType t) {
+      Tensor x = x0.to(t).detach().requires_grad_(), w = w0.to(t).detach().requires_grad_(),
+             b = b0.to(t).detach().requires_grad_();
+      Tensor y = conv2d(x, w, b, {1, 1}, {1, 1});
+      (y * g.to(t)).sum().backward();
+      return std::vector<Tensor>{y.detach(), x.grad(), w.grad(), b.grad()};
+    };
+    const std::vector<Tensor> ref = run(kFloat32);
+    for (Gemm16 m : {Gemm16::kFloat32, Gemm16::kNative}) {
+      set_cpu_gemm16(m);
+      const std::vector<Tensor> got = run(dt);
+      const char* names[] = {"output", "input grad", "weight grad", "bias grad"};
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (m == Gemm16::kFloat32 && i < 3) {  // (the bias gradient sums a rounded product: not one rounding)
+          EXPECT_TRUE(testing::equal(got[i], ref[i].to(dt))) << dtype_name(dt) << " " << names[i];
+        } else {
+          EXPECT_TRUE(testing::all_close(got[i], ref[i].to_vector(), testing::tol_for(dt, 64)))
+              << dtype_name(dt) << " " << gemm16_name(m) << " " << names[i];
+        }
+      }
+    }
+  }
+  set_cpu_gemm16(saved);
 }
 
 // ------------------------------------------------------------------ gradients

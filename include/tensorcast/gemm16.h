@@ -1,4 +1,5 @@
-// How the CPU computes a bfloat16 or float16 matrix product (matmul, mm, bmm, linear).
+// How the CPU computes a bfloat16 or float16 matrix product (matmul, mm, bmm, linear) or
+// convolution (conv2d, forward and both backward passes).
 //
 // Every 16-bit product has the same contract: 16-bit operands, exact products, float32
 // accumulation, one rounding of the result. Two kernels meet it:
@@ -13,7 +14,8 @@
 // a native kernel for the dtype always widens. The two paths differ in the last bits (the
 // order of the additions), so set the mode explicitly (or TC_CPU_GEMM16=auto|native|float32
 // in the environment, read once) where runs must be bit-reproducible across different
-// machines. Convolutions are not affected.
+// machines. Convolutions follow the same choice (oneDNN 2.6's fp32 convolution is 1.7x
+// faster than its bf16 one on such a Xeon, too).
 #pragma once
 #include <cstdint>
 #include <string_view>

@@ -10,6 +10,7 @@
 #include "backend/cpu/cast_dense.h"
 #include "backend/cpu/dnnl_plan.h"
 #include "core/tensor_impl.h"
+#include "tensorcast/gemm16.h"
 
 namespace tc::cpu {
 
@@ -135,10 +136,13 @@ std::shared_ptr<const Plan> forward_plan(const Tensor& x, const Tensor& w, const
 // float32 copy keeping the layout (so a 16-bit fallback picks the same kernels' layout).
 Tensor as_f32(const Tensor& t) { return cast_dense(t, kFloat32); }
 
+// 16-bit convolutions run on the float32 kernels where tensorcast/gemm16.h says so.
+bool widened(DType dt) { return is_reduced_float(dt) && cpu_gemm16_path(dt) == Gemm16::kFloat32; }
+
 }  // namespace
 
 Tensor dnnl_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const ConvParams& p) {
-  auto plan = forward_plan(x, w, bias, p);
+  auto plan = widened(x.dtype()) ? nullptr : forward_plan(x, w, bias, p);
   if (!plan) return cast_dense(dnnl_conv2d_forward(as_f32(x), as_f32(w), as_f32(bias), p), x.dtype());
   Tensor y = make_activation(out_sizes(x.sizes(), w.sizes(), p), x.dtype(), is_channels_last(x));
   if (bias.defined())
@@ -149,7 +153,7 @@ Tensor dnnl_conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
 }
 
 std::string dnnl_conv2d_impl(const Tensor& x, const Tensor& w, const ConvParams& p) {
-  auto plan = forward_plan(x, w, Tensor(), p);
+  auto plan = widened(x.dtype()) ? nullptr : forward_plan(x, w, Tensor(), p);
   return plan ? plan->impl : std::string();
 }
 
@@ -161,7 +165,7 @@ Tensor dnnl_conv2d_backward_data(const Tensor& gy, const Tensor& w, const Shape&
   key_append(key, gy.strides());
   key_append(key, w.sizes());
   key_append(key, w.strides());
-  auto plan = cached_plan(key, [&] {
+  auto plan = widened(dt) ? nullptr : cached_plan(key, [&] {
     return guarded_build(dt, [&] {
       const Geometry g = geometry(xs, w.sizes(), gy.sizes(), p);
       auto fwd = forward_pd(xs, w.sizes(), gy.sizes(), false, dt, p, cl);
@@ -197,7 +201,7 @@ std::pair<Tensor, Tensor> dnnl_conv2d_backward_weights(const Tensor& x, const Te
   key_append(key, gy.strides());
   key_append(key, ws);
   key_append(key, with_bias ? 1 : 0);
-  auto plan = cached_plan(key, [&] {
+  auto plan = widened(dt) ? nullptr : cached_plan(key, [&] {
     return guarded_build(dt, [&] {
       const Geometry g = geometry(x.sizes(), ws, gy.sizes(), p);
       auto fwd = forward_pd(x.sizes(), ws, gy.sizes(), with_bias, dt, p, cl);

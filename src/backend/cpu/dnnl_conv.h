@@ -3,9 +3,10 @@
 // Inputs may have any strides (a permuted view is reordered by oneDNN directly). A
 // channels-last input (NHWC memory, dnnl_plan.h's is_channels_last) runs on oneDNN's nhwc
 // kernels without reorders and gives a channels-last output; otherwise outputs are new
-// contiguous NCHW tensors. Weight gradients are contiguous OIHW. float32 and bfloat16 run natively (float32
-// accumulation); float16 runs natively only where oneDNN has an optimized fp16 kernel and
-// otherwise goes through float32, rounding the result once.
+// contiguous NCHW tensors. Weight gradients are contiguous OIHW. float32 runs natively;
+// bfloat16 and float16 run on oneDNN's 16-bit kernels (float32 accumulation) or through
+// float32 copies, each result rounded once: where tensorcast/gemm16.h picks the float32
+// path, and where oneDNN has no optimized 16-bit kernel.
 #pragma once
 #include <utility>
 
