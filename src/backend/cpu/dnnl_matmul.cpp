@@ -271,7 +271,10 @@ void run_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
 // float16: the native kernel wherever oneDNN has one (AVX512-FP16, AMX-FP16).
 Gemm16 auto_choice(DType dt) {
   if (dt == kFloat16) return Gemm16::kNative;
-  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core_amx) return Gemm16::kNative;
+  // cpu_isa values are bit sets (avx2_vnni is numerically above AMX): test the bits.
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa()),
+             amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+  if ((isa & amx) == amx) return Gemm16::kNative;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   __get_cpuid(0, &eax, &ebx, &ecx, &edx);
   const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
