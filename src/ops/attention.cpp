@@ -72,7 +72,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   }
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   const bool fused = !attn_mask.defined() && dropout_p == 0 && q.dtype() != kFloat64 && same_batch(q, k) &&
-                     same_batch(q, v) && q.numel() > 0;
+                     same_batch(q, v) && q.numel() > 0 && q.size(-1) > 0;
   if (!fused) {
     return attention_math(q, k, v, attn_mask, dropout_p, is_causal, s);
   }

@@ -645,6 +645,8 @@ void add_nn(std::vector<OpInfo>& db) {
         Tensor(), true, std::nullopt);
     add("no queries", U({2, 0, 4}, dt, -1, 1, 30), U({2, 3, 4}, dt, -1, 1, 31), U({2, 3, 2}, dt, -1, 1, 32), Tensor(),
         true, std::nullopt);
+    add("no keys", U({2, 3, 4}, dt, -1, 1, 33), U({2, 0, 4}, dt, -1, 1, 34), U({2, 0, 2}, dt, -1, 1, 35), Tensor(),
+        false, std::nullopt);
     return s;
   });
   // 16-bit: the weights of rounded scores, times rounded values (a softmax, then a product).
