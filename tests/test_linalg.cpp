@@ -167,6 +167,25 @@ TEST(Linalg, BothGemm16PathsMatchTheReference) {
   }
 }
 
+TEST(Linalg, AutoKeepsMatrixVectorProductsOnTheNativeKernel) {
+  // kAuto on the float32 path widens only products with enough multiply-adds per converted
+  // element: a batch-1 row times a weight stays native (bit-identical to kNative), a
+  // 256-row product widens (bit-identical to kFloat32).
+  Gemm16Mode automatic(Gemm16::kAuto);
+  if (!cpu::native_matmul(kBFloat16) || cpu_gemm16_path(kBFloat16) != Gemm16::kFloat32)
+    GTEST_SKIP() << "kAuto runs bfloat16 natively on this CPU: nothing to choose per shape";
+  auto with = [](Gemm16 m, const Tensor& a, const Tensor& b) {
+    Gemm16Mode mode(m);
+    return mm(a, b);
+  };
+  const Tensor w = uniform({512, 256}, kBFloat16, -1, 1, 51);
+  const Tensor row = uniform({1, 512}, kBFloat16, -1, 1, 52), rows = uniform({256, 512}, kBFloat16, -1, 1, 53);
+  EXPECT_TRUE(testing::equal(mm(row, w), with(Gemm16::kNative, row, w)));
+  EXPECT_TRUE(testing::equal(mm(rows, w), with(Gemm16::kFloat32, rows, w)));
+  EXPECT_FALSE(testing::equal(with(Gemm16::kNative, rows, w), with(Gemm16::kFloat32, rows, w)))
+      << "the two kernels round alike here: this test shows nothing";
+}
+
 TEST(Linalg, Gemm16Setting) {
   const Gemm16 saved = get_cpu_gemm16();
   for (Gemm16 m : {Gemm16::kAuto, Gemm16::kNative, Gemm16::kFloat32}) {

@@ -69,25 +69,31 @@ TEST(Profiler, NestedRecordsSplitSelfFromTotal) {
 TEST(Profiler, AutocastCastsAreRecordsInsideTheOp) {
   Tensor a = randn({8, 16});
   Tensor w = randn({4, 16});
-  profiler::Profile prof;
-  {
-    amp::AutocastGuard autocast(kCPU, kBFloat16);
-    Tensor y = linear(a, w, Tensor());
-    EXPECT_EQ(y.dtype(), kBFloat16);
+  const Gemm16 saved = get_cpu_gemm16();
+  // Each 16-bit GEMM kernel explicitly (kAuto picks per CPU and shape; tensorcast/gemm16.h).
+  for (Gemm16 mode : {Gemm16::kNative, Gemm16::kFloat32}) {
+    set_cpu_gemm16(mode);
+    profiler::Profile prof;
+    {
+      amp::AutocastGuard autocast(kCPU, kBFloat16);
+      Tensor y = linear(a, w, Tensor());
+      EXPECT_EQ(y.dtype(), kBFloat16);
+    }
+    prof.stop();
+    auto m = by_name(prof);
+    EXPECT_EQ(m["linear"].calls, 1);
+    EXPECT_GE(m["linear"].total_ms, m["to"].total_ms);
+    EXPECT_EQ(m["to"].calls, 2);  // input and weight to bf16
+    EXPECT_EQ(m["to"].self_alloc_bytes, (8 * 16 + 4 * 16) * 2);
+    if (cpu_gemm16_path(kBFloat16) == Gemm16::kNative) {
+      EXPECT_EQ(m["linear"].self_alloc_bytes, 8 * 4 * 2);  // the bf16 output
+    } else {
+      // The float32 kernel: linear's kernel also widens both bf16 operands and multiplies
+      // into a float32 result it rounds into the bf16 output.
+      EXPECT_EQ(m["linear"].self_alloc_bytes, 8 * 4 * 2 + (8 * 16 + 4 * 16 + 8 * 4) * 4);
+    }
   }
-  prof.stop();
-  auto m = by_name(prof);
-  EXPECT_EQ(m["linear"].calls, 1);
-  EXPECT_GE(m["linear"].total_ms, m["to"].total_ms);
-  EXPECT_EQ(m["to"].calls, 2);  // input and weight to bf16
-  EXPECT_EQ(m["to"].self_alloc_bytes, (8 * 16 + 4 * 16) * 2);
-  if (cpu_gemm16_path(kBFloat16) == Gemm16::kNative) {
-    EXPECT_EQ(m["linear"].self_alloc_bytes, 8 * 4 * 2);  // the bf16 output
-  } else {
-    // The float32 kernel: linear's kernel also widens both bf16 operands and multiplies
-    // into a float32 result it rounds into the bf16 output.
-    EXPECT_EQ(m["linear"].self_alloc_bytes, 8 * 4 * 2 + (8 * 16 + 4 * 16 + 8 * 4) * 4);
-  }
+  set_cpu_gemm16(saved);
 }
 
 TEST(Profiler, RecordsOptimizerStepAndNothingOutsideAProfile) {

@@ -49,8 +49,9 @@ Precision resolve_precision(const std::string& flag) {
     throw tc::Error("[cli] unknown precision '" + flag + "' (use auto, fp32, bf16, fp16 or bf16-pure)");
   if (tc::amp::is_bf16_supported(tc::kCPU))
     return {"bf16", tc::kBFloat16,
-            "this CPU has native bf16 math (AVX-512 BF16/AMX), so bf16 autocast is faster than fp32; bf16 has fp32's "
-            "exponent range and needs no loss scaler"};
+            "this CPU has native bf16 math (AVX-512 BF16/AMX): bf16 autocast halves the activations' memory at fp32's "
+            "speed or better (16-bit products run on the faster of the bf16 and fp32 kernels, tensorcast/gemm16.h); "
+            "bf16 has fp32's exponent range and needs no loss scaler"};
   return {"fp32", tc::kFloat32,
           "this CPU has no native bf16 math, so 16-bit autocast would run slower than fp32 here (on a GPU, auto "
           "would pick fp16 with a GradScaler)"};

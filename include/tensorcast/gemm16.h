@@ -11,11 +11,13 @@
 // float32 GEMM is 1.5-1.9x faster than the 16-bit one. kAuto (the default) decides by the
 // CPU, the same way in every process on a machine: bfloat16 native with AMX or on AMD,
 // float32 on other Intel CPUs; float16 native wherever oneDNN has a kernel; a CPU without
-// a native kernel for the dtype always widens. The two paths differ in the last bits (the
-// order of the additions), so set the mode explicitly (or TC_CPU_GEMM16=auto|native|float32
-// in the environment, read once) where runs must be bit-reproducible across different
-// machines. Convolutions follow the same choice (oneDNN 2.6's fp32 convolution is 1.7x
-// faster than its bf16 one on such a Xeon, too).
+// a native kernel for the dtype always widens. On the float32 path kAuto still keeps
+// products with fewer than ~32 multiply-adds per converted element (matrix-vector-like:
+// a batch-1 forward) on the native kernel, which reads half the bytes; kFloat32 widens
+// all. The two paths differ in the last bits (the order of the additions), so set the mode
+// explicitly (or TC_CPU_GEMM16=auto|native|float32 in the environment, read once) where
+// runs must be bit-reproducible across different machines. Convolutions follow the same
+// choice (oneDNN 2.6's fp32 convolution is 1.7x faster than its bf16 one on such a Xeon).
 #pragma once
 #include <cstdint>
 #include <string_view>

@@ -261,6 +261,18 @@ void run_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
   if (!c32.is_same(c)) copy_into(c, c32);
 }
 
+// Whether the float32 kernel pays for its conversions: widening costs a pass over every
+// element of a, b and c, and saves a third of the 16-bit kernel's time per multiply-add
+// (1.5x slower here). Measured break-even: ~30 multiply-adds per converted element, so
+// matrix-vector-like products (a batch-1 forward: the weight read once, widened for
+// nothing) stay on the native kernel, which reads half the bytes. Shapes decide, not
+// timing, so a given product always rounds the same way.
+bool worth_widening(const Tensor& a, const Tensor& b, const Tensor& c) {
+  const double macs = static_cast<double>(c.numel()) * static_cast<double>(a.size(-1));
+  const double converted = static_cast<double>(a.numel() + b.numel() + c.numel());
+  return macs >= 32.0 * converted;
+}
+
 // kAuto's choice, fixed per CPU so that every process on a machine rounds alike (a resumed
 // run must repeat the uninterrupted one bit for bit; a timed choice could flip between
 // processes on a loaded machine). The 16-bit kernel when it has a higher peak than float32
@@ -324,8 +336,10 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
   if (is_reduced_float(a.dtype()) || is_reduced_float(b.dtype()) || is_reduced_float(dt)) {
     // Float32 operands of a 16-bit product hold widened 16-bit values (widen_for_gemm).
     const DType d16 = is_reduced_float(a.dtype()) ? a.dtype() : is_reduced_float(b.dtype()) ? b.dtype() : dt;
-    if (a.dtype() != b.dtype() || cpu_gemm16_path(d16) == Gemm16::kFloat32 || !run_dnnl(a, b, bias, c, op))
-      run_widened(a, b, bias, c, op);
+    // kAuto keeps matrix-vector-like products native; an explicit kFloat32 widens them all.
+    const bool wide = a.dtype() != b.dtype() || (cpu_gemm16_path(d16) == Gemm16::kFloat32 &&
+                                                 (get_cpu_gemm16() == Gemm16::kFloat32 || worth_widening(a, b, c)));
+    if (wide || !run_dnnl(a, b, bias, c, op)) run_widened(a, b, bias, c, op);
     return;
   }
   if (run_dnnl(a, b, bias, c, op)) return;
