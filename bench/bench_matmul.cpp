@@ -58,6 +58,51 @@ void BM_dnnl_matmul(benchmark::State& state, tc::DType dtype) {
   set_flops(state, 2.0 * kN * kN * kN);
 }
 
+// ---------------------------------------------------------------- linear on a few rows
+
+// A batch-1 (or few-row) forward of Linear(1024, 4096): the weight is read once and each
+// element used `rows` times, so memory speed bounds it; reported as weight GB/s too.
+constexpr int64_t kIn = 1024, kOut = 4096;
+
+void set_linear_counters(benchmark::State& state, int64_t rows, tc::DType dtype) {
+  set_flops(state, 2.0 * static_cast<double>(rows * kIn * kOut));
+  state.counters["weight GB/s"] = benchmark::Counter(static_cast<double>(kIn * kOut * tc::element_size(dtype)) * 1e-9,
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_tc_linear_rows(benchmark::State& state, tc::DType dtype) {
+  const int64_t rows = state.range(0);
+  tc::manual_seed(0);
+  tc::Tensor x = tc::randn({rows, kIn}).to(dtype), w = tc::randn({kOut, kIn}).to(dtype), b = tc::randn({kOut}).to(dtype);
+  tc::NoGradGuard no_grad;
+  for (auto _ : state) {
+    tc::Tensor y = tc::linear(x, w, b);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  set_linear_counters(state, rows, dtype);
+}
+
+// oneDNN's matmul on the same row-major weight read transposed (as linear reads it).
+void BM_dnnl_linear_rows(benchmark::State& state, tc::DType dtype) {
+  const int64_t rows = state.range(0);
+  const dt d = to_dnnl(dtype);
+  const dnnl::memory::desc src({rows, kIn}, d, tag::ab), wei({kIn, kOut}, d, tag::ba), bias({1, kOut}, d, tag::ab),
+      dst({rows, kOut}, d, tag::ab);
+  dnnl::matmul prim(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst), engine()));
+  tc::manual_seed(0);
+  tc::Tensor x = tc::randn({rows, kIn}).to(dtype), w = tc::randn({kOut, kIn}).to(dtype), b = tc::randn({kOut}).to(dtype);
+  tc::Tensor y = tc::empty({rows, kOut}, dtype);
+  dnnl::memory mx(src, engine(), x.raw_data()), mw(wei, engine(), w.raw_data()), mb(bias, engine(), b.raw_data()),
+      my(dst, engine(), y.raw_data());
+  dnnl::stream s(engine());
+  for (auto _ : state) {
+    prim.execute(s, {{DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_BIAS, mb}, {DNNL_ARG_DST, my}});
+    s.wait();
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  set_linear_counters(state, rows, dtype);
+}
+
 // ---------------------------------------------------------------- conv2d
 
 // N=64, 32 -> 64 channels, 14x14, 3x3, stride 1, pad 1 (a mid-network ResNet-style layer).
@@ -139,6 +184,15 @@ int main(int argc, char** argv) {
     const std::string suffix = d == tc::kFloat32 ? "/f32" : "/bf16";
     add("tc_matmul_1024" + suffix, BM_tc_matmul, d);
     add("dnnl_matmul_1024" + suffix, BM_dnnl_matmul, d);
+  }
+  for (tc::DType d : {tc::kFloat32, tc::kBFloat16}) {
+    const std::string suffix = d == tc::kFloat32 ? "/f32" : "/bf16";
+    for (auto* fn : {BM_tc_linear_rows, BM_dnnl_linear_rows}) {
+      const std::string name = std::string(fn == BM_tc_linear_rows ? "tc" : "dnnl") + "_linear_1024x4096" + suffix;
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), fn, d)->Unit(benchmark::kMicrosecond);
+      for (int64_t rows : {1, 2, 4, 8}) b->Arg(rows);
+      if (wall) b->UseRealTime();
+    }
   }
   for (tc::DType d : {tc::kFloat32, tc::kBFloat16}) {
     const std::string suffix = d == tc::kFloat32 ? "/f32" : "/bf16";

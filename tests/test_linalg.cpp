@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "backend/cpu/dnnl_matmul.h"
+#include "backend/cpu/gemv.h"
 #include "common/references.h"
 #include "common/testing.h"
 #include "tensorcast/allocator.h"
 #include "tensorcast/gemm16.h"
+#include "tensorcast/parallel.h"
 
 namespace tc {
 namespace {
@@ -169,8 +171,9 @@ TEST(Linalg, BothGemm16PathsMatchTheReference) {
 
 TEST(Linalg, AutoKeepsMatrixVectorProductsOnTheNativeKernel) {
   // kAuto on the float32 path widens only products with enough multiply-adds per converted
-  // element: a batch-1 row times a weight stays native (bit-identical to kNative), a
-  // 256-row product widens (bit-identical to kFloat32).
+  // element: 8 rows times a weight stay native (bit-identical to kNative; fewer rows take
+  // the matrix-vector kernel on every path), a 256-row product widens (bit-identical to
+  // kFloat32).
   Gemm16Mode automatic(Gemm16::kAuto);
   if (!cpu::native_matmul(kBFloat16) || cpu_gemm16_path(kBFloat16) != Gemm16::kFloat32)
     GTEST_SKIP() << "kAuto runs bfloat16 natively on this CPU: nothing to choose per shape";
@@ -179,7 +182,8 @@ TEST(Linalg, AutoKeepsMatrixVectorProductsOnTheNativeKernel) {
     return mm(a, b);
   };
   const Tensor w = uniform({512, 256}, kBFloat16, -1, 1, 51);
-  const Tensor row = uniform({1, 512}, kBFloat16, -1, 1, 52), rows = uniform({256, 512}, kBFloat16, -1, 1, 53);
+  static_assert(cpu::kGemvMaxRows < 8);
+  const Tensor row = uniform({8, 512}, kBFloat16, -1, 1, 52), rows = uniform({256, 512}, kBFloat16, -1, 1, 53);
   EXPECT_TRUE(testing::equal(mm(row, w), with(Gemm16::kNative, row, w)));
   EXPECT_TRUE(testing::equal(mm(rows, w), with(Gemm16::kFloat32, rows, w)));
   EXPECT_FALSE(testing::equal(with(Gemm16::kNative, rows, w), with(Gemm16::kFloat32, rows, w)))
@@ -226,6 +230,86 @@ TEST(Linalg, Bf16IsOneRoundingOfFloat32Accumulation) {
     Gemm16Mode mode(m);
     EXPECT_TRUE(all_close(mm(a, b), r.values, {2.0 * k * 0x1p-23, 0x1p-8})) << gemm16_name(m);
   }
+}
+
+// ---- few-row products (the matrix-vector kernel) -------------------------------------------
+
+// Inner sizes around its blocks: below one vector, a partial vector, whole 1024-element
+// blocks with a partial one after them.
+const std::vector<int64_t> kGemvInner = {1, 15, 16, 100, 2100};
+
+TEST(Gemv, MatchesTheReferenceInEveryLayoutAndDtype) {
+  for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
+    for (int64_t rows = 1; rows <= cpu::kGemvMaxRows; ++rows) {
+      for (int64_t k : kGemvInner) {
+        for (int64_t m : {1, 7, 67}) {
+          const std::string what = std::string(dtype_name(dt)) + " rows " + std::to_string(rows) + " k " +
+                                    std::to_string(k) + " m " + std::to_string(m);
+          const uint64_t seed = static_cast<uint64_t>(rows * 1000 + k + m);
+          const Tensor a = uniform({rows, k}, dt, -1, 1, seed), w = uniform({m, k}, dt, -1, 1, seed + 1);
+          const Tensor bias = uniform({2 * m}, dt, -1, 1, seed + 2).slice(0, 0, 2 * m, 2);  // strided
+          const std::vector<double> bv = bias.to_vector();
+          // b read along k (a transposed weight, as linear) and along m (a row-major matrix)
+          for (const Tensor& b : {w.t(), w.t().contiguous()}) {
+            Ref r = testing::ref::matmul(a, b);
+            for (size_t i = 0; i < r.values.size(); ++i) r.values[i] += bv[i % static_cast<size_t>(m)];
+            const Tensor c = empty({rows, m}, dt);
+            ASSERT_TRUE(cpu::gemv_into(a, b, bias, c)) << what;
+            EXPECT_TRUE(matches_ref(c, r, dt, k, 1, 1)) << what << (b.is_contiguous() ? " row-major" : " transposed");
+            // a strided row (a column of a transposed matrix) and a transposed output
+            const Tensor ct = empty({m, rows}, dt).t();
+            ASSERT_TRUE(cpu::gemv_into(a.t().contiguous().t(), b, bias, ct)) << what;
+            EXPECT_TRUE(testing::equal(ct, c)) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Gemv, SixteenBitIsTheFloat32ProductOfTheWidenedOperandsRoundedOnce) {
+  // Every path of the kernel (a weight widened in registers for one row, through a buffer
+  // for several rows or a partial block) sums in the same order as for float32 weights.
+  for (DType dt : {kBFloat16, kFloat16}) {
+    auto f = [](const Tensor& t) { return t.to(kFloat32); };
+    for (int64_t rows = 1; rows <= cpu::kGemvMaxRows; ++rows) {
+      for (int64_t k : kGemvInner) {
+        const Tensor a = uniform({rows, k}, dt, -2, 2, 61), w = uniform({131, k}, dt, -2, 2, 62);
+        const Tensor bias = uniform({131}, dt, -1, 1, 63);
+        EXPECT_TRUE(testing::equal(linear(a, w, bias), linear(f(a), f(w), f(bias)).to(dt))) << dtype_name(dt) << k;
+        EXPECT_TRUE(testing::equal(mm(a, w.t().contiguous()), mm(f(a), f(w).t().contiguous()).to(dt)))
+            << dtype_name(dt) << " row-major, k " << k;
+        const Tensor c32 = empty({rows, 131});  // float32 accumulators, not rounded
+        cpu::matmul_into(a, w.t(), Tensor(), c32, "matmul");
+        EXPECT_TRUE(testing::equal(c32, mm(f(a), f(w).t()))) << dtype_name(dt) << k;
+      }
+    }
+  }
+}
+
+TEST(Gemv, ResultsDoNotDependOnTheThreadCount) {
+  const int saved = get_num_threads();
+  for (DType dt : {kFloat32, kBFloat16}) {
+    const Tensor a = uniform({3, 1000}, dt, -1, 1, 71), w = uniform({4099, 1000}, dt, -1, 1, 72);
+    set_num_threads(1);
+    const Tensor one = linear(a, w), one_rm = mm(a, w.t().contiguous());
+    set_num_threads(std::max(2, saved));
+    EXPECT_TRUE(testing::equal(linear(a, w), one)) << dtype_name(dt);
+    EXPECT_TRUE(testing::equal(mm(a, w.t().contiguous()), one_rm)) << dtype_name(dt);
+  }
+  set_num_threads(saved);
+}
+
+TEST(Gemv, OtherProductsAreLeftToTheGemm) {
+  const Tensor w = uniform({8, 32}, kFloat32);
+  const Tensor c = empty({cpu::kGemvMaxRows + 1, 8});
+  EXPECT_FALSE(cpu::gemv_into(uniform({cpu::kGemvMaxRows + 1, 32}, kFloat32), w.t(), Tensor(), c));
+  const Tensor b = uniform({32, 16}, kFloat32).slice(1, 0, 16, 2);  // no unit stride
+  EXPECT_FALSE(cpu::gemv_into(uniform({1, 32}, kFloat32), b, Tensor(), empty({1, 8})));
+  const Tensor a64 = uniform({1, 32}, kFloat64);
+  EXPECT_FALSE(cpu::gemv_into(a64, a64.t().contiguous().view({32, 1}), Tensor(), empty({1, 1}, kFloat64)));
+  const Tensor batched = empty({2, 1, 8});  // two products
+  EXPECT_FALSE(cpu::gemv_into(uniform({2, 1, 32}, kFloat32), w.t().unsqueeze(0).expand({2, 32, 8}), Tensor(), batched));
 }
 
 // ---- backward -----------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/fast_math.h"
+#include "backend/cpu/simd16.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/rows.h"
 #include "tensorcast/convert.h"
@@ -27,13 +28,6 @@ namespace {
 // Each works on a group of kRows query rows so that every load of a key or value row
 // feeds kRows FMAs. Column counts are multiples of 16 (buffers are zero-padded to that).
 constexpr int64_t kRows = 4;
-using v16 = float __attribute__((vector_size(64)));
-using v16u = float __attribute__((vector_size(64), aligned(4), may_alias));  // unaligned access
-
-// Macros rather than functions: a v16 passed by value to a function compiled for the
-// baseline ISA would change the calling convention between clones (GCC's -Wpsabi).
-#define TC_LOAD16(p) (*reinterpret_cast<const v16u*>(p))
-#define TC_STORE16(p, v) (*reinterpret_cast<v16u*>(p) = (v))
 
 // o[r][c] += sum_{j < m} w[r][j] x[j][c] for r < kRows, c < ncols: scores (w = scaled
 // queries, x = transposed keys) and weighted sums of value or key rows alike.

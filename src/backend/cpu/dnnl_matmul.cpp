@@ -16,6 +16,7 @@
 #include "backend/cpu/cast_dense.h"
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/dnnl_plan.h"
+#include "backend/cpu/gemv.h"
 #include "backend/cpu/loops.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/factories.h"
@@ -328,6 +329,7 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     return;
   }
   const Tensor a = canonical(a_in), b = canonical(b_in);
+  if (gemv_into(a, b, bias, c)) return;  // a few rows: the weight streamed once
   if (dt == kFloat64) {
     matmul_f64(a, b, bias, c);
     return;
