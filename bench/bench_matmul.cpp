@@ -73,7 +73,8 @@ void set_linear_counters(benchmark::State& state, int64_t rows, tc::DType dtype)
 void BM_tc_linear_rows(benchmark::State& state, tc::DType dtype) {
   const int64_t rows = state.range(0);
   tc::manual_seed(0);
-  tc::Tensor x = tc::randn({rows, kIn}).to(dtype), w = tc::randn({kOut, kIn}).to(dtype), b = tc::randn({kOut}).to(dtype);
+  tc::Tensor x = tc::randn({rows, kIn}).to(dtype), w = tc::randn({kOut, kIn}).to(dtype),
+             b = tc::randn({kOut}).to(dtype);
   tc::NoGradGuard no_grad;
   for (auto _ : state) {
     tc::Tensor y = tc::linear(x, w, b);
@@ -90,7 +91,8 @@ void BM_dnnl_linear_rows(benchmark::State& state, tc::DType dtype) {
       dst({rows, kOut}, d, tag::ab);
   dnnl::matmul prim(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst), engine()));
   tc::manual_seed(0);
-  tc::Tensor x = tc::randn({rows, kIn}).to(dtype), w = tc::randn({kOut, kIn}).to(dtype), b = tc::randn({kOut}).to(dtype);
+  tc::Tensor x = tc::randn({rows, kIn}).to(dtype), w = tc::randn({kOut, kIn}).to(dtype),
+             b = tc::randn({kOut}).to(dtype);
   tc::Tensor y = tc::empty({rows, kOut}, dtype);
   dnnl::memory mx(src, engine(), x.raw_data()), mw(wei, engine(), w.raw_data()), mb(bias, engine(), b.raw_data()),
       my(dst, engine(), y.raw_data());

@@ -437,6 +437,96 @@ TEST(AutocastCache, NoGradCopyIsNotReusedWhenGradIsNeeded) {
   EXPECT_TRUE(tc::testing::equal(w.grad(), ref_grad));
 }
 
+// A copy reused after its parameter was written would be silently stale (PyTorch serves it
+// until the region exits); here every tensorcast write bumps the version and forces a recast.
+TEST(AutocastCache, AParameterWrittenInPlaceIsCastAgain) {
+  Tensor w = param({5, 3});
+  const Tensor x = uniform({4, 3}, kFloat32);
+  auto fresh = [&] { return linear(x.to(kBFloat16), w.detach().to(kBFloat16)); };
+  AutocastGuard g(kCPU, kBFloat16);
+  NoGradGuard ng;
+  amp::reset_autocast_cache_stats();
+  (void)linear(x, w);
+  w.add_(uniform({5, 3}, kFloat32, -1, 1, 9));
+  const Tensor y = linear(x, w);
+  EXPECT_EQ(amp::autocast_cache_stats().stale_replaced, 1);
+  EXPECT_TRUE(tc::testing::equal(y, fresh()));
+  // A write through data_ptr is seen once declared.
+  w.data_ptr<float>()[0] = 100.0f;
+  increment_version(w);
+  EXPECT_TRUE(tc::testing::equal(linear(x, w), fresh()));
+  EXPECT_EQ(amp::autocast_cache_stats().stale_replaced, 2);
+  EXPECT_EQ(amp::autocast_cache_stats().hits, 0);
+}
+
+struct AcrossRegions {
+  explicit AcrossRegions(bool on) : prev(amp::is_autocast_cache_across_regions()) {
+    amp::set_autocast_cache_across_regions(on);
+  }
+  ~AcrossRegions() {
+    amp::set_autocast_cache_across_regions(prev);
+    amp::clear_autocast_cache();
+  }
+  bool prev;
+};
+
+TEST(AutocastCache, AcrossRegionsKeepsNoGradCopiesOfUnchangedParameters) {
+  AcrossRegions across(true);
+  Tensor w = param({5, 3});
+  const Tensor x = uniform({4, 3}, kFloat32);
+  amp::reset_autocast_cache_stats();
+  Tensor first;
+  for (int call = 0; call < 3; ++call) {  // a served model: one region per forward
+    AutocastGuard g(kCPU, kBFloat16);
+    NoGradGuard ng;
+    const Tensor y = linear(x, w);
+    if (call == 0) first = y;
+    EXPECT_TRUE(tc::testing::equal(y, first));
+  }
+  auto s = amp::autocast_cache_stats();
+  EXPECT_EQ(s.misses, 1);
+  EXPECT_EQ(s.hits, 2);
+  EXPECT_EQ(s.size, 1);
+  // An optimizer step between regions makes the copy stale: recast, the new values used.
+  w.set_grad(uniform({5, 3}, kFloat32, -1, 1, 10));
+  optim::SGD opt({w}, optim::SGDOptions(0.5));
+  opt.step();
+  {
+    AutocastGuard g(kCPU, kBFloat16);
+    NoGradGuard ng;
+    EXPECT_TRUE(tc::testing::equal(linear(x, w), linear(x.to(kBFloat16), w.detach().to(kBFloat16))));
+  }
+  EXPECT_EQ(amp::autocast_cache_stats().stale_replaced, 1);
+  // Copies with autograd history (they hold the parameter's graph) end with the region.
+  {
+    AutocastGuard g(kCPU, kBFloat16);
+    EXPECT_TRUE(linear(x, w).requires_grad());
+    EXPECT_EQ(amp::autocast_cache_stats().size, 1);
+  }
+  EXPECT_EQ(amp::autocast_cache_stats().size, 0);
+  // A parameter that dies after its region's exit: its copy goes at the next exit.
+  {
+    Tensor tmp = param({2, 3});
+    AutocastGuard g(kCPU, kBFloat16);
+    NoGradGuard ng;
+    (void)linear(x, tmp);
+  }
+  EXPECT_EQ(amp::autocast_cache_stats().size, 1);
+  { AutocastGuard g(kCPU, kBFloat16); }
+  EXPECT_EQ(amp::autocast_cache_stats().size, 0);
+}
+
+TEST(AutocastCache, AcrossRegionsIsOffByDefault) {
+  EXPECT_FALSE(amp::is_autocast_cache_across_regions());
+  Tensor w = param({5, 3});
+  {
+    AutocastGuard g(kCPU, kBFloat16);
+    NoGradGuard ng;
+    (void)linear(uniform({4, 3}, kFloat32), w);
+  }
+  EXPECT_EQ(amp::autocast_cache_stats().size, 0);
+}
+
 // ------------------------------------------------------------------ gradients and equivalence
 
 struct Mlp {

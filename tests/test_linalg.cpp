@@ -244,7 +244,7 @@ TEST(Gemv, MatchesTheReferenceInEveryLayoutAndDtype) {
       for (int64_t k : kGemvInner) {
         for (int64_t m : {1, 7, 67}) {
           const std::string what = std::string(dtype_name(dt)) + " rows " + std::to_string(rows) + " k " +
-                                    std::to_string(k) + " m " + std::to_string(m);
+                                   std::to_string(k) + " m " + std::to_string(m);
           const uint64_t seed = static_cast<uint64_t>(rows * 1000 + k + m);
           const Tensor a = uniform({rows, k}, dt, -1, 1, seed), w = uniform({m, k}, dt, -1, 1, seed + 1);
           const Tensor bias = uniform({2 * m}, dt, -1, 1, seed + 2).slice(0, 0, 2 * m, 2);  // strided

@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/amp_kernels.h"
 #include "common/testing.h"
 #include "core/tensor_impl.h"
+#include "tensorcast/optim/sgd.h"
 
 namespace tc {
 namespace {
@@ -413,6 +415,36 @@ TEST(Accessors, InPlaceOps) {
 // add_/mul_ write into self when that is safe, and must equal the out-of-place op followed
 // by a copy in every case: aliasing (a.add_(a)), a partially overlapping view of the same
 // storage (general path), mixed dtypes (one rounding to self's dtype), non-contiguous self.
+TEST(Accessors, VersionCountsInPlaceWritesAndIsSharedByViews) {
+  Tensor t = zeros({4, 3});
+  Tensor view = t.narrow(0, 1, 2);
+  EXPECT_EQ(t._version(), 0);
+  t.fill_(1.0);
+  t.zero_();
+  view.add_(ones({2, 3}));
+  view.mul_(2.0);
+  t.mul_(ones({4, 3}));
+  t.copy_(ones({3}));
+  EXPECT_EQ(t._version(), 6);
+  EXPECT_EQ(view._version(), 6);  // one counter for the memory (PyTorch's, shared by views)
+  (void)(t + t);
+  (void)t.clone();
+  EXPECT_EQ(t._version(), 6);  // reads and new tensors do not count
+  EXPECT_EQ(t.clone()._version(), 0);
+  increment_version(t);
+  EXPECT_EQ(view._version(), 7);
+  // An optimizer step writes its parameters; unscaling writes the gradients.
+  Tensor p = ones({3}).requires_grad_();
+  p.set_grad(ones({3}));
+  optim::SGD opt({p}, optim::SGDOptions(0.1));
+  opt.step();
+  EXPECT_EQ(p._version(), 1);
+  const Tensor found = zeros({}), inv = full({}, 0.5);
+  cpu::amp_non_finite_check_and_unscale_({p.grad()}, found, inv);
+  EXPECT_EQ(p.grad()._version(), 1);
+  TC_EXPECT_ERROR(Tensor()._version(), "[_version] called on an undefined tensor");
+}
+
 TEST(Accessors, InPlaceMatchesOutOfPlaceThenCopy) {
   Tensor a = tc::testing::uniform({5, 7}, kFloat32);
   Tensor want = add(a, a);

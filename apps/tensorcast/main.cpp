@@ -7,6 +7,7 @@
 //
 // Exit status: 0 success, 1 a runtime error (bad data, unreadable file), 2 a usage error.
 // Every error is ONE line on stderr: "tensorcast: <what is wrong>; <what to do>".
+#include <tensorcast/amp/autocast.h>
 #include <tensorcast/dist/process_group.h>
 #include <tensorcast/version.h>
 
@@ -57,6 +58,10 @@ int main(int argc, char** argv) {
       std::printf("tensorcast %s\n", TENSORCAST_VERSION);
       return 0;
     }
+    // Every write this program makes to a weight goes through tensorcast (optimizer steps,
+    // checkpoint loads, collectives), so 16-bit weight copies made for one no-grad forward
+    // may serve the next while the weights are unchanged.
+    tc::amp::set_autocast_cache_across_regions(true);
     if (cmd == "train") return tcli::cmd_train(argc, argv);
     if (cmd == "bench") return tcli::cmd_bench(argc, argv);
     if (cmd == "report") return tcli::cmd_report(argc, argv);

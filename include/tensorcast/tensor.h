@@ -65,6 +65,11 @@ class Tensor {
   bool is_contiguous(MemoryFormat format) const;  // ChannelsLast: 4-d with NHWC strides
   bool is_floating_point() const { return is_floating(dtype()); }
 
+  // How often the memory under this tensor (shared by its views) has been written in place
+  // by tensorcast (PyTorch's tensor._version): the autocast weight-cast cache uses it to
+  // tell a stale copy. Writes through data_ptr are not seen: call increment_version after.
+  int64_t _version() const;
+
   // --- data access (CPU). data_ptr<T> checks T against the dtype.
   void* raw_data() const;  // address of the first element
   template <class T>
@@ -151,6 +156,11 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Records a write into t's memory made outside tensorcast's ops (through data_ptr), so that
+// caches keyed by the version (the autocast weight-cast cache) do not serve stale copies
+// (torch.autograd.graph.increment_version).
+void increment_version(const Tensor& t);
 
 // Wraps a dimension index: -1 is the last dim. Throws "[op] dimension d out of range ...".
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);

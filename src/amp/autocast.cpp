@@ -138,7 +138,7 @@ AutocastGuard::AutocastGuard(DeviceType device, DType dtype, bool enabled, bool 
 }
 
 AutocastGuard::~AutocastGuard() {
-  if (--t_state.nesting == 0) clear_autocast_cache();  // torch.autocast.__exit__
+  if (--t_state.nesting == 0) detail::end_outermost_region();
   device_state(device_) = {prev_enabled_, prev_dtype_};
   t_state.cache_enabled = prev_cache_enabled_;
   detail::refresh_active();

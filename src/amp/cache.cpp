@@ -1,5 +1,8 @@
-// The weight-cast cache (at::autocast::cached_cast): one 16-bit copy per fp32 parameter
-// per autocast region, shared by every op of the region.
+// The weight-cast cache (at::autocast::cached_cast): one 16-bit copy per fp32 parameter,
+// shared by every op of a region and, when asked, by later regions while the parameter is
+// unchanged.
+#include <algorithm>
+#include <atomic>
 #include <memory>
 #include <unordered_map>
 
@@ -15,7 +18,19 @@ struct Entry {
   // weak reference keeps no parameter alive but tells a dead key from a live one: once
   // the source died, another tensor may have its address.
   std::weak_ptr<TensorImpl> source;
+  // What the copy was made from: the memory (weak, for the same reason), its version and
+  // the geometry. A parameter written in place or repointed since is cast again.
+  std::weak_ptr<Storage> storage;
+  uint64_t version = 0;
+  int64_t offset = 0;
+  Shape sizes, strides;
   Tensor cast;
+
+  bool made_from(const TensorImpl& t) const {
+    const auto mem = storage.lock();
+    return mem && mem == t.storage && version == mem->version.load(std::memory_order_relaxed) && offset == t.offset &&
+           sizes == t.sizes && strides == t.strides;
+  }
 };
 
 struct Cache {
@@ -23,6 +38,7 @@ struct Cache {
   AutocastCacheStats stats;
 };
 thread_local Cache t_cache;
+std::atomic<bool> g_across_regions{false};
 
 }  // namespace
 
@@ -35,10 +51,14 @@ Tensor cached_cast(DType to, const Tensor& t, DeviceType device) {
                          t.requires_grad() && is_autocast_cache_enabled() && autocast_nesting_depth() > 0;
   if (!cacheable) return t.to(to);
   Cache& c = t_cache;
-  auto it = c.entries.find(t.impl());
+  const TensorImpl& src = *t.impl();
+  auto it = c.entries.find(&src);
   if (it != c.entries.end()) {
     if (it->second.source.expired()) {
       c.entries.erase(it);  // a dead key: this tensor only reuses its address
+    } else if (!it->second.made_from(src)) {
+      ++c.stats.stale_replaced;
+      c.entries.erase(it);
     } else if (is_grad_enabled() && !it->second.cast.requires_grad()) {
       // Made under no-grad, so it has no edge back to the parameter; reusing it here
       // would silently drop the parameter's gradient (pytorch/pytorch#65766).
@@ -51,7 +71,8 @@ Tensor cached_cast(DType to, const Tensor& t, DeviceType device) {
   }
   Tensor cast = t.to(to);
   ++c.stats.misses;
-  c.entries.emplace(t.impl(), Entry{t.impl_ptr(), cast});
+  c.entries.emplace(&src, Entry{t.impl_ptr(), src.storage, src.storage->version.load(std::memory_order_relaxed),
+                                src.offset, src.sizes, src.strides, cast});
   return cast;
 }
 
@@ -65,4 +86,24 @@ void reset_autocast_cache_stats() { t_cache.stats = {}; }
 
 void clear_autocast_cache() { t_cache.entries.clear(); }
 
+void set_autocast_cache_across_regions(bool enabled) { g_across_regions.store(enabled); }
+bool is_autocast_cache_across_regions() { return g_across_regions.load(); }
+
+namespace detail {
+
+void end_outermost_region() {
+  if (!is_autocast_cache_across_regions()) {
+    clear_autocast_cache();  // torch.autocast.__exit__
+    return;
+  }
+  // Kept: no-grad copies of live, unchanged parameters. A copy with autograd history holds
+  // its parameter alive through the graph, so it never outlives the region.
+  std::erase_if(t_cache.entries, [](const auto& kv) {
+    const Entry& e = kv.second;
+    const auto source = e.source.lock();
+    return !source || e.cast.requires_grad() || !e.made_from(*source);
+  });
+}
+
+}  // namespace detail
 }  // namespace tc::amp

@@ -129,6 +129,15 @@ int64_t Tensor::numel() const {
   TC_DEFINED("numel");
   return impl_->numel();
 }
+int64_t Tensor::_version() const {
+  TC_DEFINED("_version");
+  return static_cast<int64_t>(impl_->storage->version.load(std::memory_order_relaxed));
+}
+
+void increment_version(const Tensor& t) {
+  if (t.defined()) t.impl()->storage->version.fetch_add(1, std::memory_order_relaxed);
+}
+
 int64_t Tensor::storage_offset() const {
   TC_DEFINED("storage_offset");
   return impl_->offset;

@@ -1,7 +1,9 @@
 // Internal: Storage and TensorImpl, the objects behind tc::Tensor, and helpers the ops
 // use to make outputs and views.
 #pragma once
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -18,6 +20,9 @@ struct Storage {
   size_t nbytes = 0;
   Device device;
   bool owned = true;
+  // Bumped by every write tensorcast makes into existing memory (in-place ops, optimizer
+  // steps, collectives): Tensor::_version(), PyTorch's version counter shared by views.
+  std::atomic<uint64_t> version{0};
 
   Storage(size_t nbytes, Device device);              // allocates
   Storage(void* data, size_t nbytes, Device device);  // wraps, does not own

@@ -327,6 +327,7 @@ std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) {
     }
     Tensor dst = t;
     if (buf.impl() != t.impl()) dst.copy_(buf);  // narrows 16-bit once, or fills the strided original
+    increment_version(t);                        // MPI wrote into it in place
   };
   return submit(w);
 }
@@ -352,6 +353,7 @@ void broadcast(const Tensor& t, int root) {
   w->done = [t, buf] {
     Tensor dst = t;
     if (buf.impl() != t.impl()) dst.copy_(buf);
+    increment_version(t);  // MPI wrote into it in place
   };
   submit(w)->wait();
 }
@@ -450,7 +452,10 @@ std::shared_ptr<Work> all_reduce_ordered_async(const Tensor& t, ReduceOp op) {
       std::memcpy(gathered.raw_data(), mine.raw_data(), static_cast<size_t>(bytes));
     return req;
   });
-  w->done = [t, gathered] { std::memcpy(t.raw_data(), gathered.raw_data(), static_cast<size_t>(t.nbytes())); };
+  w->done = [t, gathered] {
+    std::memcpy(t.raw_data(), gathered.raw_data(), static_cast<size_t>(t.nbytes()));
+    increment_version(t);
+  };
   return submit(w);
 }
 

@@ -73,6 +73,7 @@ Tensor fill_generated(Tensor t, Gen gen) {
 Tensor full(const Shape& size, double value, TensorOptions o) {
   Tensor t = make_tensor(size, o.dtype(), o.device());
   t.fill_(value);
+  t.impl()->storage->version = 0;  // a new tensor, not an in-place write (torch.zeros(2)._version == 0)
   return finish(t, o);
 }
 Tensor zeros(const Shape& size, TensorOptions o) { return full(size, 0.0, o); }

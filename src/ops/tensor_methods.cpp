@@ -57,16 +57,18 @@ Tensor Tensor::detach() const {
 }
 
 namespace {
-void check_inplace(const Tensor& t, const char* op) {
+// Every in-place method starts here: the checks, then the version bump of the write.
+void begin_inplace(const Tensor& t, const char* op) {
   TC_CHECK(t.defined(), op, "called on an undefined tensor");
   TC_CHECK(!(is_grad_enabled() && t.requires_grad()), op,
            "a leaf tensor that requires grad (or a tensor with a grad_fn) is being used in an in-place "
            "operation; wrap it in tc::NoGradGuard");
+  increment_version(t);
 }
 }  // namespace
 
 Tensor& Tensor::fill_(double v) {
-  check_inplace(*this, "fill_");
+  begin_inplace(*this, "fill_");
   double value = v;
   const Tensor scalar = from_blob(&value, {}, kFloat64);
   if (!is_contiguous() || numel() == 0) {
@@ -105,7 +107,7 @@ Tensor& Tensor::fill_(double v) {
 Tensor& Tensor::zero_() { return fill_(0.0); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  check_inplace(*this, "copy_");
+  begin_inplace(*this, "copy_");
   TC_CHECK(src.defined(), "copy_", "source is undefined");
   cpu::copy_into(*this, src);
   return *this;
@@ -146,7 +148,7 @@ void update_by_copy(const Tensor& self, const char* op, Op out_of_place) {
 }  // namespace
 
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  check_inplace(*this, "add_");
+  begin_inplace(*this, "add_");
   TC_CHECK(other.defined(), "add_", "other is undefined");
   const bool done = alpha == 1.0 ? update_in_place(*this, other, "add_", [](auto x, auto y) { return x + y; })
                                  : update_in_place(*this, other, "add_",
@@ -156,7 +158,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 }
 
 Tensor& Tensor::mul_(const Tensor& other) {
-  check_inplace(*this, "mul_");
+  begin_inplace(*this, "mul_");
   TC_CHECK(other.defined(), "mul_", "other is undefined");
   if (!update_in_place(*this, other, "mul_", [](auto x, auto y) { return x * y; }))
     update_by_copy(*this, "mul_", [&] { return impl::mul(*this, other); });
@@ -164,7 +166,7 @@ Tensor& Tensor::mul_(const Tensor& other) {
 }
 
 Tensor& Tensor::mul_(double v) {
-  check_inplace(*this, "mul_");
+  begin_inplace(*this, "mul_");
   update_by_copy(*this, "mul_", [&] { return impl::mul(*this, v); });
   return *this;
 }

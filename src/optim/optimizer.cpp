@@ -190,6 +190,7 @@ void Optimizer::run_step(const AmpStep* amp) {
       a.rounding = rounding_;
       a.sr_key = detail::rounding_key(seed_, s.step, index);
       update(*g.options, s, a);
+      increment_version(p);  // written through raw pointers: cached 16-bit copies are stale
     }
   }
 }

@@ -5,7 +5,7 @@
 //     tc::amp::AutocastGuard autocast(tc::kCPU, tc::kBFloat16);
 //     auto y = tc::linear(x, w, b);     // runs in bf16; w's bf16 copy is cached
 //     auto p = tc::softmax(y, -1);      // runs in fp32 (see tc::amp::policy_table())
-//   }                                   // state restored, cache cleared
+//   }                                   // state restored, cache cleared (see below)
 //
 // Which op runs in which dtype is the policy table's business (amp/policy.h); this
 // header only holds the state. State is per thread: a region in one std::thread never
@@ -66,17 +66,31 @@ int autocast_nesting_depth();  // live AutocastGuards on this thread
 // Inside a region, the 16-bit copy of an fp32 leaf tensor that requires grad (a
 // parameter) is made once and reused by every op of the region. The key holds no
 // strong reference to the parameter (a weak_ptr detects a dead key whose address was
-// reused). A copy made under NoGradGuard has no autograd history; an op that needs
-// gradients never reuses it (pytorch/pytorch#65766) but recasts and replaces it.
+// reused). A copy is reused only while its parameter is unchanged: same memory, geometry
+// and _version() (a parameter written in place, say by an optimizer step inside the
+// region, is cast again; PyTorch would serve the stale copy). A copy made under
+// NoGradGuard has no autograd history; an op that needs gradients never reuses it
+// (pytorch/pytorch#65766) but recasts and replaces it.
 struct AutocastCacheStats {
   int64_t hits = 0;
-  int64_t misses = 0;            // casts made and stored (a no-grad replacement counts too)
+  int64_t misses = 0;            // casts made and stored (every replacement counts too)
   int64_t no_grad_replaced = 0;  // entries made under no-grad, recast for a grad-needing op
+  int64_t stale_replaced = 0;    // entries whose parameter was written since, recast
   int64_t size = 0;              // entries held now
 };
 AutocastCacheStats autocast_cache_stats();  // this thread's cache
-void reset_autocast_cache_stats();          // zeroes hits/misses/no_grad_replaced
+void reset_autocast_cache_stats();          // zeroes hits, misses and the replacement counts
 void clear_autocast_cache();                // drops this thread's entries (torch.clear_autocast_cache)
+
+// Keeping weight copies from one region to the next (process-wide; off by default, where
+// the outermost region's exit clears the cache as torch.autocast's does). On, a copy made
+// under NoGradGuard outlives its region and serves later regions while its parameter is
+// alive and unchanged (the checks above): a model served one forward per region casts its
+// weights once instead of on every call. Copies with autograd history (training) are
+// still dropped at the exit, since they hold the parameter's graph. Writes made through
+// data_ptr are invisible to _version(): call tc::increment_version(t) after them.
+void set_autocast_cache_across_regions(bool enabled);
+bool is_autocast_cache_across_regions();
 
 // The cast autocast applies to one argument (at::autocast::cached_cast): floating tensors
 // on `device` other than float64 are cast to `to`; anything else comes back unchanged.

@@ -170,6 +170,8 @@ void amp_non_finite_check_and_unscale_(const std::vector<Tensor>& grads, const T
                                        const Tensor& inv_scale) {
   TC_CHECK(inv_scale.defined(), kOp, "inv_scale is undefined");
   check_impl(grads, found_inf, inv_scale);
+  for (const Tensor& g : grads) increment_version(g);
+  increment_version(found_inf);
 }
 
 void amp_non_finite_check(const std::vector<Tensor>& grads, const Tensor& found_inf) {

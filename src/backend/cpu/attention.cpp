@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "backend/cpu/fast_math.h"
-#include "backend/cpu/simd16.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/rows.h"
+#include "backend/cpu/simd16.h"
 #include "tensorcast/convert.h"
 #include "tensorcast/parallel.h"
 

@@ -54,20 +54,20 @@ void store(char* base, DType dt, int64_t i, float v) {
 // weights at w + i as float32. One body for every weight dtype: widening is exact, so a
 // 16-bit weight gives bitwise the sums of its float32 widening; and a column's sums do not
 // depend on COLS (4 columns at a time give each load of x four independent FMA chains).
-#define TC_DOT_BLOCK(name, COLS, WeightT, LOAD16W)                                                            \
+#define TC_DOT_BLOCK(name, COLS, WeightT, LOAD16W)                                                              \
   TC_SIMD_CLONES void name(const float* x, int64_t ldx, int64_t rows, const WeightT* w, int64_t ldw, int64_t n, \
-                           float* acc) {                                                                      \
-    for (int64_t r = 0; r < rows; ++r) {                                                                      \
-      const float* xr = x + r * ldx;                                                                          \
-      float* ar = acc + r * COLS * 16;                                                                        \
-      v16 s[COLS];                                                                                            \
-      for (int c = 0; c < COLS; ++c) s[c] = TC_LOAD16(ar + 16 * c);                                           \
-      for (int64_t p = 0; p < n; p += 16) {                                                                   \
-        const v16 xv = TC_LOAD16(xr + p);                                                                     \
-        for (int c = 0; c < COLS; ++c) s[c] += xv * LOAD16W(w + c * ldw + p);                                 \
-      }                                                                                                       \
-      for (int c = 0; c < COLS; ++c) TC_STORE16(ar + 16 * c, s[c]);                                           \
-    }                                                                                                         \
+                           float* acc) {                                                                        \
+    for (int64_t r = 0; r < rows; ++r) {                                                                        \
+      const float* xr = x + r * ldx;                                                                            \
+      float* ar = acc + r * COLS * 16;                                                                          \
+      v16 s[COLS];                                                                                              \
+      for (int c = 0; c < COLS; ++c) s[c] = TC_LOAD16(ar + 16 * c);                                             \
+      for (int64_t p = 0; p < n; p += 16) {                                                                     \
+        const v16 xv = TC_LOAD16(xr + p);                                                                       \
+        for (int c = 0; c < COLS; ++c) s[c] += xv * LOAD16W(w + c * ldw + p);                                   \
+      }                                                                                                         \
+      for (int c = 0; c < COLS; ++c) TC_STORE16(ar + 16 * c, s[c]);                                             \
+    }                                                                                                           \
   }
 
 using v16bits = uint16_t __attribute__((vector_size(32), aligned(2), may_alias));
