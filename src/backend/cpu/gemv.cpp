@@ -113,7 +113,7 @@ const float* as_float(const char* src, DType dt, int64_t n, int64_t padded, floa
 
 struct Product {
   int64_t rows, k, m;
-  std::vector<float> x;  // rows x ldx, a widened and zero-padded to a multiple of 16
+  const float* x;  // rows x ldx: a widened, zero-padded to a multiple of 16
   int64_t ldx;
   const char* b;
   DType bdt;
@@ -140,7 +140,7 @@ struct Product {
       const char* wj = b + j * b_stride * b_es;
       for (int64_t p0 = 0; p0 < k; p0 += kBlock) {
         const int64_t n = std::min(kBlock, k - p0), padded = round_up(n, 16);
-        const float* xp = x.data() + p0;
+        const float* xp = x + p0;
         const char* w = wj + p0 * b_es;
         // A 16-bit weight feeding several rows is widened once into buf (widening in
         // registers would repeat per row); so is a partial block, zero-padded.
@@ -175,7 +175,7 @@ struct Product {
       std::fill(y, y + rows * kCols, 0.0f);
       for (int64_t p = 0; p < k; ++p) {
         const float* w = as_float(b + (p * b_stride + c0) * b_es, bdt, n, padded, buf);
-        axpy_block(x.data() + p, ldx, rows, w, padded, y, kCols);
+        axpy_block(x + p, ldx, rows, w, padded, y, kCols);
       }
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < n; ++c) write(r, c0 + c, y[r * kCols + c]);
@@ -198,11 +198,13 @@ bool gemv_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tenso
   pr.k = k;
   pr.m = m;
   pr.ldx = round_up(k, 16);
-  pr.x.assign(static_cast<size_t>(rows * pr.ldx), 0.0f);
+  thread_local std::vector<float> xbuf;  // reused: no allocation per call once grown
+  xbuf.assign(static_cast<size_t>(rows * pr.ldx), 0.0f);
+  pr.x = xbuf.data();
   const char* pa = static_cast<const char*>(a.raw_data());
   const int64_t a_es = static_cast<int64_t>(element_size(a.dtype()));
   for (int64_t r = 0; r < rows; ++r) {
-    float* xr = pr.x.data() + r * pr.ldx;
+    float* xr = xbuf.data() + r * pr.ldx;
     const char* ar = pa + r * a.stride(-2) * a_es;
     if (a.stride(-1) == 1)
       convert(ar, a.dtype(), xr, kFloat32, k);
