@@ -71,18 +71,15 @@ void store(char* base, DType dt, int64_t i, float v) {
   }
 
 using v16bits = uint16_t __attribute__((vector_size(32), aligned(2), may_alias));
-using v16half = _Float16 __attribute__((vector_size(32), aligned(2), may_alias));
 using v16u32 = uint32_t __attribute__((vector_size(64)));
-// bfloat16 is the top half of a float32.
+// bfloat16 is the top half of a float32. (float16 weights go through convert() into a
+// buffer: a _Float16 vector would need clang >= 15.)
 #define TC_LOAD16_BF16(p) ((v16)(__builtin_convertvector(*reinterpret_cast<const v16bits*>(p), v16u32) << 16))
-#define TC_LOAD16_F16(p) (__builtin_convertvector(*reinterpret_cast<const v16half*>(p), v16))
 
 TC_DOT_BLOCK(dot4_f32, 4, float, TC_LOAD16)
 TC_DOT_BLOCK(dot4_bf16, 4, uint16_t, TC_LOAD16_BF16)
-TC_DOT_BLOCK(dot4_f16, 4, uint16_t, TC_LOAD16_F16)
 TC_DOT_BLOCK(dot1_f32, 1, float, TC_LOAD16)
 TC_DOT_BLOCK(dot1_bf16, 1, uint16_t, TC_LOAD16_BF16)
-TC_DOT_BLOCK(dot1_f16, 1, uint16_t, TC_LOAD16_F16)
 
 // The 16 lanes of a dot product summed in a fixed tree.
 float lane_sum(const float* l) {
@@ -143,8 +140,8 @@ struct Product {
         const float* xp = x + p0;
         const char* w = wj + p0 * b_es;
         // A 16-bit weight feeding several rows is widened once into buf (widening in
-        // registers would repeat per row); so is a partial block, zero-padded.
-        if (n < padded || (bdt != kFloat32 && rows > 1)) {
+        // registers would repeat per row); so are float16 and a partial block, zero-padded.
+        if (n < padded || bdt == kFloat16 || (bdt == kBFloat16 && rows > 1)) {
           for (int64_t c = 0; c < cols; ++c) {
             convert(w + c * b_stride * b_es, bdt, buf + c * kBlock, kFloat32, n);
             std::fill(buf + c * kBlock + n, buf + c * kBlock + padded, 0.0f);
@@ -153,11 +150,7 @@ struct Product {
         } else if (bdt == kFloat32) {
           (cols == 4 ? dot4_f32 : dot1_f32)(xp, ldx, rows, reinterpret_cast<const float*>(w), b_stride, n, acc);
         } else {
-          const auto* w16 = reinterpret_cast<const uint16_t*>(w);
-          if (bdt == kBFloat16)
-            (cols == 4 ? dot4_bf16 : dot1_bf16)(xp, ldx, rows, w16, b_stride, n, acc);
-          else
-            (cols == 4 ? dot4_f16 : dot1_f16)(xp, ldx, rows, w16, b_stride, n, acc);
+          (cols == 4 ? dot4_bf16 : dot1_bf16)(xp, ldx, rows, reinterpret_cast<const uint16_t*>(w), b_stride, n, acc);
         }
       }
       for (int64_t r = 0; r < rows; ++r)
