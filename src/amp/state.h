@@ -43,11 +43,11 @@ struct CastPlan {
 };
 // `tensors` are the call's tensor arguments (vectors flattened), for the device and for
 // promote's widest type.
+CastPlan plan_casts(CastPolicy policy, const Tensor* const* tensors, size_t n);
+Tensor apply_cast(const CastPlan& plan, const Tensor& t);
+
 // The outermost AutocastGuard of the thread exits: clears the weight-cast cache, or keeps
 // what set_autocast_cache_across_regions allows.
 void end_outermost_region();
-
-CastPlan plan_casts(CastPolicy policy, const Tensor* const* tensors, size_t n);
-Tensor apply_cast(const CastPlan& plan, const Tensor& t);
 
 }  // namespace tc::amp::detail

@@ -109,7 +109,7 @@ const float* as_float(const char* src, DType dt, int64_t n, int64_t padded, floa
 }
 
 struct Product {
-  int64_t rows, k, m;
+  int64_t rows, k;
   const float* x;  // rows x ldx: a widened, zero-padded to a multiple of 16
   int64_t ldx;
   const char* b;
@@ -189,7 +189,6 @@ bool gemv_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tenso
   Product pr;
   pr.rows = rows;
   pr.k = k;
-  pr.m = m;
   pr.ldx = round_up(k, 16);
   thread_local std::vector<float> xbuf;  // reused: no allocation per call once grown
   xbuf.assign(static_cast<size_t>(rows * pr.ldx), 0.0f);
