@@ -1,18 +1,60 @@
-# The CUDA seam. TC_CUDA=OFF (default) builds the CPU library only; AUTO enables CUDA when
-# a toolkit is found; ON requires it. The CUDA backend itself is a later issue: for now
-# this only defines TC_WITH_CUDA so code can tell which build it is.
-if(TC_CUDA STREQUAL "ON" OR TC_CUDA STREQUAL "AUTO")
+# The CUDA backend. TC_CUDA=AUTO (default) builds it when a working CUDA compiler is found
+# (nvcc on PATH or in /usr/local/cuda), OFF never, ON requires it. Without it the library is
+# CPU only and tc::cuda::is_available() is false; the CUDA tests skip and say why.
+# Sanitizer and fuzzer builds are CPU only: their -fsanitize flags are host-compiler flags,
+# and ASan/TSan cannot see into device memory anyway.
+if(NOT tc_sanitize STREQUAL "off" OR TC_FUZZ)
+  if(TC_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TC_CUDA=ON cannot be combined with TC_SANITIZE or TC_FUZZ (those builds are CPU only)")
+  endif()
+  set(tc_cuda_wanted OFF)
+else()
+  set(tc_cuda_wanted ${TC_CUDA})
+endif()
+if(tc_cuda_wanted STREQUAL "ON" OR tc_cuda_wanted STREQUAL "AUTO")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # Ampere (sm_80: bf16 Tensor Cores, the oldest GPU the backend targets) and Hopper
+    # (sm_90); a user's -DCMAKE_CUDA_ARCHITECTURES=... wins.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
     enable_language(CUDA)
+    # CMake 3.25 (Debian 12's) knows no C++20 flag for nvcc 13, and the library's
+    # cxx_std_20 feature asks for one for its CUDA sources too.
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
+    find_package(CUDAToolkit REQUIRED)
     set(TC_WITH_CUDA ON)
   elseif(TC_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "TC_CUDA=ON but no CUDA compiler was found (looked for nvcc)")
+    message(FATAL_ERROR "TC_CUDA=ON but no CUDA compiler was found (looked for nvcc on PATH and in "
+                        "/usr/local/cuda; set CUDACXX=/path/to/nvcc)")
   endif()
+elseif(NOT tc_cuda_wanted STREQUAL "OFF")
+  message(FATAL_ERROR "TC_CUDA=${TC_CUDA}: expected OFF, AUTO or ON")
 endif()
 if(TC_WITH_CUDA)
-  message(STATUS "tensorcast: CUDA seam enabled (${CMAKE_CUDA_COMPILER})")
+  message(STATUS "tensorcast: CUDA backend ON (${CMAKE_CUDA_COMPILER} ${CUDAToolkit_VERSION}, "
+                 "architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()
-  message(STATUS "tensorcast: CPU only")
+  message(STATUS "tensorcast: CPU only (TC_CUDA=${TC_CUDA})")
 endif()
+
+# Adds the backend to the library: the kernels (src/backend/cuda/*.cu, nvcc) and the CUDA
+# runtime and cuBLASLt, which the core's device runtime and allocator call too.
+function(tc_add_cuda_backend target)
+  if(NOT TC_WITH_CUDA)
+    return()
+  endif()
+  file(GLOB cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/backend/cuda/*.cu)
+  target_sources(${target} PRIVATE ${cuda_sources})
+  target_compile_definitions(${target} PRIVATE TC_WITH_CUDA=1)
+  target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublasLt)
+  # Relaxed constexpr lets kernels call tensorcast/half.h's conversions, so both devices
+  # round with one piece of code.
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall -Xcompiler=-Wno-unused-parameter>)
+endfunction()

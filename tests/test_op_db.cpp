@@ -9,8 +9,9 @@
 //                   gradients of their contiguous copies;
 //   autocast        the policy table says what PyTorch's lists say (docs/amp-policy.md),
 //                   and inside an autocast region the op really runs in that dtype.
-// Test names read Ops/OpDb.Checks/<op>[_<variant>]_<dtype>_<device>; CUDA cases skip while
-// tensorcast has no CUDA backend. OpDbCoverage: every op of tensorcast/ops.def has an entry. OpDbSelfTest:
+// Test names read Ops/OpDb.Checks/<op>[_<variant>]_<dtype>_<device>; CUDA cases skip without
+// a GPU, and for the ops the CUDA backend has no kernel for yet; on CUDA only the forward
+// check runs so far. OpDbCoverage: every op of tensorcast/ops.def has an entry. OpDbSelfTest:
 // the checks do fail on broken entries (a wrong kernel, a wrong gradient, a kernel that
 // ignores strides, a policy turned passthrough), and no tolerance passes a 5% error.
 #include <gtest/gtest-spi.h>
@@ -25,8 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "amp/dispatch.h"
 #include "common/op_db.h"
 #include "common/testing.h"
+#include "tensorcast/cuda.h"
 
 namespace tc {
 namespace {
@@ -277,9 +280,17 @@ void Check::autocast() const {
 class OpDb : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
-    if (GetParam().device == kCUDA && !testing::cuda_available())
-      GTEST_SKIP() << "CUDA is not available in this build (allocating on cuda:0 fails; tensorcast has no CUDA "
-                      "backend yet)";
+    if (GetParam().device != kCUDA) return;
+    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
+    if (!has_cuda_kernel(GetParam().op->id()))
+      GTEST_SKIP() << "the CUDA backend has no kernel for " << GetParam().op->id() << " yet";
+  }
+  // Whether the op of this name runs on CUDA tensors (the dispatcher's list).
+  static bool has_cuda_kernel(const std::string& name) {
+    for (int i = 0; i < static_cast<int>(amp::kOpCount); ++i)
+      if (amp::op_name(static_cast<amp::OpId>(i)) == name)
+        return amp::detail::has_cuda_kernel(static_cast<amp::OpId>(i));
+    return false;
   }
   Check check() const { return {*GetParam().op, GetParam().dtype, GetParam().device}; }
 };
@@ -293,6 +304,9 @@ TEST_P(OpDb, Checks) {
     SCOPED_TRACE("check: forward against the float64 reference");
     c.forward();
   }
+  // On CUDA the forward is what runs so far: gradcheck and the other checks sum and
+  // multiply the outputs, and the CUDA backend has no pointwise kernels yet.
+  if (c.dev == kCUDA) return;
   if (c.op.differentiable()) {
     SCOPED_TRACE("check: gradcheck");
     c.gradcheck();

@@ -1,4 +1,4 @@
-// Memory statistics per device. Exact for tensor storage: every byte a tensor's storage
+// Memory statistics per device (the CPU, or each CUDA device). Exact for tensor storage: every byte a tensor's storage
 // asks for is counted while it is alive (from_blob memory is the caller's and is not).
 #pragma once
 #include <cstdint>
@@ -14,16 +14,20 @@ struct MemoryStats {
   int64_t current_allocations = 0;
   int64_t cached_bytes = 0;           // freed blocks kept for reuse (not counted in current/peak)
   int64_t total_allocated_bytes = 0;  // bytes of all storages allocated since the process started
+  // Bytes held from the system or driver, in use or cached (torch.cuda.memory_reserved). On
+  // CUDA blocks are rounded up by the driver's pool, so this can exceed current + cached.
+  int64_t reserved_bytes = 0;
 };
 
 MemoryStats memory_stats(Device device = Device{});
 void reset_peak_memory_stats(Device device = Device{});  // peak := current
 
-// Large freed blocks (1 MiB and up) are cached by size and reused, because a training
-// step frees and reallocates the same activation sizes every step, and fresh pages from
-// the OS cost a page fault and zeroing per 4 KiB. empty_cache() returns them to the OS
-// (torch.cuda.empty_cache's counterpart); at most 1 GiB is cached. Sanitizer builds do
-// not cache, so use-after-free stays detectable.
+// Freed memory is cached and reused, because a training step frees and reallocates the
+// same activation sizes every step. CPU: blocks of 1 MiB and up, by size (fresh pages from
+// the OS cost a page fault and zeroing per 4 KiB), at most 1 GiB; sanitizer builds do not
+// cache, so use-after-free stays detectable. CUDA: the device's stream-ordered pool
+// (cudaMallocAsync) keeps everything freed. empty_cache() returns the cached memory to the
+// OS or the driver (torch.cuda.empty_cache's counterpart; on CUDA it waits for the device).
 void empty_cache(Device device = Device{});
 
 }  // namespace tc

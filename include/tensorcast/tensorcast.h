@@ -8,6 +8,7 @@
 #include "tensorcast/autograd.h"
 #include "tensorcast/autograd_function.h"
 #include "tensorcast/convert.h"
+#include "tensorcast/cuda.h"
 #include "tensorcast/data/data_loader.h"
 #include "tensorcast/data/dataset.h"
 #include "tensorcast/data/idx.h"

@@ -7,6 +7,7 @@
 
 #include "amp/state.h"
 #include "tensorcast/convert.h"
+#include "tensorcast/cuda.h"
 
 namespace tc::amp {
 namespace detail {
@@ -75,13 +76,14 @@ int autocast_nesting_depth() { return t_state.nesting; }
 // ------------------------------------------------------------------ hardware
 
 bool is_bf16_supported(DeviceType device) {
-  if (device == kCUDA) return false;  // no CUDA backend in this build (later: capability >= 8.0)
+  // CUDA: bf16 Tensor Cores from compute capability 8.0 (Ampere), torch.cuda.is_bf16_supported's rule.
+  if (device == kCUDA) return cuda::is_available() && cuda::get_device_properties(0).major >= 8;
   const CpuFeatures& f = cpu_features();
   return f.avx512_bf16 || f.amx_bf16;
 }
 
 bool is_fp16_supported(DeviceType device) {
-  if (device == kCUDA) return false;
+  if (device == kCUDA) return cuda::is_available();  // fp16 Tensor Cores on every GPU CUDA 13 supports
   return cpu_features().avx512_fp16;
 }
 

@@ -3,8 +3,8 @@
 //   Tensor mm(const Tensor& a, const Tensor& b) { return amp::dispatch<OpId::mm>(impl_callable, a, b); }
 //
 // (dispatch<"name"> is the same for an op outside the list: a user's registered op.)
-// It first refuses a tensor on a device this build has no kernel for (only CPU kernels
-// exist), naming the op and the device, before any kernel reads the memory. Outside an
+// It first refuses a tensor on a device the op has no kernel for (CUDA: has_cuda_kernel),
+// naming the op and the device, before any kernel reads the memory. Outside an
 // autocast region (and with no profiler recording) the rest is a test of two
 // thread-local bools and a direct call. Inside,
 // it looks the op's policy up (once per op: a function-local static handle into the
@@ -75,11 +75,25 @@ bool on_cpu(const T&, Device&) {
 
 [[noreturn]] void throw_no_kernel(std::string_view op, Device device);
 
+// The ops of the list that run on CUDA tensors so far (src/backend/cuda). A CUDA tensor
+// reaching any other op is refused here, before a CPU kernel could read device memory.
+constexpr bool has_cuda_kernel(OpId op) {
+  switch (op) {
+    case OpId::matmul:
+    case OpId::mm:
+    case OpId::bmm:
+    case OpId::linear:
+      return true;
+    default:
+      return false;
+  }
+}
+
 template <class... Args>
-inline void check_devices(std::string_view op, const Args&... args) {
+inline void check_devices(std::string_view op, bool cuda_ok, const Args&... args) {
   Device where;
   if (!(on_cpu(args, where) && ...)) [[unlikely]]
-    throw_no_kernel(op, where);
+    if (!(cuda_ok && where.is_cuda())) throw_no_kernel(op, where);
 }
 
 template <class F, class... Args>
@@ -98,7 +112,7 @@ decltype(auto) dispatch_slow(const OpEntry* entry, F& f, const Args&... args) {
 // An op of the list (tensorcast/ops.def).
 template <OpId Op, class F, class... Args>
 inline decltype(auto) dispatch(F&& f, const Args&... args) {
-  detail::check_devices(op_name(Op), args...);
+  detail::check_devices(op_name(Op), detail::has_cuda_kernel(Op), args...);
   if (!(detail::t_autocast_active | profiler::detail::t_recording)) [[likely]]
     return f(args...);
   profiler::detail::Scope record(op_name(Op));
@@ -110,7 +124,8 @@ inline decltype(auto) dispatch(F&& f, const Args&... args) {
 // An op outside the list, by name (registered as passthrough unless a policy is set).
 template <OpName Name, class F, class... Args>
 inline decltype(auto) dispatch(F&& f, const Args&... args) {
-  detail::check_devices(Name.view(), args...);
+  // A user's op runs on whatever devices the ops it calls accept (each is checked itself).
+  detail::check_devices(Name.view(), true, args...);
   if (!(detail::t_autocast_active | profiler::detail::t_recording)) [[likely]]
     return f(args...);
   profiler::detail::Scope record(Name.view());

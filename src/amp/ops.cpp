@@ -6,12 +6,15 @@
 // they have nothing to cast.
 #include "amp/dispatch.h"
 #include "ops/impl.h"
+#include "tensorcast/cuda.h"
 
 namespace tc::amp::detail {
 
 void throw_no_kernel(std::string_view op, Device device) {
-  TC_FAIL(op, "no kernel for a tensor on ", device,
-          ": this build has CPU kernels only (copy the tensor to the CPU first)");
+  if (device.is_cuda() && !cuda::is_available())
+    TC_FAIL(op, "no kernel for a tensor on ", device, ": ", cuda::unavailable_reason());
+  TC_FAIL(op, "no CUDA kernel yet for this op (tensor on ", device,
+          "); the CUDA backend runs matmul, mm, bmm and linear so far: move the tensor with .to(tc::kCPU)");
 }
 
 }  // namespace tc::amp::detail

@@ -11,6 +11,10 @@
 #include <vector>
 
 #include "core/tensor_impl.h"
+#include "tensorcast/cuda.h"
+#if defined(TC_WITH_CUDA)
+#include "core/cuda_runtime.h"
+#endif
 
 namespace tc {
 namespace {
@@ -19,8 +23,9 @@ struct Counters {
   std::atomic<int64_t> current{0}, peak{0}, count{0}, live{0}, total{0};
 };
 Counters& counters(Device d) {
-  static Counters cpu, cuda;
-  return d.is_cpu() ? cpu : cuda;
+  static Counters cpu, cuda[64];
+  TC_CHECK(d.is_cpu() || (d.index >= 0 && d.index < 64), "allocator", "no device ", d);
+  return d.is_cpu() ? cpu : cuda[d.index];
 }
 
 void note_alloc(Device d, int64_t bytes) {
@@ -94,7 +99,17 @@ BlockCache& cpu_cache() {
 }  // namespace
 
 Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev), owned(true) {
-  TC_CHECK(dev.is_cpu(), "allocator", "device ", dev, " is not available in this build");
+  if (dev.is_cuda()) {
+#if defined(TC_WITH_CUDA)
+    const cudaStream_t s = cuda::detail::raw_stream(dev);
+    data = cuda::detail::allocate(n, dev, s);
+    stream = s;
+    note_alloc(dev, static_cast<int64_t>(n));
+    return;
+#else
+    TC_FAIL("allocator", "device ", dev, " is not available: ", cuda::unavailable_reason());
+#endif
+  }
   const size_t rounded = block_size(n);
   if (rounded >= kCacheMin) data = cpu_cache().take(rounded);
   if (data == nullptr && rounded != 0) data = std::aligned_alloc(64, rounded);
@@ -110,6 +125,13 @@ Storage::Storage(void* d, size_t n, Device dev) : data(d), nbytes(n), device(dev
 
 Storage::~Storage() {
   if (!owned) return;
+#if defined(TC_WITH_CUDA)
+  if (device.is_cuda()) {
+    cuda::detail::release(data, device, static_cast<cudaStream_t>(stream));
+    note_free(device, static_cast<int64_t>(nbytes));
+    return;
+  }
+#endif
   const size_t rounded = block_size(nbytes);
   if (rounded < kCacheMin || !cpu_cache().give(data, rounded)) std::free(data);
   note_free(device, static_cast<int64_t>(nbytes));
@@ -117,12 +139,25 @@ Storage::~Storage() {
 
 MemoryStats memory_stats(Device d) {
   Counters& c = counters(d);
-  return {c.current.load(), c.peak.load(), c.count.load(), c.live.load(), d.is_cpu() ? cpu_cache().bytes() : 0,
-          c.total.load()};
+  MemoryStats s{c.current.load(), c.peak.load(), c.count.load(), c.live.load(), 0, c.total.load(), 0};
+  if (d.is_cpu()) {
+    s.cached_bytes = cpu_cache().bytes();
+    s.reserved_bytes = s.current_bytes + s.cached_bytes;
+  }
+#if defined(TC_WITH_CUDA)
+  if (d.is_cuda() && d.index < cuda::device_count()) {
+    s.cached_bytes = cuda::detail::cached_bytes(d);
+    s.reserved_bytes = cuda::detail::reserved_bytes(d);
+  }
+#endif
+  return s;
 }
 
 void empty_cache(Device d) {
   if (d.is_cpu()) cpu_cache().clear();
+#if defined(TC_WITH_CUDA)
+  if (d.is_cuda()) cuda::detail::empty_cache(d);
+#endif
 }
 
 void reset_peak_memory_stats(Device d) {

@@ -54,4 +54,18 @@ Tensor memory_order_view(const Tensor& t, const Shape& order) {
   return make_view(t, sz, st, t.storage_offset());
 }
 
+Shape broadcast_strides(const Tensor& t, const Shape& shape, const char* op) {
+  const Shape& ts = t.sizes();
+  TC_CHECK(ts.size() <= shape.size(), op, "cannot broadcast shape ", shape_str(ts), " to ", shape_str(shape));
+  Shape out(shape.size(), 0);
+  const size_t lead = shape.size() - ts.size();
+  for (size_t d = 0; d < ts.size(); ++d) {
+    if (ts[d] == shape[lead + d])
+      out[lead + d] = t.strides()[d];
+    else
+      TC_CHECK(ts[d] == 1, op, "cannot broadcast shape ", shape_str(ts), " to ", shape_str(shape));
+  }
+  return out;
+}
+
 }  // namespace tc

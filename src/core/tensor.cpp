@@ -172,7 +172,7 @@ int64_t Tensor::stride(int64_t d) const {
 
 double Tensor::item_double() const {
   TC_CHECK(numel() == 1, "item", "a tensor with ", numel(), " elements cannot be converted to a scalar");
-  TC_CHECK(device().is_cpu(), "item", "expected a CPU tensor");
+  if (!device().is_cpu()) return detach().to(Device(kCPU)).item_double();  // waits for the device, as PyTorch's
   double v = 0;
   convert(raw_data(), dtype(), &v, kFloat64, 1);
   return v;

@@ -20,6 +20,7 @@ struct Storage {
   size_t nbytes = 0;
   Device device;
   bool owned = true;
+  void* stream = nullptr;  // device storages: the cudaStream_t the block was allocated on, freed on
   // Bumped by every write tensorcast makes into existing memory (in-place ops, optimizer
   // steps, collectives): Tensor::_version(), PyTorch's version counter shared by views.
   std::atomic<uint64_t> version{0};
@@ -77,6 +78,10 @@ Shape strides_for_order(const Shape& sizes, const Shape& order);
 Tensor empty_like_layout(const Tensor& t, DType dtype);
 // The view of dense t with its dims permuted to memory order `order` (so it is contiguous).
 Tensor memory_order_view(const Tensor& t, const Shape& order);
+
+// Element strides of `t` broadcast to `shape` (t's dims align to the right of shape; a
+// repeated dim gets stride 0); `op` names the caller in the error for incompatible shapes.
+Shape broadcast_strides(const Tensor& t, const Shape& shape, const char* op);
 
 // NumPy broadcasting of two shapes; throws "[op] shapes (..) and (..) cannot be broadcast".
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);

@@ -8,6 +8,7 @@
 
 #include "autograd/nodes.h"
 #include "backend/cpu/dnnl_matmul.h"
+#include "backend/cuda/matmul.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "tensorcast/autograd.h"
@@ -23,7 +24,6 @@ void check_pair(const char* op, const Tensor& a, const Tensor& b) {
   TC_CHECK(a.defined() && b.defined(), op, "got an undefined tensor");
   TC_CHECK(a.device() == b.device(), op, "expected both inputs on the same device, got ", a.device(), " and ",
            b.device());
-  TC_CHECK(a.device().is_cpu(), op, "only CPU tensors are supported, got ", a.device());
 }
 
 void check_dtypes(const char* op, const Tensor& a, const Tensor& b) {
@@ -66,7 +66,10 @@ Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias, const char*
   out[nd - 1] = bp.size(-1);
   Tensor c = make_tensor(out, out_dtype.value_or(a.dtype()), a.device());
   const Tensor ad = ap.detach(), bd = bp.detach(), biasd = bias.defined() ? bias.detach() : Tensor();
-  cpu::matmul_into(ad, bd, biasd, c, op);
+  if (c.device().is_cuda())
+    gpu::matmul_into(ad, bd, biasd, c, op);
+  else
+    cpu::matmul_into(ad, bd, biasd, c, op);
   return c;
 }
 

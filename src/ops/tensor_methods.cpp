@@ -7,10 +7,12 @@
 #include "autograd/nodes.h"
 #include "backend/cpu/cast_dense.h"
 #include "backend/cpu/loops.h"
+#include "backend/cuda/copy.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "profiler/hooks.h"
 #include "tensorcast/autograd.h"
+#include "tensorcast/cuda.h"
 #include "tensorcast/ops.h"
 
 namespace tc {
@@ -26,15 +28,48 @@ Tensor Tensor::to(DType dt) const {
   return autograd::detail::record_cast(out, *this);
 }
 
+namespace {
+// dst = src on one device, whichever it is.
+void copy_on_device(const Tensor& dst, const Tensor& src) {
+  if (dst.device().is_cuda())
+    gpu::copy_into(dst, src);
+  else
+    cpu::copy_into(dst, src);
+}
+
+// A dense copy of t on its own device (t itself when already dense).
+Tensor dense(const Tensor& t) {
+  if (!dense_stride_order(t.sizes(), t.strides()).empty() || t.numel() == 0) return t;
+  Tensor out = make_tensor(t.sizes(), t.dtype(), t.device());
+  copy_on_device(out, t);
+  return out;
+}
+}  // namespace
+
 Tensor Tensor::to(Device d) const {
+  TC_CHECK(defined(), "to", "called on an undefined tensor");
   if (device() == d) return *this;
-  TC_FAIL("to", "device ", d, " is not available in this build (tensor is on ", device(), ")");
+  TC_CHECK(d.is_cpu() || (d.index >= 0 && d.index < cuda::device_count()), "to", "cannot move a tensor to ", d, ": ",
+           cuda::device_count() == 0 ? cuda::unavailable_reason()
+                                     : std::to_string(cuda::device_count()) + " CUDA device(s) visible");
+  profiler::detail::Scope rec("to");
+  // A dense tensor (channels-last too) moves as one run of bytes and keeps its layout, as
+  // PyTorch's preserve_format; anything else is made contiguous on its own device first.
+  const Tensor src = dense(*this);
+  Tensor out = make_tensor(sizes(), dtype(), d);
+  if (!src.is_contiguous() && src.numel() > 0)
+    out = make_view(make_tensor({src.numel()}, dtype(), d), sizes(),
+                    strides_for_order(sizes(), dense_stride_order(src.sizes(), src.strides())), 0);
+  gpu::transfer(out, src);
+  return record("to", out, {*this}, [from = device()](const Tensor& g, const std::vector<bool>&) {
+    return std::vector<Tensor>{g.to(from)};
+  });
 }
 
 Tensor Tensor::clone() const {
   profiler::detail::Scope rec("clone");
   Tensor out = make_tensor(sizes(), dtype(), device());
-  cpu::copy_into(out, *this);
+  copy_on_device(out, *this);
   return record("clone", out, {*this},
                 [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
 }
@@ -69,6 +104,10 @@ void begin_inplace(const Tensor& t, const char* op) {
 
 Tensor& Tensor::fill_(double v) {
   begin_inplace(*this, "fill_");
+  if (device().is_cuda()) {
+    gpu::fill(*this, v);
+    return *this;
+  }
   double value = v;
   const Tensor scalar = from_blob(&value, {}, kFloat64);
   if (!is_contiguous() || numel() == 0) {
@@ -109,7 +148,11 @@ Tensor& Tensor::zero_() { return fill_(0.0); }
 Tensor& Tensor::copy_(const Tensor& src) {
   begin_inplace(*this, "copy_");
   TC_CHECK(src.defined(), "copy_", "source is undefined");
-  cpu::copy_into(*this, src);
+  if (device() == src.device()) {
+    copy_on_device(*this, src);
+  } else {  // across devices: move src over as it is, then copy (and cast, broadcast) there
+    copy_on_device(*this, src.detach().to(device()));
+  }
   return *this;
 }
 

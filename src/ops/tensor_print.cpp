@@ -15,6 +15,7 @@ namespace tc {
 
 std::vector<double> Tensor::to_vector() const {
   TC_CHECK(defined(), "to_vector", "called on an undefined tensor");
+  if (!device().is_cpu()) return detach().to(Device(kCPU)).to_vector();
   std::vector<double> out(static_cast<size_t>(numel()));
   Tensor dst = from_blob(out.data(), sizes(), kFloat64);
   cpu::copy_into(dst, *this);

@@ -19,18 +19,6 @@
 
 namespace tc::testing {
 
-bool cuda_available() {
-  static const bool available = [] {
-    try {
-      (void)empty({1}, TensorOptions(Device(kCUDA)));
-      return true;
-    } catch (const Error&) {
-      return false;
-    }
-  }();
-  return available;
-}
-
 bool Sample::noncontiguous() const {
   for (const Tensor& t : inputs)
     if (t.defined() && !t.is_contiguous()) return true;

@@ -26,10 +26,6 @@
 
 namespace tc::testing {
 
-// Whether this build can allocate on CUDA (tensorcast has no CUDA backend yet: allocating
-// on Device{kCUDA} throws "[allocator] device cuda:0 is not available in this build").
-bool cuda_available();
-
 // One output of a reference: row-major float64 values and the shape.
 struct RefOut {
   Shape shape;

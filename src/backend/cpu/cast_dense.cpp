@@ -4,6 +4,7 @@
 #include "backend/cpu/cast_dense.h"
 
 #include "backend/cpu/loops.h"
+#include "backend/cuda/copy.h"
 
 namespace tc {
 
@@ -11,10 +12,11 @@ Tensor cast_dense(const Tensor& t, DType dtype) {
   if (!t.defined() || t.dtype() == dtype) return t;
   const Shape order = t.is_contiguous() ? Shape{} : dense_stride_order(t.sizes(), t.strides());
   Tensor out = empty_like_layout(t, dtype);
+  const auto copy = t.device().is_cuda() ? gpu::copy_into : cpu::copy_into;
   if (order.empty()) {
-    cpu::copy_into(out, t);
+    copy(out, t);
   } else {  // both seen in memory order: one contiguous run, the fast conversion path
-    cpu::copy_into(memory_order_view(out, order), memory_order_view(t, order));
+    copy(memory_order_view(out, order), memory_order_view(t, order));
   }
   return out;
 }

@@ -311,7 +311,9 @@ bool native_matmul(DType dt) {
 }
 
 Tensor widen_for_gemm(const Tensor& t) {
-  if (!t.defined() || !is_reduced_float(t.dtype()) || cpu_gemm16_path(t.dtype()) != Gemm16::kFloat32) return t;
+  if (!t.defined() || !t.device().is_cpu() || !is_reduced_float(t.dtype()) ||
+      cpu_gemm16_path(t.dtype()) != Gemm16::kFloat32)
+    return t;
   return cast_dense(t, kFloat32);
 }
 

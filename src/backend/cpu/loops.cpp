@@ -7,20 +7,6 @@
 
 namespace tc::cpu {
 
-Shape broadcast_strides(const Tensor& t, const Shape& shape, const char* op) {
-  const Shape& ts = t.sizes();
-  TC_CHECK(ts.size() <= shape.size(), op, "cannot broadcast shape ", shape_str(ts), " to ", shape_str(shape));
-  Shape out(shape.size(), 0);
-  const size_t lead = shape.size() - ts.size();
-  for (size_t d = 0; d < ts.size(); ++d) {
-    if (ts[d] == shape[lead + d])
-      out[lead + d] = t.strides()[d];
-    else
-      TC_CHECK(ts[d] == 1, op, "cannot broadcast shape ", shape_str(ts), " to ", shape_str(shape));
-  }
-  return out;
-}
-
 template <class C>
 void load_block(const char* p, int64_t stride, DType dt, C* dst, int64_t n) {
   if (stride == 0) {  // a broadcast value
@@ -70,6 +56,8 @@ template void store_block<float>(const float*, char*, int64_t, DType, int64_t);
 template void store_block<double>(const double*, char*, int64_t, DType, int64_t);
 
 void copy_into(const Tensor& dst, const Tensor& src) {
+  TC_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy_", "a CPU copy got tensors on ", dst.device(), " and ",
+           src.device());
   Shape ss = broadcast_strides(src, dst.sizes(), "copy_");
   Shape ds = dst.strides();
   if (dst.dtype() == src.dtype()) {

@@ -27,9 +27,6 @@ struct Operand {
   const Shape* strides;  // element strides, broadcast to the iteration shape (0 = repeated)
 };
 
-// Element strides of `t` broadcast to `shape` (t's dims align to the right of shape).
-Shape broadcast_strides(const Tensor& t, const Shape& shape, const char* op);
-
 template <int N>
 struct RunGeometry {
   int ndim = 0;
@@ -140,6 +137,9 @@ extern template void store_block<double>(const double*, char*, int64_t, DType, i
 template <class C, int NIn, class Block>
 void map_blocks(const Tensor& out, const std::array<Tensor, NIn>& in, const char* op, Block block) {
   constexpr int N = NIn + 1;
+  // A CUDA tensor reaching a CPU loop (an op without a CUDA kernel yet, called inside
+  // another op or by the autograd engine) is refused before its memory is read.
+  TC_CHECK(out.device().is_cpu(), op, "no CUDA kernel yet for this op (tensor on ", out.device(), ")");
   std::array<Shape, N> strides;
   std::array<Operand, N> ops;
   strides[0] = out.strides();

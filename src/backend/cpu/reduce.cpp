@@ -382,6 +382,7 @@ void dispatch_acc(DType dt, F&& f) {
 }  // namespace
 
 void sum_kernel(const Tensor& out, const Tensor& x, const std::vector<bool>& reduced, double divisor) {
+  TC_CHECK(x.device().is_cpu(), "sum", "no CUDA kernel yet for this op (tensor on ", x.device(), ")");
   if (out.numel() == 0) return;
   dispatch_acc(x.dtype(), [&]<class C>() {
     if (x.numel() == 0) {  // empty reduction: 0 (0 / 0 = nan for a mean)

@@ -1,0 +1,70 @@
+// tc::cuda: the CUDA devices, their streams and their memory (libtorch's torch::cuda and
+// c10::cuda, same names where there is one). Every function exists in every build: in a
+// CPU-only build, or on a machine whose driver sees no GPU, is_available() is false,
+// device_count() is 0, unavailable_reason() says why, and the rest throw tc::Error.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tensorcast/device.h"
+
+namespace tc::cuda {
+
+bool is_available();
+int device_count();
+// Why is_available() is false ("" when it is true): "this build has no CUDA backend
+// (configure with -DTC_CUDA=ON)", or the driver's answer to cudaGetDeviceCount.
+std::string unavailable_reason();
+
+// The calling thread's current device (cudaSetDevice's), 0 until set.
+int current_device();
+void set_device(int index);
+// Waits for all work on `index` (-1: the current device) to finish.
+void synchronize(int index = -1);
+
+struct DeviceProperties {
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  int64_t total_memory = 0;  // bytes
+  int multi_processor_count = 0;
+};
+DeviceProperties get_device_properties(int index = -1);
+
+// A CUDA stream on one device (c10::cuda::CUDAStream). Work a thread issues goes to its
+// current stream for that device: the device's default (legacy) stream until a StreamGuard
+// or set_current_stream says otherwise.
+class Stream {
+ public:
+  Stream() = default;
+  Stream(void* handle, Device device) : handle_(handle), device_(device) {}
+  void* handle() const { return handle_; }  // a cudaStream_t (nullptr: the default stream)
+  Device device() const { return device_; }
+  void synchronize() const;
+  bool query() const;  // true when all work queued on it has finished
+  friend bool operator==(const Stream& a, const Stream& b) { return a.handle_ == b.handle_ && a.device_ == b.device_; }
+
+ private:
+  void* handle_ = nullptr;
+  Device device_{kCUDA, 0};
+};
+
+Stream default_stream(int index = -1);
+Stream current_stream(int index = -1);
+void set_current_stream(const Stream& stream);  // for the stream's device, on this thread
+// A stream from a per-device pool (created on first use, never destroyed), for work that
+// should overlap the default stream's: copies ahead of compute, collectives.
+Stream stream_from_pool(int index = -1);
+
+// Makes `stream` current on this thread for its scope, then restores the previous one.
+class StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  Stream previous_;
+};
+
+}  // namespace tc::cuda

@@ -1,0 +1,301 @@
+// The CUDA backend: devices and errors, memory, copies and casts, matrix products, the
+// GradScaler's unscale kernel. The first group runs everywhere (what a build or machine
+// without a GPU answers); the rest skip without a GPU, printing why, and compare each
+// CUDA result with the CPU's (bit for bit where both compute the same way) or with float64.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/amp_kernels.h"
+#include "backend/cuda/amp_kernels.h"
+#include "backend/cuda/matmul.h"
+#include "common/testing.h"
+#include "core/tensor_impl.h"
+#include "tensorcast/cuda.h"
+#include "tensorcast/tensorcast.h"
+
+namespace tc {
+namespace {
+
+const Device kGpu(kCUDA, 0);
+
+#define SKIP_WITHOUT_GPU() \
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason()
+
+// Equal bits (NaN payloads included), same sizes, strides and dtype.
+::testing::AssertionResult same_bits(const Tensor& got_any, const Tensor& want) {
+  const Tensor got = got_any.to(Device(kCPU));
+  if (got.dtype() != want.dtype() || got.sizes() != want.sizes())
+    return ::testing::AssertionFailure() << "got " << got.dtype() << shape_str(got.sizes()) << ", want " << want.dtype()
+                                         << shape_str(want.sizes());
+  const Tensor a = got.contiguous(), b = want.contiguous();
+  const size_t bytes = static_cast<size_t>(a.numel()) * element_size(a.dtype());
+  if (std::memcmp(a.raw_data(), b.raw_data(), bytes) != 0) return ::testing::AssertionFailure() << "bits differ";
+  return ::testing::AssertionSuccess();
+}
+
+Tensor random_bits(int64_t n, DType dt, uint64_t seed) {
+  Tensor t = empty({n}, dt);
+  std::mt19937_64 g(seed);
+  auto* p = static_cast<unsigned char*>(t.raw_data());
+  for (size_t i = 0; i < static_cast<size_t>(n) * element_size(dt); ++i) p[i] = static_cast<unsigned char>(g());
+  if (dt == kBool)
+    for (int64_t i = 0; i < n; ++i) p[i] &= 1;
+  return t;
+}
+
+// ---------------------------------------------------------------- without a GPU too
+
+TEST(CudaRuntime, SaysWhyItIsUnavailable) {
+  if (cuda::is_available()) {
+    EXPECT_GT(cuda::device_count(), 0);
+    EXPECT_EQ(cuda::unavailable_reason(), "");
+    return;
+  }
+  EXPECT_EQ(cuda::device_count(), 0);
+  EXPECT_NE(cuda::unavailable_reason(), "");
+  EXPECT_THROW(cuda::current_device(), Error);
+  EXPECT_THROW(cuda::synchronize(), Error);
+  try {
+    (void)empty({4}, TensorOptions(kGpu));
+    FAIL() << "allocating on cuda:0 without a device did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(cuda::unavailable_reason()), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)ones({2}).to(kGpu), Error);
+}
+
+// A tensor that claims to be on cuda:0 (from_blob over host memory, which no kernel may
+// read) reaching an op without a CUDA kernel is refused before any kernel runs.
+TEST(CudaRuntime, OpsWithoutACudaKernelRefuseCudaTensors) {
+  std::vector<float> host(6, 1.0f);
+  const Tensor x = from_blob(host.data(), {2, 3}, TensorOptions(kGpu));
+  for (auto op : {+[](const Tensor& t) { return relu(t); }, +[](const Tensor& t) { return add(t, t); },
+                  +[](const Tensor& t) { return softmax(t, -1); }, +[](const Tensor& t) { return sum(t); }}) {
+    try {
+      (void)op(x);
+      ADD_FAILURE() << "a CUDA tensor reached a CPU kernel";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_TRUE(msg.find("cuda:0") != std::string::npos) << msg;
+    }
+  }
+  EXPECT_EQ(host, std::vector<float>(6, 1.0f));
+}
+
+// ---------------------------------------------------------------- on a GPU
+
+TEST(Cuda, DevicePropertiesAndStreams) {
+  SKIP_WITHOUT_GPU();
+  const cuda::DeviceProperties p = cuda::get_device_properties(0);
+  EXPECT_FALSE(p.name.empty());
+  EXPECT_GE(p.major, 7);
+  EXPECT_GT(p.total_memory, int64_t{1} << 30);
+  EXPECT_EQ(cuda::current_stream(), cuda::default_stream());
+  const cuda::Stream side = cuda::stream_from_pool();
+  EXPECT_NE(side.handle(), nullptr);
+  {
+    cuda::StreamGuard guard(side);
+    EXPECT_EQ(cuda::current_stream(), side);
+    const Tensor x = arange(1000.0).to(kGpu);  // allocated and copied on the side stream
+    EXPECT_EQ(x.impl()->storage->stream, side.handle());
+    EXPECT_EQ(x.to(Device(kCPU)).to_vector()[999], 999.0);
+    side.synchronize();
+    EXPECT_TRUE(side.query());
+  }
+  EXPECT_EQ(cuda::current_stream(), cuda::default_stream());
+  EXPECT_THROW(cuda::set_device(cuda::device_count()), Error);
+}
+
+TEST(Cuda, MemoryStatsCountTensorsAndTheCache) {
+  SKIP_WITHOUT_GPU();
+  const int64_t bytes = int64_t{64} << 20;
+  const MemoryStats before = memory_stats(kGpu);
+  {
+    const Tensor t = empty({bytes / 4}, TensorOptions(kGpu));
+    const MemoryStats during = memory_stats(kGpu);
+    EXPECT_EQ(during.current_bytes - before.current_bytes, bytes);
+    EXPECT_GE(during.peak_bytes, during.current_bytes);
+    EXPECT_GE(during.reserved_bytes, during.current_bytes);
+  }
+  cuda::synchronize();
+  const MemoryStats after = memory_stats(kGpu);
+  EXPECT_EQ(after.current_bytes, before.current_bytes);
+  EXPECT_GE(after.cached_bytes, bytes);  // kept for the next step
+  empty_cache(kGpu);
+  EXPECT_LT(memory_stats(kGpu).reserved_bytes, after.reserved_bytes);
+  EXPECT_EQ(memory_stats(Device(kCPU)).current_bytes, memory_stats(Device(kCPU)).current_bytes);
+}
+
+TEST(Cuda, OutOfMemoryIsAnErrorAndNothingIsLost) {
+  SKIP_WITHOUT_GPU();
+  const Tensor kept = full({1000}, 3.0, TensorOptions(kGpu));
+  try {
+    (void)empty({int64_t{1} << 50}, TensorOptions(kGpu).dtype(kFloat32));  // 4 PiB
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(kept.to(Device(kCPU)).to_vector()[999], 3.0);
+  EXPECT_EQ(full({8}, 2.0, TensorOptions(kGpu)).to(Device(kCPU)).to_vector()[7], 2.0);  // still allocates
+}
+
+// Every dtype, contiguous, channels-last and non-dense, there and back: the same bits and
+// the dense layouts kept.
+TEST(Cuda, ToDeviceAndBackKeepsBitsAndLayout) {
+  SKIP_WITHOUT_GPU();
+  for (DType dt : {kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kUInt8, kBool}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = random_bits(2 * 3 * 4 * 5, dt, 7).view({2, 3, 4, 5});
+    EXPECT_TRUE(same_bits(x.to(kGpu), x));
+    const Tensor cl = x.contiguous(MemoryFormat::ChannelsLast);
+    const Tensor g = cl.to(kGpu);
+    EXPECT_EQ(g.strides(), cl.strides());
+    EXPECT_TRUE(same_bits(g, cl));
+    const Tensor odd = x.transpose(1, 3).narrow(0, 1, 1);  // not dense: made contiguous on the way
+    EXPECT_TRUE(same_bits(odd.to(kGpu), odd.contiguous()));
+    EXPECT_TRUE(same_bits(g.transpose(0, 2).to(Device(kCPU)), cl.transpose(0, 2)));
+  }
+}
+
+// Casts on the device give the CPU's bits: every 16-bit pattern widened, 2^20 random
+// float32 and float64 patterns (NaN payloads, subnormals, ties) narrowed, integers and bool.
+TEST(Cuda, CastsMatchTheCpuBitForBit) {
+  SKIP_WITHOUT_GPU();
+  const DType all[] = {kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kUInt8, kBool};
+  for (DType from : all) {
+    const int64_t n = element_size(from) == 2 ? 65536 : int64_t{1} << 20;
+    Tensor x = random_bits(n, from, 11);
+    if (element_size(from) == 2)  // exhaustive
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(x.raw_data())[i] = static_cast<uint16_t>(i);
+    if (from == kFloat32 || from == kFloat64) {  // finite values too, so integer casts are defined
+      Tensor v = mul(randn({n}, TensorOptions(from)), 1000.0);
+      x = cat({x.narrow(0, 0, n / 2), v.narrow(0, 0, n / 2)}, 0).detach();
+    }
+    const Tensor gx = x.to(kGpu);
+    for (DType to : all) {
+      if (!is_floating(to) && is_floating(from)) continue;  // float -> int of inf/NaN is undefined in C++
+      SCOPED_TRACE(std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)));
+      EXPECT_TRUE(same_bits(gx.to(to), x.to(to)));
+    }
+  }
+  // Finite floats to integers (truncation, as the CPU's static_cast).
+  const Tensor f = mul(randn({4096}), 100.0).detach();
+  for (DType to : {kInt64, kInt32, kUInt8, kBool}) EXPECT_TRUE(same_bits(f.abs().to(kGpu).to(to), f.abs().to(to)));
+}
+
+TEST(Cuda, StridedBroadcastCopiesAndFills) {
+  SKIP_WITHOUT_GPU();
+  const Tensor row = randn({1, 7});
+  Tensor dst_cpu = zeros({7, 5}).t();  // (5, 7) transposed view
+  Tensor dst_gpu = zeros({7, 5}, TensorOptions(kGpu)).t();
+  dst_cpu.copy_(row);
+  dst_gpu.copy_(row.to(kGpu));
+  EXPECT_TRUE(same_bits(dst_gpu, dst_cpu));
+  dst_gpu.copy_(row.to(kBFloat16));  // across devices and dtypes at once
+  dst_cpu.copy_(row.to(kBFloat16));
+  EXPECT_TRUE(same_bits(dst_gpu, dst_cpu));
+  Tensor sliced = zeros({6, 8}, TensorOptions(kGpu).dtype(kFloat16)).slice(1, 1, 8, 2);
+  sliced.fill_(0.1);
+  EXPECT_TRUE(same_bits(sliced, full({6, 4}, 0.1, TensorOptions(kFloat16))));
+  manual_seed(5);
+  const Tensor a = randn({33, 17}, TensorOptions(kGpu).dtype(kBFloat16));
+  manual_seed(5);
+  EXPECT_TRUE(same_bits(a, randn({33, 17}, TensorOptions(kBFloat16))));  // the same draws as on the CPU
+  EXPECT_TRUE(same_bits(a.clone(), a.to(Device(kCPU))));
+  EXPECT_TRUE(same_bits(a.t().contiguous(), a.to(Device(kCPU)).t().contiguous()));
+}
+
+// Products against float64 on the CPU: transposed operands, broadcast batches, a bias, an
+// fp32 output of 16-bit inputs, float64 itself; the tolerance is the op table's
+// (k roundings of the accumulation plus the output's rounding).
+TEST(Cuda, MatrixProductsMatchFloat64) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(1);
+  for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const double out_eps = dt == kFloat32 ? 0x1p-24 : dt == kFloat64 ? 0x1p-53 : traits(dt).epsilon / 2;
+    auto check = [&](const Tensor& got, const Tensor& want64, int64_t k) {
+      const std::vector<double> g = got.to(Device(kCPU)).to_vector(), w = want64.to_vector();
+      ASSERT_EQ(g.size(), w.size());
+      double worst = 0;
+      for (size_t i = 0; i < g.size(); ++i) {
+        const double tol = out_eps * std::fabs(w[i]) + 4.0 * k * (dt == kFloat64 ? 0x1p-53 : 0x1p-24) * 8.0 + 1e-12;
+        worst = std::max(worst, std::fabs(g[i] - w[i]) / tol);
+      }
+      EXPECT_LE(worst, 1.0) << "worst error in tolerances";
+    };
+    const Tensor a = randn({3, 40, 72}).to(dt), b = randn({72, 56}).to(dt), bias = randn({56}).to(dt);
+    const Tensor a64 = a.to(kFloat64), b64 = b.to(kFloat64), bias64 = bias.to(kFloat64);
+    check(matmul(a.to(kGpu), b.to(kGpu)), matmul(a64, b64), 72);
+    check(matmul(a.to(kGpu), b.t().contiguous().to(kGpu).t()), matmul(a64, b64), 72);  // b transposed
+    check(bmm(a.transpose(1, 2).contiguous().to(kGpu).transpose(1, 2), b.expand({3, 72, 56}).to(kGpu)),
+          bmm(a64, b64.expand({3, 72, 56})), 72);
+    check(linear(a.to(kGpu), b.t().to(kGpu), bias.to(kGpu)), linear(a64, b64.t(), bias64), 72);
+    check(mm(a.select(0, 1).to(kGpu), b.to(kGpu)), mm(a64.select(0, 1), b64), 72);
+    check(matmul(a.select(0, 0).select(0, 3).to(kGpu), b.to(kGpu)), matmul(a64.select(0, 0).select(0, 3), b64), 72);
+  }
+}
+
+// linear's backward runs on the device too (products and the bias's column sums are GEMMs):
+// the gradients equal the CPU's within the products' rounding.
+TEST(Cuda, LinearGradientsMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(2);
+  const Tensor x = randn({16, 32}), w = randn({8, 32}), b = randn({8}), g = randn({16, 8});
+  auto grads = [&](Device d) {
+    Tensor xd = x.to(d).requires_grad_(), wd = w.to(d).requires_grad_(), bd = b.to(d).requires_grad_();
+    Tensor y = linear(xd, wd, bd);
+    y.backward(g.to(d));
+    return std::vector<Tensor>{xd.grad().to(Device(kCPU)), wd.grad().to(Device(kCPU)), bd.grad().to(Device(kCPU))};
+  };
+  const auto want = grads(Device(kCPU)), got = grads(kGpu);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(testing::all_close(got[i], want[i].to_vector(), {1e-5, 1e-5})) << "gradient " << i;
+}
+
+// The multi-tensor unscale against the CPU kernel, bit for bit: 70 gradients of every
+// floating dtype (two launches for float32), one non-dense, with and without an inf, and
+// an inv_scale of exactly 1 writing nothing (a NaN's payload survives).
+TEST(Cuda, UnscaleKernelMatchesTheCpuKernel) {
+  SKIP_WITHOUT_GPU();
+  for (bool with_inf : {false, true}) {
+    for (float inv : {0.125f, 1.0f / 3.0f, 1.0f}) {
+      SCOPED_TRACE(std::string(with_inf ? "with inf, " : "finite, ") + "inv_scale " + std::to_string(inv));
+      manual_seed(3);
+      std::vector<Tensor> cpu_grads, gpu_grads;
+      for (int i = 0; i < 70; ++i) {
+        const DType dt = i % 7 == 1 ? kBFloat16 : i % 7 == 2 ? kFloat16 : i % 7 == 3 ? kFloat64 : kFloat32;
+        Tensor t = mul(randn({1 + 37 * i}), 1000.0).to(dt).detach();
+        if (i == 6) t = randn({9, 12}).to(dt).slice(1, 0, 12, 2).detach();  // not dense
+        cpu_grads.push_back(t.clone());
+        gpu_grads.push_back(t.to(kGpu));
+      }
+      if (with_inf) {
+        static_cast<float*>(cpu_grads[40].raw_data())[3] = -std::numeric_limits<float>::infinity();
+        gpu_grads[40] = cpu_grads[40].to(kGpu);
+        if (inv == 1.0f) {  // (a NaN times a scale is any NaN on a GPU, so only where nothing is written)
+          static_cast<float*>(cpu_grads[0].raw_data())[0] = std::bit_cast<float>(0x7fc01234u);
+          gpu_grads[0] = cpu_grads[0].to(kGpu);
+        }
+      }
+      const Tensor found_cpu = zeros({}), inv_cpu = full({}, inv);
+      const Tensor found_gpu = zeros({}, TensorOptions(kGpu)), inv_gpu = full({}, inv, TensorOptions(kGpu));
+      cpu::amp_non_finite_check_and_unscale_(cpu_grads, found_cpu, inv_cpu);
+      gpu::amp_non_finite_check_and_unscale_(gpu_grads, found_gpu, inv_gpu);
+      EXPECT_EQ(found_gpu.item<float>(), found_cpu.item<float>());
+      EXPECT_EQ(found_cpu.item<float>(), with_inf ? 1.0f : 0.0f);
+      for (size_t i = 0; i < cpu_grads.size(); ++i)
+        EXPECT_TRUE(same_bits(gpu_grads[i], cpu_grads[i])) << "gradient " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tc
