@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Downloads the Debian 12 packages that the GPU machine's build lacks into .carry/debs
+# (ignored by git), for bench/device/check.sh to unpack there (docs/cuda.md, "Running the
+# device check"). That machine has a compiler, CMake, ninja, nvcc and PyTorch but none of
+# these libraries and no network, so they travel with the call (`carry: [".carry"]`).
+#
+#   sudo bash scripts/device-carry.sh
+#
+# Downloads only (apt-get download: nothing is installed here); a package already in
+# .carry/debs is skipped, so a second run does nothing. `rm -rf .carry/debs` starts over.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# What scripts/deps.sh installs for the build, less what the GPU machine has (compiler,
+# CMake, ninja) and what check.sh leaves out (MPI: -DTC_DIST=OFF; the dataset: the unit
+# tests do without it). Runtime libraries are listed next to their -dev package because
+# apt-get download fetches no dependencies.
+PACKAGES=(
+  libdnnl-dev libdnnl2                  # oneDNN
+  ocl-icd-opencl-dev ocl-icd-libopencl1 # dnnl-config.cmake requires OpenCL, and libdnnl.so.2 links libOpenCL.so.1
+  opencl-c-headers                      # CL/cl.h, which dnnl's FindOpenCL.cmake looks for
+  libgtest-dev                          # unit tests (static libraries; gmock is not used)
+  libbenchmark-dev libbenchmark1debian  # benchmarks
+  zlib1g-dev zlib1g                     # gzip-compressed IDX datasets; zlib1g for libz.so's target
+)
+
+dir=.carry/debs
+mkdir -p "$dir"
+if ! grep -q '^VERSION_CODENAME=bookworm' /etc/os-release 2>/dev/null; then
+  echo "device-carry: warning: this is not Debian 12 (bookworm); check.sh was tried with bookworm's packages" >&2
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  compgen -G "$dir/${p}_*.deb" >/dev/null || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "device-carry: needs root (apt-get update may be needed): sudo bash $0" >&2; exit 1; }
+  echo "device-carry: downloading ${missing[*]}"
+  # apt-get download runs as the _apt user where it can; it must be able to write here.
+  chown _apt "$dir" 2>/dev/null || true
+  if ! (cd "$dir" && apt-get download -qq "${missing[@]}"); then
+    apt-get update -qq  # stale package lists name versions the mirror no longer has
+    (cd "$dir" && apt-get download -qq "${missing[@]}")
+  fi
+  # Plain file names (apt writes epochs as %3a; Debian versions hold + and ~): the device
+  # tool's transfers are only documented for names of letters, digits, '.', '_' and '-'.
+  for f in "$dir"/*.deb; do
+    safe=$(basename "$f" | tr -c 'A-Za-z0-9._\n-' '_')
+    [ "$safe" = "$(basename "$f")" ] || mv "$f" "$dir/$safe"
+  done
+fi
+
+echo "device-carry: $(ls "$dir"/*.deb | wc -l) packages in $dir, $(du -sh "$dir" | cut -f1) (the device call carries at most 64 MiB with the tree)"
