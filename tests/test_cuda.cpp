@@ -76,8 +76,8 @@ TEST(CudaRuntime, SaysWhyItIsUnavailable) {
 TEST(CudaRuntime, OpsWithoutACudaKernelRefuseCudaTensors) {
   std::vector<float> host(6, 1.0f);
   const Tensor x = from_blob(host.data(), {2, 3}, TensorOptions(kGpu));
-  for (auto op : {+[](const Tensor& t) { return relu(t); }, +[](const Tensor& t) { return add(t, t); },
-                  +[](const Tensor& t) { return softmax(t, -1); }, +[](const Tensor& t) { return sum(t); }}) {
+  for (auto op : {+[](const Tensor& t) { return argmax(t); }, +[](const Tensor& t) { return var(t, {1}, 1, false); },
+                  +[](const Tensor& t) { return layer_norm(t, {3}); }, +[](const Tensor& t) { return max(t); }}) {
     try {
       (void)op(x);
       ADD_FAILURE() << "a CUDA tensor reached a CPU kernel";
@@ -295,6 +295,76 @@ TEST(Cuda, UnscaleKernelMatchesTheCpuKernel) {
         EXPECT_TRUE(same_bits(gpu_grads[i], cpu_grads[i])) << "gradient " << i;
     }
   }
+}
+
+// Pointwise ops on the device against the same ops on the CPU: the arithmetic (+ - * /,
+// comparisons, where, relu, clamp) gives the same bits (same compute type, IEEE rounding);
+// the math functions may differ by a few float32 ulps (CUDA's libm is not glibc's).
+TEST(Cuda, PointwiseOpsMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(4);
+  const Tensor a32 = randn({6, 1, 5}), b32 = randn({4, 5}).t().contiguous().t();  // broadcast, transposed
+  for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor a = a32.to(dt), b = b32.to(dt), ga = a.to(kGpu), gb = b.to(kGpu);
+    EXPECT_TRUE(same_bits(add(ga, gb, 0.5), add(a, b, 0.5)));
+    EXPECT_TRUE(same_bits(sub(ga, gb), sub(a, b)));
+    EXPECT_TRUE(same_bits(mul(ga, gb), mul(a, b)));
+    EXPECT_TRUE(same_bits(div(ga, gb), div(a, b)));
+    EXPECT_TRUE(same_bits(mul(ga, 3.0), mul(a, 3.0)));
+    EXPECT_TRUE(same_bits(maximum(ga, gb), maximum(a, b)));
+    EXPECT_TRUE(same_bits(relu(ga), relu(a)));
+    EXPECT_TRUE(same_bits(clamp(ga, -0.5, 0.25), clamp(a, -0.5, 0.25)));
+    EXPECT_TRUE(same_bits(where(gt(ga, gb), ga, gb), where(gt(a, b), a, b)));
+    EXPECT_TRUE(same_bits(lt(ga, 0.1), lt(a, 0.1)));
+    EXPECT_TRUE(same_bits(neg(ga), neg(a)));
+    const testing::Tol tol = dt == kFloat32 || dt == kFloat64 ? testing::Tol{1e-6, 1e-6}
+                                                              : testing::Tol{traits(dt).epsilon, traits(dt).epsilon};
+    for (auto f : {+[](const Tensor& t) { return exp(t); }, +[](const Tensor& t) { return tanh(t); },
+                   +[](const Tensor& t) { return sigmoid(t); }, +[](const Tensor& t) { return silu(t); },
+                   +[](const Tensor& t) { return gelu(t); }, +[](const Tensor& t) { return gelu(t, "tanh"); },
+                   +[](const Tensor& t) { return log1p(abs(t)); }, +[](const Tensor& t) { return sqrt(abs(t)); },
+                   +[](const Tensor& t) { return pow(abs(t), 1.5); }, +[](const Tensor& t) { return softplus(t); }})
+      EXPECT_TRUE(testing::all_close(f(ga).to(Device(kCPU)), f(a), tol));
+  }
+}
+
+TEST(Cuda, SumsMatchFloat64) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(6);
+  const Tensor x = randn({7, 300, 5});
+  for (DType dt : {kFloat32, kBFloat16, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor xd = x.to(dt), g = xd.to(kGpu), x64 = xd.to(kFloat64);
+    const double eps = dt == kFloat64 ? 1e-12 : dt == kFloat32 ? 1e-5 : traits(dt).epsilon;
+    EXPECT_TRUE(testing::all_close(sum(g).to(Device(kCPU)), sum(x64).to(dt), {eps * 50, eps}));
+    EXPECT_TRUE(testing::all_close(sum(g, {1}).to(Device(kCPU)), sum(x64, {1}).to(dt), {eps * 20, eps}));
+    EXPECT_TRUE(
+        testing::all_close(mean(g.transpose(0, 2), {0, 2}).to(Device(kCPU)), mean(x64, {0, 2}).to(dt), {eps, eps}));
+  }
+  const Tensor ints = arange(1000.0).to(kInt64).to(kGpu);
+  EXPECT_EQ(sum(ints).item<int64_t>(), 499500);
+}
+
+// A small network's backward on the device: products, pointwise backward formulas,
+// broadcast reductions (sum_to_size) and the engine's in-place gradient sums.
+TEST(Cuda, BackwardMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(8);
+  const Tensor x = randn({32, 20}), w1 = randn({16, 20}), b1 = randn({16}), w2 = randn({4, 16}), s = randn({1, 4});
+  auto grads = [&](Device d) {
+    std::vector<Tensor> p{w1.to(d).requires_grad_(), b1.to(d).requires_grad_(), w2.to(d).requires_grad_(),
+                          s.to(d).requires_grad_()};
+    const Tensor h = tanh(linear(x.to(d), p[0], p[1]));
+    const Tensor y = mul(sigmoid(matmul(h, p[2].t())), p[3]) + relu(h).sum() * 0.01;  // p[3] broadcast; h used twice
+    sum(mul(log_softmax(y, 1), softmax(gelu(y), 0))).backward();
+    std::vector<Tensor> g;
+    for (const Tensor& t : p) g.push_back(t.grad().to(Device(kCPU)));
+    return g;
+  };
+  const auto want = grads(Device(kCPU)), got = grads(kGpu);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(testing::all_close(got[i], want[i].to_vector(), {1e-4, 1e-4})) << "parameter " << i;
 }
 
 }  // namespace

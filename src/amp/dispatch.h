@@ -79,6 +79,48 @@ bool on_cpu(const T&, Device&) {
 // reaching any other op is refused here, before a CPU kernel could read device memory.
 constexpr bool has_cuda_kernel(OpId op) {
   switch (op) {
+    // pointwise (backend/cuda/pointwise.cu)
+    case OpId::add:
+    case OpId::sub:
+    case OpId::mul:
+    case OpId::div:
+    case OpId::pow:
+    case OpId::maximum:
+    case OpId::minimum:
+    case OpId::neg:
+    case OpId::abs:
+    case OpId::exp:
+    case OpId::log:
+    case OpId::log1p:
+    case OpId::sqrt:
+    case OpId::rsqrt:
+    case OpId::reciprocal:
+    case OpId::tanh:
+    case OpId::sigmoid:
+    case OpId::relu:
+    case OpId::gelu:
+    case OpId::silu:
+    case OpId::softplus:
+    case OpId::clamp:
+    case OpId::where:
+    case OpId::eq:
+    case OpId::ne:
+    case OpId::lt:
+    case OpId::le:
+    case OpId::gt:
+    case OpId::ge:
+    case OpId::isnan:
+    case OpId::isfinite:
+    // rows (softmax.cu)
+    case OpId::softmax:
+    case OpId::log_softmax:
+    // reductions and shapes (reduce.cu, copy.cu)
+    case OpId::sum:
+    case OpId::mean:
+    case OpId::sum_to_size:
+    case OpId::cat:
+    case OpId::stack:
+    // products (matmul.cu)
     case OpId::matmul:
     case OpId::mm:
     case OpId::bmm:

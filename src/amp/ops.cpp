@@ -14,7 +14,7 @@ void throw_no_kernel(std::string_view op, Device device) {
   if (device.is_cuda() && !cuda::is_available())
     TC_FAIL(op, "no kernel for a tensor on ", device, ": ", cuda::unavailable_reason());
   TC_FAIL(op, "no CUDA kernel yet for this op (tensor on ", device,
-          "); the CUDA backend runs matmul, mm, bmm and linear so far: move the tensor with .to(tc::kCPU)");
+          "); docs/cuda.md lists the ops it runs so far: move the tensor with .to(tc::kCPU)");
 }
 
 }  // namespace tc::amp::detail

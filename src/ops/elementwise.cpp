@@ -76,8 +76,7 @@ namespace impl {
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   const DType dt = arith_dtype("add", a, b);
-  Tensor out = alpha == 1.0 ? map2(a, b, dt, "add", [](auto x, auto y) { return x + y; })
-                            : map2(a, b, dt, "add", [alpha](auto x, auto y) { return x + decltype(x)(alpha) * y; });
+  Tensor out = alpha == 1.0 ? map2(a, b, dt, "add", fn::Add{}) : map2(a, b, dt, "add", fn::AddScaled{alpha});
   return record(
       "add", out, {a, b}, [sa = a.sizes(), sb = b.sizes(), alpha](const Tensor& g, const std::vector<bool>& n) {
         return std::vector<Tensor>{n[0] ? impl::sum_to_size(g, sa) : Tensor(),
@@ -92,7 +91,7 @@ Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   const DType dt = arith_dtype("mul", a, b);
-  Tensor out = map2(a, b, dt, "mul", [](auto x, auto y) { return x * y; });
+  Tensor out = map2(a, b, dt, "mul", fn::Mul{});
   return record("mul", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g, const std::vector<bool>& n) {
     return std::vector<Tensor>{n[0] ? impl::sum_to_size(impl::mul(g, b), a.sizes()) : Tensor(),
                                n[1] ? impl::sum_to_size(impl::mul(g, a), b.sizes()) : Tensor()};
@@ -102,37 +101,34 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   DType dt = arith_dtype("div", a, b);
   if (!is_floating(dt)) dt = kFloat32;  // true division, as torch.div
-  Tensor out = map2(a, b, dt, "div", [](auto x, auto y) { return x / y; });
+  Tensor out = map2(a, b, dt, "div", fn::Div{});
   return record("div", out, {a, b},
                 [a = a.detach(), b = b.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>& n) {
                   Tensor ga, gb;
                   if (n[0]) ga = impl::sum_to_size(impl::div(g, b), a.sizes());
                   if (n[1])
-                    gb = impl::sum_to_size(
-                        map3(g, out, b, g.dtype(), "div_backward", [](auto gg, auto o, auto y) { return -gg * o / y; }),
-                        b.sizes());
+                    gb = impl::sum_to_size(map3(g, out, b, g.dtype(), "div_backward", fn::DivBackwardDivisor{}),
+                                           b.sizes());
                   return std::vector<Tensor>{ga, gb};
                 });
 }
 
 Tensor add(const Tensor& a, double b) {
   check_defined("add", a);
-  Tensor out = map2(a, op_util::scalar_operand(a, b), op_util::scalar_result_dtype(a, b), "add",
-                    [](auto x, auto y) { return x + y; });
+  Tensor out = map2(a, op_util::scalar_operand(a, b), op_util::scalar_result_dtype(a, b), "add", fn::Add{});
   return record("add", out, {a}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
 }
 Tensor sub(const Tensor& a, double b) { return impl::add(a, -b); }
 Tensor mul(const Tensor& a, double b) {
   check_defined("mul", a);
-  Tensor out = map2(a, op_util::scalar_operand(a, b), op_util::scalar_result_dtype(a, b), "mul",
-                    [](auto x, auto y) { return x * y; });
+  Tensor out = map2(a, op_util::scalar_operand(a, b), op_util::scalar_result_dtype(a, b), "mul", fn::Mul{});
   return record("mul", out, {a},
                 [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::mul(g, b)}; });
 }
 Tensor div(const Tensor& a, double b) {
   check_defined("div", a);
   const DType dt = is_floating(a.dtype()) ? a.dtype() : kFloat32;
-  Tensor out = map2(a, op_util::scalar_operand(a, b), dt, "div", [](auto x, auto y) { return x / y; });
+  Tensor out = map2(a, op_util::scalar_operand(a, b), dt, "div", fn::Div{});
   return record("div", out, {a},
                 [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::div(g, b)}; });
 }
@@ -140,36 +136,26 @@ Tensor div(const Tensor& a, double b) {
 Tensor pow(const Tensor& a, double e) {
   check_defined("pow", a);
   const DType dt = op_util::scalar_result_dtype(a, e);
-  Tensor out = e == 2.0 ? map1(a, dt, "pow", [](auto x) { return x * x; })
-                        : map1(a, dt, "pow", [e](auto x) { return std::pow(x, decltype(x)(e)); });
+  Tensor out = e == 2.0 ? map1(a, dt, "pow", fn::Square{}) : map1(a, dt, "pow", fn::PowScalar{e});
   return record("pow", out, {a}, [a = a.detach(), e](const Tensor& g, const std::vector<bool>&) {
     if (e == 0.0) return std::vector<Tensor>{zeros_like(g)};
-    return std::vector<Tensor>{map2(g, a, g.dtype(), "pow_backward", [e](auto gg, auto x) {
-      using C = decltype(x);
-      return gg * C(e) * std::pow(x, C(e - 1.0));
-    })};
+    return std::vector<Tensor>{map2(g, a, g.dtype(), "pow_backward", fn::PowScalarBackward{e})};
   });
 }
 
 Tensor pow(const Tensor& a, const Tensor& e) {
   DType dt = arith_dtype("pow", a, e);
-  Tensor out = map2(a, e, dt, "pow", [](auto x, auto y) { return std::pow(x, y); });
+  Tensor out = map2(a, e, dt, "pow", fn::Pow{});
   return record("pow", out, {a, e},
                 [a = a.detach(), e = e.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>& n) {
                   Tensor ga, ge;
                   if (n[0]) {
-                    ga = map3(g, a, e, g.dtype(), "pow_backward", [](auto gg, auto x, auto y) {
-                      using C = decltype(x);
-                      return y == C(0) ? C(0) : gg * y * std::pow(x, y - C(1));
-                    });
+                    ga = map3(g, a, e, g.dtype(), "pow_backward", fn::PowBackwardBase{});
                     ga = impl::sum_to_size(ga, a.sizes());
                   }
                   if (n[1]) {
                     // d/de a^e = a^e log(a); PyTorch defines it as 0 where a == 0 and e >= 0.
-                    Tensor t = map3(out, a, e, g.dtype(), "pow_backward", [](auto o, auto x, auto y) {
-                      using C = decltype(x);
-                      return (x == C(0) && y >= C(0)) ? C(0) : o * std::log(x);
-                    });
+                    Tensor t = map3(out, a, e, g.dtype(), "pow_backward", fn::PowBackwardExponent{});
                     ge = impl::sum_to_size(impl::mul(g, t), e.sizes());
                   }
                   return std::vector<Tensor>{ga, ge};
@@ -180,20 +166,11 @@ namespace {
 template <bool IsMax>
 Tensor extremum(const char* name, const Tensor& a, const Tensor& b) {
   const DType dt = arith_dtype(name, a, b);
-  Tensor out = map2(a, b, dt, name, [](auto x, auto y) {
-    if (x != x) return x;  // NaN propagates
-    if (y != y) return y;
-    return IsMax ? (x > y ? x : y) : (x < y ? x : y);
-  });
+  Tensor out = map2(a, b, dt, name, fn::Extremum<IsMax>{});
   return record(name, out, {a, b}, [a = a.detach(), b = b.detach(), name](const Tensor& g, const std::vector<bool>& n) {
     // The gradient goes to the chosen input; ties split it evenly (as PyTorch).
     auto share = [&](const Tensor& self, const Tensor& other) {
-      return map3(g, self, other, g.dtype(), name, [](auto gg, auto x, auto y) {
-        using C = decltype(x);
-        if (x == y) return gg * C(0.5);
-        const bool chosen = (x != x) || (IsMax ? x > y : x < y);
-        return chosen ? gg : C(0);
-      });
+      return map3(g, self, other, g.dtype(), name, fn::ExtremumBackward<IsMax>{});
     };
     return std::vector<Tensor>{n[0] ? impl::sum_to_size(share(a, b), a.sizes()) : Tensor(),
                                n[1] ? impl::sum_to_size(share(b, a), b.sizes()) : Tensor()};
@@ -209,74 +186,35 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return extremum<false>("minim
 Tensor neg(const Tensor& x) {
   check_defined("neg", x);
   TC_CHECK(x.dtype() != kBool, "neg", "negation of a bool tensor is not supported");
-  Tensor out = map1(x, x.dtype(), "neg", [](auto v) { return -v; });
+  Tensor out = map1(x, x.dtype(), "neg", fn::Neg{});
   return record("neg", out, {x},
                 [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::neg(g)}; });
 }
 
 Tensor abs(const Tensor& x) {
   check_defined("abs", x);
-  Tensor out = map1(x, x.dtype(), "abs", [](auto v) { return std::abs(v); });
+  Tensor out = map1(x, x.dtype(), "abs", fn::Abs{});
   return record("abs", out, {x}, [x = x.detach()](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{map2(g, x, g.dtype(), "abs_backward", [](auto gg, auto v) {
-      using C = decltype(v);
-      return v > C(0) ? gg : (v < C(0) ? -gg : C(0));
-    })};
+    return std::vector<Tensor>{map2(g, x, g.dtype(), "abs_backward", fn::AbsBackward{})};
   });
 }
 
-Tensor exp(const Tensor& x) {
-  return unary_float_op(
-      "exp", x, [](auto v) { return std::exp(v); }, [](auto g, auto, auto o) { return g * o; });
-}
-Tensor log(const Tensor& x) {
-  return unary_float_op(
-      "log", x, [](auto v) { return std::log(v); }, [](auto g, auto v, auto) { return g / v; });
-}
-Tensor log1p(const Tensor& x) {
-  return unary_float_op(
-      "log1p", x, [](auto v) { return std::log1p(v); }, [](auto g, auto v, auto) { return g / (decltype(v)(1) + v); });
-}
-Tensor sqrt(const Tensor& x) {
-  return unary_float_op(
-      "sqrt", x, [](auto v) { return std::sqrt(v); }, [](auto g, auto, auto o) { return g / (decltype(o)(2) * o); });
-}
-Tensor rsqrt(const Tensor& x) {
-  return unary_float_op(
-      "rsqrt", x, [](auto v) { return decltype(v)(1) / std::sqrt(v); },
-      [](auto g, auto, auto o) { return decltype(o)(-0.5) * g * o * o * o; });
-}
+Tensor exp(const Tensor& x) { return unary_float_op("exp", x, fn::Exp{}, fn::ExpBackward{}); }
+Tensor log(const Tensor& x) { return unary_float_op("log", x, fn::Log{}, fn::LogBackward{}); }
+Tensor log1p(const Tensor& x) { return unary_float_op("log1p", x, fn::Log1p{}, fn::Log1pBackward{}); }
+Tensor sqrt(const Tensor& x) { return unary_float_op("sqrt", x, fn::Sqrt{}, fn::SqrtBackward{}); }
+Tensor rsqrt(const Tensor& x) { return unary_float_op("rsqrt", x, fn::Rsqrt{}, fn::RsqrtBackward{}); }
 Tensor reciprocal(const Tensor& x) {
-  return unary_float_op(
-      "reciprocal", x, [](auto v) { return decltype(v)(1) / v; }, [](auto g, auto, auto o) { return -g * o * o; });
+  return unary_float_op("reciprocal", x, fn::Reciprocal{}, fn::ReciprocalBackward{});
 }
-Tensor tanh(const Tensor& x) {
-  return unary_float_op(
-      "tanh", x, [](auto v) { return std::tanh(v); },
-      [](auto g, auto, auto o) { return g * (decltype(o)(1) - o * o); });
-}
-
-namespace {
-template <class C>
-C stable_sigmoid(C v) {
-  if (v >= C(0)) return C(1) / (C(1) + std::exp(-v));
-  const C e = std::exp(v);
-  return e / (C(1) + e);
-}
-}  // namespace
-
-Tensor sigmoid(const Tensor& x) {
-  return unary_float_op(
-      "sigmoid", x, [](auto v) { return stable_sigmoid(v); },
-      [](auto g, auto, auto o) { return g * o * (decltype(o)(1) - o); });
-}
+Tensor tanh(const Tensor& x) { return unary_float_op("tanh", x, fn::Tanh{}, fn::TanhBackward{}); }
+Tensor sigmoid(const Tensor& x) { return unary_float_op("sigmoid", x, fn::Sigmoid{}, fn::SigmoidBackward{}); }
 
 Tensor relu(const Tensor& x) {
   check_defined("relu", x);
-  Tensor out = map1(x, x.dtype(), "relu", [](auto v) { return v > decltype(v)(0) || v != v ? v : decltype(v)(0); });
+  Tensor out = map1(x, x.dtype(), "relu", fn::Relu{});
   return record("relu", out, {x}, [out = out.detach()](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{map2(g, out, g.dtype(), "relu_backward",
-                                    [](auto gg, auto o) { return o > decltype(o)(0) ? gg : decltype(o)(0); })};
+    return std::vector<Tensor>{map2(g, out, g.dtype(), "relu_backward", fn::ReluBackward{})};
   });
 }
 
@@ -285,39 +223,27 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
            approximate, "\"");
   check_defined("gelu", x);
   const bool tanh_form = approximate == "tanh";
-  Tensor out = make_tensor(x.sizes(), op_util::float_result_dtype(x.dtype()), x.device());
-  cpu::gelu(out, x, tanh_form);
+  const DType dt = op_util::float_result_dtype(x.dtype());
+  Tensor out;
+  if (x.device().is_cuda()) {
+    out = map1(x, dt, "gelu", fn::Gelu{tanh_form});
+  } else {
+    out = make_tensor(x.sizes(), dt, x.device());
+    cpu::gelu(out, x, tanh_form);
+  }
   return record("gelu", out, {x}, [x = x.detach(), tanh_form](const Tensor& g, const std::vector<bool>&) {
+    if (g.device().is_cuda()) return std::vector<Tensor>{map2(g, x, g.dtype(), "gelu", fn::GeluBackward{tanh_form})};
     Tensor dx = make_tensor(broadcast_shapes(g.sizes(), x.sizes(), "gelu"), g.dtype(), g.device());
     cpu::gelu_backward(dx, g, x, tanh_form);
     return std::vector<Tensor>{dx};
   });
 }
 
-Tensor silu(const Tensor& x) {
-  return unary_float_op(
-      "silu", x, [](auto v) { return v * stable_sigmoid(v); },
-      [](auto g, auto v, auto) {
-        using C = decltype(v);
-        const C s = stable_sigmoid(v);
-        return g * s * (C(1) + v * (C(1) - s));
-      });
-}
+Tensor silu(const Tensor& x) { return unary_float_op("silu", x, fn::Silu{}, fn::SiluBackward{}); }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   TC_CHECK(beta != 0 && std::isfinite(beta), "softplus", "beta must be finite and nonzero, got ", beta);
-  return unary_float_op(
-      "softplus", x,
-      [beta, threshold](auto v) {
-        using C = decltype(v);
-        const C bx = C(beta) * v;
-        return bx > C(threshold) ? v : std::log1p(std::exp(bx)) / C(beta);
-      },
-      [beta, threshold](auto g, auto v, auto) {
-        using C = decltype(v);
-        const C bx = C(beta) * v;
-        return bx > C(threshold) ? g : g * stable_sigmoid(bx);
-      });
+  return unary_float_op("softplus", x, fn::Softplus{beta, threshold}, fn::SoftplusBackward{beta, threshold});
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
@@ -326,17 +252,9 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   const double l = lo.value_or(-INFINITY), h = hi.value_or(INFINITY);
   DType dt = x.dtype();
   if (!is_floating(dt) && ((lo && std::floor(*lo) != *lo) || (hi && std::floor(*hi) != *hi))) dt = kFloat32;
-  Tensor out = map1(x, dt, "clamp", [l, h](auto v) {
-    using C = decltype(v);
-    if (v != v) return v;
-    const C lo_clamped = v < C(l) ? C(l) : v;
-    return lo_clamped > C(h) ? C(h) : lo_clamped;  // max wins when min > max, as torch.clamp
-  });
+  Tensor out = map1(x, dt, "clamp", fn::Clamp{l, h});
   return record("clamp", out, {x}, [x = x.detach(), l, h](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{map2(g, x, g.dtype(), "clamp_backward", [l, h](auto gg, auto v) {
-      using C = decltype(v);
-      return (v >= C(l) && v <= C(h)) ? gg : C(0);
-    })};
+    return std::vector<Tensor>{map2(g, x, g.dtype(), "clamp_backward", fn::ClampBackward{l, h})};
   });
 }
 
@@ -345,10 +263,10 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   op_util::check_same_device("where", a, b);
   TC_CHECK(c.dtype() == kBool, "where", "condition must be a bool tensor, got ", dtype_name(c.dtype()));
   const DType dt = result_type(a, b);
-  Tensor out = map3(c, a, b, dt, "where", [](auto cc, auto x, auto y) { return cc != decltype(x)(0) ? x : y; });
+  Tensor out = map3(c, a, b, dt, "where", fn::Where{});
   return record("where", out, {a, b},
                 [c = c.detach(), sa = a.sizes(), sb = b.sizes()](const Tensor& g, const std::vector<bool>& n) {
-                  Tensor z = zeros({}, g.dtype());
+                  Tensor z = zeros({}, TensorOptions(g.dtype()).device(g.device()));
                   return std::vector<Tensor>{n[0] ? impl::sum_to_size(impl::where(c, g, z), sa) : Tensor(),
                                              n[1] ? impl::sum_to_size(impl::where(c, z, g), sb) : Tensor()};
                 });
@@ -358,32 +276,32 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
 
 // ------------------------------------------------------------------ comparisons
 
-#define TC_COMPARISON(name, expr)                                                                \
-  Tensor name(const Tensor& a, const Tensor& b) {                                                \
-    op_util::check_same_device(#name, a, b);                                                     \
-    return map2(a, b, kBool, #name, [](auto x, auto y) { return decltype(x)((expr) ? 1 : 0); }); \
-  }                                                                                              \
-  Tensor name(const Tensor& a, double s) {                                                       \
-    TC_CHECK(a.defined(), #name, "got an undefined tensor");                                     \
-    /* The scalar takes a floating tensor's dtype (x_bf16 == 0.1 compares bf16(0.1)). */         \
-    Tensor b = full({}, s, TensorOptions(is_floating(a.dtype()) ? a.dtype() : kFloat64));        \
-    return map2(a, b, kBool, #name, [](auto x, auto y) { return decltype(x)((expr) ? 1 : 0); }); \
+#define TC_COMPARISON(name, Fn)                                                                              \
+  Tensor name(const Tensor& a, const Tensor& b) {                                                            \
+    op_util::check_same_device(#name, a, b);                                                                 \
+    return map2(a, b, kBool, #name, fn::Fn{});                                                               \
+  }                                                                                                          \
+  Tensor name(const Tensor& a, double s) {                                                                   \
+    TC_CHECK(a.defined(), #name, "got an undefined tensor");                                                 \
+    /* The scalar takes a floating tensor's dtype (x_bf16 == 0.1 compares bf16(0.1)). */                     \
+    Tensor b = full({}, s, TensorOptions(is_floating(a.dtype()) ? a.dtype() : kFloat64).device(a.device())); \
+    return map2(a, b, kBool, #name, fn::Fn{});                                                               \
   }
-TC_COMPARISON(eq, x == y)
-TC_COMPARISON(ne, x != y)
-TC_COMPARISON(lt, x < y)
-TC_COMPARISON(le, x <= y)
-TC_COMPARISON(gt, x > y)
-TC_COMPARISON(ge, x >= y)
+TC_COMPARISON(eq, Eq)
+TC_COMPARISON(ne, Ne)
+TC_COMPARISON(lt, Lt)
+TC_COMPARISON(le, Le)
+TC_COMPARISON(gt, Gt)
+TC_COMPARISON(ge, Ge)
 #undef TC_COMPARISON
 
 Tensor isnan(const Tensor& x) {
   check_defined("isnan", x);
-  return map1(x, kBool, "isnan", [](auto v) { return decltype(v)(v != v ? 1 : 0); });
+  return map1(x, kBool, "isnan", fn::IsNan{});
 }
 Tensor isfinite(const Tensor& x) {
   check_defined("isfinite", x);
-  return map1(x, kBool, "isfinite", [](auto v) { return decltype(v)(std::isfinite(v) ? 1 : 0); });
+  return map1(x, kBool, "isfinite", fn::IsFinite{});
 }
 
 // ------------------------------------------------------------------ operators

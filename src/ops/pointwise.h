@@ -1,11 +1,14 @@
 // Internal: utilities for op implementations (namespace tc::op_util): the dtype rules of
 // scalar operands, and map1/map2/map3, which allocate an op's output (keeping a dense
-// permuted layout) and run a scalar lambda through the backend's elementwise loops.
+// permuted layout) and run a scalar formula through the device's elementwise kernels: a
+// functor of backend/pointwise_fns.h on either device, a lambda on the CPU only.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <initializer_list>
 
 #include "backend/cpu/loops.h"
+#include "backend/cuda/pointwise.h"
 #include "tensorcast/ops.h"
 
 namespace tc::op_util {
@@ -22,6 +25,24 @@ inline DType float_result_dtype(DType t) { return is_floating(t) ? t : kFloat32;
 // src/core/tensor_impl.h: Tensor::to preserves layouts too.
 
 namespace detail {
+// The device's kernel for f: the CPU loops, or the CUDA kernels of a listed functor
+// (backend/pointwise_fns.h); a lambda or an unlisted functor has no CUDA kernel yet.
+template <int NIn, class F>
+void run_map(const Tensor& out, const std::array<Tensor, NIn>& in, const char* op, F f, bool dbl) {
+  if (out.device().is_cuda()) {
+    if constexpr (gpu::has_pointwise_kernel<F>::value) {
+      if constexpr (NIn == 1) gpu::unary_map(out, in[0], op, f, dbl);
+      if constexpr (NIn == 2) gpu::binary_map(out, in[0], in[1], op, f, dbl);
+      if constexpr (NIn == 3) gpu::ternary_map(out, in[0], in[1], in[2], op, f, dbl);
+      return;
+    }
+    TC_FAIL(op, "no CUDA kernel yet for this op (tensor on ", out.device(), ")");
+  }
+  if constexpr (NIn == 1) cpu::unary_map(out, in[0], op, f);
+  if constexpr (NIn == 2) cpu::binary_map(out, in[0], in[1], op, f, dbl);
+  if constexpr (NIn == 3) cpu::ternary_map(out, in[0], in[1], in[2], op, f, dbl);
+}
+
 // The memory order shared by `ins` when the first is a permuted dense tensor and every
 // other one has its shape with identical strides on the non-size-1 dims, or is 0-d (a
 // scalar operand); empty otherwise (broadcasting, contiguous first operands and mixed
@@ -51,13 +72,14 @@ inline Tensor in_order(const Tensor& t, const Shape& order) {
 // over memory order so the loops see one contiguous run.
 template <class F>
 Tensor map1(const Tensor& x, DType out_dtype, const char* op, F f) {
+  const bool dbl = cpu::computes_in_double(out_dtype) || cpu::computes_in_double(x.dtype());
   if (const Shape order = detail::shared_permuted_order({&x}); !order.empty()) {
     Tensor out = empty_like_layout(x, out_dtype);
-    cpu::unary_map(memory_order_view(out, order), memory_order_view(x, order), op, f);
+    detail::run_map<1>(memory_order_view(out, order), {memory_order_view(x, order)}, op, f, dbl);
     return out;
   }
   Tensor out = make_tensor(x.sizes(), out_dtype, x.device());
-  cpu::unary_map(out, x, op, f);
+  detail::run_map<1>(out, {x}, op, f, dbl);
   return out;
 }
 
@@ -70,11 +92,12 @@ Tensor map2(const Tensor& a, const Tensor& b, DType out_dtype, const char* op, F
       cpu::computes_in_double(out_dtype) || cpu::computes_in_double(a.dtype()) || cpu::computes_in_double(b.dtype());
   if (const Shape order = detail::shared_permuted_order({&a, &b}); !order.empty()) {
     Tensor out = empty_like_layout(a, out_dtype);
-    cpu::binary_map(memory_order_view(out, order), detail::in_order(a, order), detail::in_order(b, order), op, f, dbl);
+    detail::run_map<2>(memory_order_view(out, order), {detail::in_order(a, order), detail::in_order(b, order)}, op, f,
+                       dbl);
     return out;
   }
   Tensor out = make_tensor(broadcast_shapes(a.sizes(), b.sizes(), op), out_dtype, a.device());
-  cpu::binary_map(out, a, b, op, f, dbl);
+  detail::run_map<2>(out, {a, b}, op, f, dbl);
   return out;
 }
 
@@ -87,9 +110,9 @@ Tensor map3(const Tensor& a, const Tensor& b, const Tensor& c, DType out_dtype, 
   // Permuted dense operands of one layout run over memory order (one contiguous run).
   const Tensor mo = detail::in_order(out, order), ma = detail::in_order(a, order), mb = detail::in_order(b, order),
                mc = detail::in_order(c, order);
-  cpu::ternary_map(mo, ma, mb, mc, op, f,
-                   cpu::computes_in_double(out_dtype) || cpu::computes_in_double(a.dtype()) ||
-                       cpu::computes_in_double(b.dtype()) || cpu::computes_in_double(c.dtype()));
+  detail::run_map<3>(mo, {ma, mb, mc}, op, f,
+                     cpu::computes_in_double(out_dtype) || cpu::computes_in_double(a.dtype()) ||
+                         cpu::computes_in_double(b.dtype()) || cpu::computes_in_double(c.dtype()));
   return out;
 }
 

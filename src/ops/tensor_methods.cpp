@@ -10,6 +10,7 @@
 #include "backend/cuda/copy.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
+#include "ops/pointwise.h"
 #include "profiler/hooks.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/cuda.h"
@@ -171,7 +172,7 @@ bool update_in_place(const Tensor& self, const Tensor& other, const char* op, F 
                        other.strides() == self.strides()))
     return false;
   if (!self.is_contiguous()) return false;  // a strided self may repeat elements (expand): general path
-  cpu::binary_map(self, self, other, op, f, self.dtype() == kFloat64 || other.dtype() == kFloat64);
+  op_util::detail::run_map<2>(self, {self, other}, op, f, self.dtype() == kFloat64 || other.dtype() == kFloat64);
   return true;
 }
 
@@ -185,7 +186,7 @@ void update_by_copy(const Tensor& self, const char* op, Op out_of_place) {
   }
   TC_CHECK(r.sizes() == self.sizes(), op, "output with shape ", shape_str(self.sizes()),
            " doesn't match the broadcast shape ", shape_str(r.sizes()));
-  cpu::copy_into(self, r);
+  copy_on_device(self, r);
 }
 
 }  // namespace
@@ -193,9 +194,8 @@ void update_by_copy(const Tensor& self, const char* op, Op out_of_place) {
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
   begin_inplace(*this, "add_");
   TC_CHECK(other.defined(), "add_", "other is undefined");
-  const bool done = alpha == 1.0 ? update_in_place(*this, other, "add_", [](auto x, auto y) { return x + y; })
-                                 : update_in_place(*this, other, "add_",
-                                                   [alpha](auto x, auto y) { return x + decltype(x)(alpha) * y; });
+  const bool done = alpha == 1.0 ? update_in_place(*this, other, "add_", fn::Add{})
+                                 : update_in_place(*this, other, "add_", fn::AddScaled{alpha});
   if (!done) update_by_copy(*this, "add_", [&] { return impl::add(*this, other, alpha); });
   return *this;
 }
@@ -203,7 +203,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 Tensor& Tensor::mul_(const Tensor& other) {
   begin_inplace(*this, "mul_");
   TC_CHECK(other.defined(), "mul_", "other is undefined");
-  if (!update_in_place(*this, other, "mul_", [](auto x, auto y) { return x * y; }))
+  if (!update_in_place(*this, other, "mul_", fn::Mul{}))
     update_by_copy(*this, "mul_", [&] { return impl::mul(*this, other); });
   return *this;
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backend/cuda/convert.cuh"
 #include "backend/cuda/copy.h"
 #include "backend/cuda/launch.h"
 #include "core/cuda_runtime.h"
@@ -16,34 +17,6 @@
 
 namespace tc::gpu {
 namespace {
-
-template <class T>
-constexpr bool wide_compute = std::is_same_v<T, double> || std::is_same_v<T, int64_t> || std::is_same_v<T, int32_t>;
-
-template <class D, class C>
-__host__ __device__ __forceinline__ D store_as(C v) {
-  if constexpr (std::is_same_v<D, bool>)
-    return v != C(0);
-  else if constexpr (std::is_integral_v<D>)
-    return static_cast<D>(static_cast<int64_t>(v));
-  else if constexpr (std::is_same_v<C, double> && (std::is_same_v<D, BFloat16> || std::is_same_v<D, Half>))
-    return round_double_to<D>(v);  // one rounding, not two through float
-  else
-    return static_cast<D>(v);
-}
-
-template <class D, class S>
-__host__ __device__ __forceinline__ D convert_value(S s) {
-  if constexpr (std::is_same_v<D, S>) {
-    return s;
-  } else {
-    using C = std::conditional_t<wide_compute<D> || wide_compute<S>, double, float>;
-    if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>)
-      return store_as<D>(static_cast<C>(static_cast<float>(s)));
-    else
-      return store_as<D>(static_cast<C>(s));
-  }
-}
 
 template <class D, class S>
 __global__ void copy_contiguous_kernel(D* __restrict__ dst, const S* __restrict__ src, int64_t n) {

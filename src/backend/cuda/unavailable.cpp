@@ -5,6 +5,9 @@
 #include "backend/cuda/amp_kernels.h"
 #include "backend/cuda/copy.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/pointwise.h"
+#include "backend/cuda/reduce.h"
+#include "backend/cuda/softmax.h"
 #include "tensorcast/cuda.h"
 #include "tensorcast/error.h"
 
@@ -18,9 +21,34 @@ void fill(const Tensor&, double) { unavailable("fill_"); }
 void transfer(const Tensor&, const Tensor&) { unavailable("to"); }
 void matmul_into(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const char* op) { unavailable(op); }
 size_t matmul_cache_size() { return 0; }
+void sum_kernel(const Tensor&, const Tensor&, const std::vector<bool>&, double) { unavailable("sum"); }
+void softmax_forward(const Tensor&, const Tensor&, int64_t, bool) { unavailable("softmax"); }
+void softmax_backward(const Tensor&, const Tensor&, const Tensor&, int64_t, bool) { unavailable("softmax"); }
 void amp_non_finite_check_and_unscale_(const std::vector<Tensor>&, const Tensor&, const Tensor&) {
   unavailable("GradScaler");
 }
+
+template <class F>
+void unary_map(const Tensor&, const Tensor&, const char* op, F, bool) {
+  unavailable(op);
+}
+template <class F>
+void binary_map(const Tensor&, const Tensor&, const Tensor&, const char* op, F, bool) {
+  unavailable(op);
+}
+template <class F>
+void ternary_map(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const char* op, F, bool) {
+  unavailable(op);
+}
+#define TC_STUB_UNARY(F) template void unary_map<fn::F>(const Tensor&, const Tensor&, const char*, fn::F, bool);
+#define TC_STUB_BINARY(F) \
+  template void binary_map<fn::F>(const Tensor&, const Tensor&, const Tensor&, const char*, fn::F, bool);
+#define TC_STUB_TERNARY(F)                                                                                         \
+  template void ternary_map<fn::F>(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const char*, fn::F, \
+                                   bool);
+TC_CUDA_UNARY_FNS(TC_STUB_UNARY)
+TC_CUDA_BINARY_FNS(TC_STUB_BINARY)
+TC_CUDA_TERNARY_FNS(TC_STUB_TERNARY)
 
 }  // namespace tc::gpu
 #endif
