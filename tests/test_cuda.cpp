@@ -15,6 +15,7 @@
 #include "backend/cpu/amp_kernels.h"
 #include "backend/cuda/amp_kernels.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/pointwise.h"
 #include "common/testing.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/cuda.h"
@@ -51,6 +52,19 @@ Tensor random_bits(int64_t n, DType dt, uint64_t seed) {
 }
 
 // ---------------------------------------------------------------- without a GPU too
+
+// Every pointwise functor has CUDA kernels (a functor missing from the lists in
+// backend/pointwise_fns.h would compile and fail only on a GPU, at run time).
+#define TC_ASSERT_LISTED(F) static_assert(gpu::has_pointwise_kernel<fn::F>::value, #F " is not in the CUDA lists");
+TC_ASSERT_LISTED(Gelu)
+TC_ASSERT_LISTED(GeluBackward)
+TC_ASSERT_LISTED(Add)
+TC_ASSERT_LISTED(AddScaled)
+TC_ASSERT_LISTED(Where)
+TC_ASSERT_LISTED(MinimumBackward)
+TC_ASSERT_LISTED(IsFinite)
+TC_ASSERT_LISTED(SoftplusBackward)
+#undef TC_ASSERT_LISTED
 
 TEST(CudaRuntime, SaysWhyItIsUnavailable) {
   if (cuda::is_available()) {
@@ -365,6 +379,33 @@ TEST(Cuda, BackwardMatchesTheCpu) {
   const auto want = grads(Device(kCPU)), got = grads(kGpu);
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_TRUE(testing::all_close(got[i], want[i].to_vector(), {1e-4, 1e-4})) << "parameter " << i;
+}
+
+// cross_entropy and nll_loss on the device against the CPU: weights, ignore_index, label
+// smoothing, every reduction, a class dim in the middle (N, C, d); gradients too.
+TEST(Cuda, ClassLossesMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(9);
+  const Tensor x = randn({4, 5, 3}), w = rand({5});
+  const Tensor target = tensor(std::vector<int64_t>{0, 4, 2, 1, -100, 3, 2, 2, 0, 4, 1, -100}, {4, 3});
+  for (Reduction red : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+    for (double smoothing : {0.0, 0.1}) {
+      SCOPED_TRACE("reduction " + std::to_string(static_cast<int>(red)) + " smoothing " + std::to_string(smoothing));
+      auto run = [&](Device d) {
+        Tensor xd = x.to(d).requires_grad_();
+        const Tensor loss = cross_entropy(xd, target.to(d), w.to(d), -100, red, smoothing);
+        sum(mul(loss, loss)).backward();
+        return std::pair<Tensor, Tensor>{loss.to(Device(kCPU)), xd.grad().to(Device(kCPU))};
+      };
+      const auto [want, want_g] = run(Device(kCPU));
+      const auto [got, got_g] = run(kGpu);
+      EXPECT_TRUE(testing::all_close(got, want.to_vector(), {1e-5, 1e-5}));
+      EXPECT_TRUE(testing::all_close(got_g, want_g.to_vector(), {1e-5, 1e-5}));
+    }
+    const Tensor lp = log_softmax(x, 1);
+    EXPECT_TRUE(testing::all_close(nll_loss(lp.to(kGpu), target.to(kGpu), w.to(kGpu), -100, red).to(Device(kCPU)),
+                                   nll_loss(lp, target, w, -100, red).to_vector(), {1e-6, 1e-6}));
+  }
 }
 
 }  // namespace

@@ -114,6 +114,8 @@ constexpr bool has_cuda_kernel(OpId op) {
     // rows (softmax.cu)
     case OpId::softmax:
     case OpId::log_softmax:
+    case OpId::cross_entropy:
+    case OpId::nll_loss:
     // reductions and shapes (reduce.cu, copy.cu)
     case OpId::sum:
     case OpId::mean:

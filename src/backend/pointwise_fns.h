@@ -324,19 +324,17 @@ using MinimumBackward = ExtremumBackward<false>;
 }  // namespace tc::fn
 
 // The functors the CUDA backend has kernels for, by arity.
-#define TC_CUDA_UNARY_FNS(X)                                                                                          \
-  X(Neg)                                                                                                              \
-  X(Abs)                                                                                                              \
-  X(Square) X(PowScalar) X(Exp) X(Log) X(Log1p) X(Sqrt) X(Rsqrt) X(Reciprocal) X(Tanh) X(Sigmoid) X(Silu) X(Softplus) \
-      X(Relu) X(Clamp) X(IsNan) X(IsFinite)
-#define TC_CUDA_BINARY_FNS(X)                                                                                   \
-  X(Add)                                                                                                        \
-  X(AddScaled)                                                                                                  \
-  X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) X(AbsBackward) X(ReluBackward) \
-      X(ClampBackward) X(PowScalarBackward)
-#define TC_CUDA_TERNARY_FNS(X)                                                                           \
-  X(Where)                                                                                               \
-  X(ExpBackward)                                                                                         \
-  X(LogBackward) X(Log1pBackward) X(SqrtBackward) X(RsqrtBackward) X(ReciprocalBackward) X(TanhBackward) \
-      X(SigmoidBackward) X(SiluBackward) X(SoftplusBackward) X(DivBackwardDivisor) X(PowBackwardBase)    \
-          X(PowBackwardExponent) X(MaximumBackward) X(MinimumBackward)
+// clang-format off
+#define TC_CUDA_UNARY_FNS(X)                                                                      \
+  X(Neg) X(Abs) X(Square) X(PowScalar) X(Exp) X(Log) X(Log1p) X(Sqrt) X(Rsqrt) X(Reciprocal)      \
+  X(Tanh) X(Sigmoid) X(Silu) X(Softplus) X(Relu) X(Clamp) X(IsNan) X(IsFinite) X(Gelu)
+#define TC_CUDA_BINARY_FNS(X)                                                                     \
+  X(Add) X(AddScaled) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum)                                  \
+  X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge)                                                             \
+  X(AbsBackward) X(ReluBackward) X(ClampBackward) X(PowScalarBackward) X(GeluBackward)
+#define TC_CUDA_TERNARY_FNS(X)                                                                    \
+  X(Where) X(ExpBackward) X(LogBackward) X(Log1pBackward) X(SqrtBackward) X(RsqrtBackward)        \
+  X(ReciprocalBackward) X(TanhBackward) X(SigmoidBackward) X(SiluBackward) X(SoftplusBackward)    \
+  X(DivBackwardDivisor) X(PowBackwardBase) X(PowBackwardExponent) X(MaximumBackward)              \
+  X(MinimumBackward)
+// clang-format on

@@ -1,11 +1,12 @@
 // Class-index losses: cross_entropy (fused log-softmax + nll) and nll_loss, with PyTorch
 // semantics for class weights, ignore_index, reductions and label smoothing. The row
-// kernels are in backend/cpu/loss.cpp.
+// kernels are in backend/cpu/loss.cpp and backend/cuda/loss.cu.
 #include "backend/cpu/loss.h"
 
 #include <memory>
 #include <vector>
 
+#include "backend/cuda/loss.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "tensorcast/autograd.h"
@@ -40,7 +41,8 @@ std::shared_ptr<cpu::ClassTargets> check_class_loss(const char* op, const Tensor
              dtype_name(weight.dtype()), " of shape ", shape_str(weight.sizes()));
     c->weight = weight.to_vector();
   }
-  cpu::read_class_targets(*c, target, op);
+  // The targets are checked on the host (a CUDA target is copied over: one sync per call).
+  cpu::read_class_targets(*c, target.device().is_cpu() ? target : target.to(Device(kCPU)), op);
   return c;
 }
 
@@ -76,16 +78,18 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
            label_smoothing);
   const int64_t rows = static_cast<int64_t>(targets->target.size());
   // Each row's max and log-sum-exp, kept for the backward in the compute precision.
-  const Tensor lse = make_tensor({rows, 2}, input.dtype() == kFloat64 ? kFloat64 : kFloat32);
+  const Tensor lse = make_tensor({rows, 2}, input.dtype() == kFloat64 ? kFloat64 : kFloat32, input.device());
   const double divisor = divisor_for(reduction, *targets);
   Tensor res = loss_output(reduction, loss_shape, input);
-  cpu::cross_entropy_forward(res, lse, input, *targets, label_smoothing, reduction != kNone, divisor);
+  (input.device().is_cuda() ? gpu::cross_entropy_forward : cpu::cross_entropy_forward)(
+      res, lse, input, *targets, label_smoothing, reduction != kNone, divisor);
   return autograd::record(op, res, {input},
                           [x = input.detach(), targets, lse, reduction, divisor, label_smoothing](
                               const Tensor& g, const std::vector<bool>&) {
                             const RowGrad rg = row_grad(g, reduction, divisor);
                             Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
-                            cpu::cross_entropy_backward(gx, x, lse, *targets, rg.rows, rg.scale, label_smoothing);
+                            (x.device().is_cuda() ? gpu::cross_entropy_backward : cpu::cross_entropy_backward)(
+                                gx, x, lse, *targets, rg.rows, rg.scale, label_smoothing);
                             return std::vector<Tensor>{gx};
                           });
 }
@@ -97,14 +101,15 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
   auto targets = check_class_loss(op, input, target, weight, ignore_index, loss_shape);
   const double divisor = divisor_for(reduction, *targets);
   Tensor res = loss_output(reduction, loss_shape, input);
-  cpu::nll_loss_forward(res, input, *targets, reduction != kNone, divisor);
-  return autograd::record(op, res, {input},
-                          [x = input.detach(), targets, reduction, divisor](const Tensor& g, const std::vector<bool>&) {
-                            const RowGrad rg = row_grad(g, reduction, divisor);
-                            Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
-                            cpu::nll_loss_backward(gx, *targets, rg.rows, rg.scale);
-                            return std::vector<Tensor>{gx};
-                          });
+  (input.device().is_cuda() ? gpu::nll_loss_forward : cpu::nll_loss_forward)(res, input, *targets, reduction != kNone,
+                                                                             divisor);
+  return autograd::record(
+      op, res, {input}, [x = input.detach(), targets, reduction, divisor](const Tensor& g, const std::vector<bool>&) {
+        const RowGrad rg = row_grad(g, reduction, divisor);
+        Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
+        (x.device().is_cuda() ? gpu::nll_loss_backward : cpu::nll_loss_backward)(gx, *targets, rg.rows, rg.scale);
+        return std::vector<Tensor>{gx};
+      });
 }
 
 }  // namespace tc::impl

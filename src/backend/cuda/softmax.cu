@@ -7,43 +7,11 @@
 #include "backend/cuda/convert.cuh"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/row_reduce.cuh"
+#include "backend/cuda/rows.cuh"
 #include "backend/cuda/softmax.h"
 
 namespace tc::gpu {
 namespace {
-
-template <int N>
-struct Rows {
-  int64_t count = 0, length = 0;
-  Geometry<N> rows;      // byte offsets of each row's first element, per tensor
-  int64_t step[N] = {};  // byte stride along the row, per tensor
-  char* ptr[N] = {};
-  DType dtype[N] = {};
-};
-
-template <int N>
-Rows<N> make_rows(const std::array<const Tensor*, N>& ts, int64_t dim, const char* op) {
-  Rows<N> r;
-  const Tensor& ref = *ts[0];
-  Shape sizes;
-  std::array<Shape, N> strides;
-  for (int64_t d = 0; d < ref.dim(); ++d) {
-    if (d == dim) continue;
-    sizes.push_back(ref.size(d));
-    for (int k = 0; k < N; ++k)
-      strides[k].push_back(ts[k]->stride(d) * static_cast<int64_t>(element_size(ts[k]->dtype())));
-  }
-  r.rows = make_geometry<N>(sizes, strides, op);
-  r.count = shape_numel(sizes);
-  r.length = ref.dim() == 0 ? 1 : ref.size(dim);
-  for (int k = 0; k < N; ++k) {
-    TC_CHECK(ts[k]->device() == ref.device() && ts[k]->sizes() == ref.sizes(), op, "operands must match on one device");
-    r.step[k] = (ref.dim() == 0 ? 1 : ts[k]->stride(dim)) * static_cast<int64_t>(element_size(ts[k]->dtype()));
-    r.ptr[k] = static_cast<char*>(ts[k]->raw_data());
-    r.dtype[k] = ts[k]->dtype();
-  }
-  return r;
-}
 
 // Rows<2>: y, x.
 template <class C>
@@ -91,10 +59,6 @@ __global__ void softmax_backward_kernel(Rows<3> r, bool log) {
       store_from<C>(gx + i * r.step[0], r.dtype[0], log ? gi - exp(yi) * s : yi * (gi - s));
     }
   }
-}
-
-unsigned row_blocks(int64_t rows) {
-  return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(rows, 1), 65535));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #if !defined(TC_WITH_CUDA)
 #include "backend/cuda/amp_kernels.h"
 #include "backend/cuda/copy.h"
+#include "backend/cuda/loss.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/pointwise.h"
 #include "backend/cuda/reduce.h"
@@ -24,6 +25,16 @@ size_t matmul_cache_size() { return 0; }
 void sum_kernel(const Tensor&, const Tensor&, const std::vector<bool>&, double) { unavailable("sum"); }
 void softmax_forward(const Tensor&, const Tensor&, int64_t, bool) { unavailable("softmax"); }
 void softmax_backward(const Tensor&, const Tensor&, const Tensor&, int64_t, bool) { unavailable("softmax"); }
+void cross_entropy_forward(const Tensor&, const Tensor&, const Tensor&, const cpu::ClassTargets&, double, bool,
+                           double) {
+  unavailable("cross_entropy");
+}
+void cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&, const cpu::ClassTargets&, const Tensor&,
+                            double, double) {
+  unavailable("cross_entropy");
+}
+void nll_loss_forward(const Tensor&, const Tensor&, const cpu::ClassTargets&, bool, double) { unavailable("nll_loss"); }
+void nll_loss_backward(const Tensor&, const cpu::ClassTargets&, const Tensor&, double) { unavailable("nll_loss"); }
 void amp_non_finite_check_and_unscale_(const std::vector<Tensor>&, const Tensor&, const Tensor&) {
   unavailable("GradScaler");
 }
