@@ -408,5 +408,49 @@ TEST(Cuda, ClassLossesMatchTheCpu) {
   }
 }
 
+// SGD (momentum, Nesterov, weight decay) and AdamW on the device against the CPU, float32
+// parameters and bf16 ones with float32 master weights, three steps, one of them through
+// an AmpStep (inv_scale applied on the way in). The device contracts a*b+c into FMAs where
+// the CPU rounds twice, so they agree to a few float32 ulps, not bit for bit.
+TEST(Cuda, OptimizersMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  for (DType dt : {kFloat32, kBFloat16}) {
+    for (int which : {0, 1, 2}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (which == 0   ? " SGD momentum"
+                                                  : which == 1 ? " SGD nesterov"
+                                                               : " AdamW"));
+      auto run = [&](Device d) {
+        manual_seed(10);
+        Tensor p = randn({300}).to(dt).to(d).requires_grad_();
+        std::unique_ptr<optim::Optimizer> opt;
+        if (which == 0)
+          opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p},
+                                             optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.01));
+        else if (which == 1)
+          opt =
+              std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
+        else
+          opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamWOptions(0.01));
+        for (int step = 0; step < 3; ++step) {
+          opt->zero_grad();
+          sum(mul(mul(p, p), 0.5)).backward();  // gradient p
+          if (step == 1) {
+            NoGradGuard ng;
+            Tensor g = p.grad();
+            g.mul_(4.0);  // a scaled gradient, unscaled by the step
+            opt->step(optim::AmpStep{full({}, 0.25, TensorOptions(d)), zeros({}, TensorOptions(d))});
+          } else {
+            opt->step();
+          }
+        }
+        return p.detach().to(Device(kCPU));
+      };
+      const Tensor want = run(Device(kCPU)), got = run(kGpu);
+      EXPECT_TRUE(testing::all_close(got, want.to_vector(),
+                                     dt == kFloat32 ? testing::Tol{1e-6, 1e-6} : testing::Tol{0x1p-8, 0x1p-8}));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tc

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "backend/optim_fns.h"
 #include "optim/fused.h"
 #include "optim/options_io.h"
 #include "tensorcast/ops.h"
@@ -11,6 +12,9 @@
 
 namespace tc::optim {
 namespace {
+
+using detail::AdamKernel;
+using detail::AdamScalars;
 
 struct AdamConfig {
   double lr, beta1, beta2, eps, weight_decay;
@@ -60,48 +64,7 @@ std::unique_ptr<OptimizerOptions> load_adam(const StateDict& sd, const std::stri
   return o;
 }
 
-// The single-tensor, non-capturable path of torch.optim.Adam/AdamW, one pass per element.
-// Each intermediate is rounded to the compute type where PyTorch's separate ops round.
-// The option flags are template parameters so that each variant's loop is branch-free and
-// vectorizes. The state arrives as block pointers s = {m, v, v_max (amsgrad)}: the buffers
-// themselves, or float copies of 16-bit blocks (fused.h), so one kernel serves both.
-template <class C>
-struct AdamScalars {
-  C lerp_w, lerp_w1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size, wd, decay;
-};
-
-template <class C, bool kL2, bool kDecoupled, bool kAmsgrad, bool kLerpHigh>
-struct AdamKernel {
-  AdamScalars<C> k;
-  void operator()(int64_t n, const C* __restrict g, C* __restrict w, C* const* s) const {
-    C* __restrict mo = s[0];
-    C* __restrict vo = s[1];
-    C* __restrict xo = kAmsgrad ? s[2] : nullptr;
-    for (int64_t i = 0; i < n; ++i) {
-      C p = w[i];
-      if constexpr (kDecoupled) p = p * k.decay;  // param.mul_(1 - lr * weight_decay)
-      C gi = g[i];
-      if constexpr (kL2) gi = gi + k.wd * p;  // grad.add(param, alpha=weight_decay)
-      // exp_avg.lerp_(grad, 1 - beta1), with ATen's two formulas either side of weight 0.5.
-      C mi;
-      if constexpr (kLerpHigh)
-        mi = gi - (gi - mo[i]) * k.lerp_w1;
-      else
-        mi = mo[i] + k.lerp_w * (gi - mo[i]);
-      const C vi = vo[i] * k.beta2 + k.one_minus_beta2 * gi * gi;  // mul_(beta2).addcmul_(g, g, 1 - beta2)
-      mo[i] = mi;
-      vo[i] = vi;
-      C vd = vi;
-      if constexpr (kAmsgrad) {
-        vd = xo[i] > vi ? xo[i] : vi;  // torch.maximum (v >= 0, NaN only from NaN gradients)
-        xo[i] = vd;
-      }
-      const C denom = std::sqrt(vd) / k.bc2_sqrt + k.eps;
-      w[i] = p + k.neg_step_size * mi / denom;  // param.addcdiv_(exp_avg, denom, value=-step_size)
-    }
-  }
-};
-
+// The update itself is AdamKernel (backend/optim_fns.h).
 template <class C>
 AdamScalars<C> make_scalars(const AdamConfig& c, int64_t step) {
   // Bias corrections in double on the host, as Python floats are in PyTorch.
@@ -137,7 +100,9 @@ void adam_update(const AdamConfig& c, const detail::StateBuffers& b, int64_t ste
   const bool wd = c.weight_decay != 0.0;
   const bool lerp_high = std::fabs(static_cast<float>(1.0 - c.beta1)) >= 0.5f;
   const bool flags[4] = {wd && !c.decoupled, wd && c.decoupled, c.amsgrad, lerp_high};
-  if (args.weight_dtype == kFloat64)
+  if (args.device.is_cuda())
+    gpu::fused_adam_step(detail::device_step(args, b), make_scalars<float>(c, step), flags);
+  else if (args.weight_dtype == kFloat64)
     run_adam<double>(make_scalars<double>(c, step), args, b, flags);
   else
     run_adam<float>(make_scalars<float>(c, step), args, b, flags);

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "backend/cpu/loops.h"
+#include "backend/cuda/optim.h"
 #include "tensorcast/convert.h"
 #include "tensorcast/half.h"
 #include "tensorcast/optim/optimizer.h"
@@ -33,6 +34,7 @@ using StateBuffers = std::array<void*, kMaxState>;
 
 struct StepArgs {
   const Tensor* param = nullptr;  // for creating state buffers of its shape
+  Device device;                  // the parameter's: a CUDA one takes the device kernels
   int64_t numel = 0;
   const char* grad = nullptr;  // contiguous
   DType grad_dtype = kFloat32;
@@ -139,6 +141,34 @@ inline void kahan_write(const float* w, const StepArgs& a, int64_t offset, int64
   load16(a.param16, a.param_dtype, offset, t, n);  // p_new as float
   for (int64_t i = 0; i < n; ++i) c[i] = y[i] - (t[i] - pold[i]);
   store16(c, a.compensation, a.param_dtype, offset, n);
+}
+
+// The step of a CUDA parameter as the device kernels take it (backend/cuda/optim.h): float32
+// weights (the parameter, or a 16-bit parameter's float32 master) and float32 state, the
+// 16-bit parameter rounded to nearest even. The Pure modes, stochastic rounding and float64
+// parameters run on the CPU only so far.
+inline gpu::FusedStep device_step(const StepArgs& a, const StateBuffers& state) {
+  TC_CHECK(a.weight_dtype == kFloat32 && !a.pure() && a.state_dtype == kFloat32 &&
+               (a.param16 == nullptr || a.rounding == Rounding::NearestEven),
+           "optim",
+           "on CUDA the optimizers update float32 parameters and 16-bit ones through float32 master weights with "
+           "nearest-even rounding; got a ",
+           dtype_name(a.param_dtype), " parameter",
+           a.pure()                              ? " in a Pure weight-update mode"
+           : a.rounding != Rounding::NearestEven ? " with stochastic rounding"
+                                                 : "");
+  gpu::FusedStep f;
+  f.device = a.device;
+  f.numel = a.numel;
+  f.grad = a.grad;
+  f.grad_dtype = a.grad_dtype;
+  f.scaled = a.scaled;
+  f.inv_scale = a.inv_scale;
+  f.weight = static_cast<float*>(a.weight);
+  f.param16 = a.param16;
+  f.param_dtype = a.param_dtype;
+  for (int k = 0; k < kMaxState; ++k) f.state[k] = static_cast<float*>(state[k]);
+  return f;
 }
 
 inline constexpr int64_t kFusedGrain = 16384;  // elements; below this one thread is faster

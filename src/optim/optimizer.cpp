@@ -129,7 +129,7 @@ DType Optimizer::state_dtype(const Tensor& param) const {
 Tensor& Optimizer::state_buffer(ParamState& state, const std::string& name, const Tensor& param, bool* created) {
   if (created) *created = false;
   if (Tensor* t = state.find(name)) return *t;
-  state.buffers.emplace_back(name, zeros(param.sizes(), state_dtype(param)));
+  state.buffers.emplace_back(name, zeros(param.sizes(), TensorOptions(state_dtype(param)).device(param.device())));
   if (created) *created = true;
   return state.buffers.back().second;
 }
@@ -169,12 +169,13 @@ void Optimizer::run_step(const AmpStep* amp) {
       const bool pure = half && weight_update_ != WeightUpdate::MasterFloat32;
       if (half && !pure && !s.master.defined()) s.master = p.to(kFloat32).contiguous().clone();
       if (pure && weight_update_ == WeightUpdate::PureKahan && !s.compensation.defined())
-        s.compensation = zeros(p.sizes(), p.dtype());
+        s.compensation = zeros(p.sizes(), TensorOptions(p.dtype()).device(p.device()));
       // Saturates: a step count loaded from a file may be INT64_MAX (the bias corrections are 1 long before).
       if (s.step < std::numeric_limits<int64_t>::max()) ++s.step;
 
       detail::StepArgs a;
       a.param = &p;
+      a.device = p.device();
       a.numel = p.numel();
       a.grad = static_cast<const char*>(grad.raw_data());
       a.grad_dtype = grad.dtype();

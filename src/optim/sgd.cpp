@@ -1,6 +1,7 @@
 // tc::optim::SGD: option checks, state-dict names and the fused update (see sgd.h).
 #include "tensorcast/optim/sgd.h"
 
+#include "backend/optim_fns.h"
 #include "optim/fused.h"
 #include "optim/options_io.h"
 
@@ -32,38 +33,8 @@ std::vector<std::string> SGD::known_buffers() const { return {"momentum_buffer"}
 
 namespace {
 
-template <class C>
-struct SGDScalars {
-  C neg_lr, wd, momentum, one_minus_dampening;
-};
-
-// The option flags are template parameters so each variant's loop is branch-free and
-// vectorizes. kFirst: the buffer is created by this step and starts as the gradient.
-// s[0] is the block of the momentum buffer (itself, or a float copy of a 16-bit block).
-template <class C, bool kWd, bool kMomentum, bool kFirst, bool kNesterov>
-struct SGDKernel {
-  SGDScalars<C> k;
-  void operator()(int64_t n, const C* __restrict g, C* __restrict w, C* const* s) const {
-    C* __restrict b = kMomentum ? s[0] : nullptr;
-    for (int64_t i = 0; i < n; ++i) {
-      C d = g[i];
-      if constexpr (kWd) d = d + k.wd * w[i];  // d_p.add(param, alpha=weight_decay)
-      if constexpr (kMomentum) {
-        C m;
-        if constexpr (kFirst)
-          m = d;  // torch.clone(d_p)
-        else
-          m = b[i] * k.momentum + k.one_minus_dampening * d;  // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
-        b[i] = m;
-        if constexpr (kNesterov)
-          d = d + k.momentum * m;
-        else
-          d = m;
-      }
-      w[i] = w[i] + k.neg_lr * d;  // param.add_(d_p, alpha=-lr)
-    }
-  }
-};
+using detail::SGDKernel;
+using detail::SGDScalars;
 
 template <class C, bool... Flags>
 void run_sgd(const SGDScalars<C>& k, const detail::StepArgs& args, const detail::StateBuffers& b, const bool* flags) {
@@ -93,7 +64,9 @@ void SGD::update(const OptimizerOptions& base, ParamState& state, const detail::
   const detail::StateBuffers b{use_momentum ? state_buffer(state, "momentum_buffer", *args.param, &first).raw_data()
                                             : nullptr};
   const bool flags[4] = {o.weight_decay() != 0.0, use_momentum, first, o.nesterov()};
-  if (args.weight_dtype == kFloat64)
+  if (args.device.is_cuda())
+    gpu::fused_sgd_step(detail::device_step(args, b), make_scalars<float>(o), flags);
+  else if (args.weight_dtype == kFloat64)
     run_sgd<double>(make_scalars<double>(o), args, b, flags);
   else
     run_sgd<float>(make_scalars<float>(o), args, b, flags);

@@ -6,6 +6,7 @@
 #include "backend/cuda/copy.h"
 #include "backend/cuda/loss.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/optim.h"
 #include "backend/cuda/pointwise.h"
 #include "backend/cuda/reduce.h"
 #include "backend/cuda/softmax.h"
@@ -35,6 +36,12 @@ void cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&, const c
 }
 void nll_loss_forward(const Tensor&, const Tensor&, const cpu::ClassTargets&, bool, double) { unavailable("nll_loss"); }
 void nll_loss_backward(const Tensor&, const cpu::ClassTargets&, const Tensor&, double) { unavailable("nll_loss"); }
+void fused_sgd_step(const FusedStep&, const optim::detail::SGDScalars<float>&, const bool[4]) {
+  unavailable("optimizer.step");
+}
+void fused_adam_step(const FusedStep&, const optim::detail::AdamScalars<float>&, const bool[4]) {
+  unavailable("optimizer.step");
+}
 void amp_non_finite_check_and_unscale_(const std::vector<Tensor>&, const Tensor&, const Tensor&) {
   unavailable("GradScaler");
 }
