@@ -23,25 +23,36 @@ bool has_name(const NamedTensors& v, const std::string& name) {
   return false;
 }
 
-// Points `t`'s TensorImpl at a converted copy of its data, so every handle to it (layer
-// members, optimizer groups, the caller's) sees the new dtype.
-void convert_in_place(const Tensor& t, DType dtype) {
-  if (!t.defined() || !t.is_floating_point() || t.dtype() == dtype) return;
+// Points `t`'s TensorImpl at a converted copy of its data (convert(t) for the tensor and
+// its gradient), so every handle to it (layer members, optimizer groups, the caller's)
+// sees the new dtype or device.
+template <class F>
+void replace_in_place(const Tensor& t, F convert) {
   Tensor converted, grad;
   {
     NoGradGuard no_grad;
-    converted = t.detach().to(dtype).contiguous();
-    if (t.grad().defined()) grad = t.grad().detach().to(dtype).contiguous();
+    converted = convert(t.detach()).contiguous();
+    if (t.grad().defined()) grad = convert(t.grad().detach()).contiguous();
   }
   TensorImpl* impl = t.impl();
   TensorImpl* src = converted.impl();
   impl->storage = src->storage;
   impl->strides = src->strides;
   impl->offset = src->offset;
-  impl->dtype = dtype;
-  // An accumulator created earlier expects gradients of the old dtype.
+  impl->dtype = src->dtype;
+  // An accumulator created earlier expects gradients of the old dtype and device.
   impl->grad_accumulator.reset();
   impl->grad = grad;
+}
+
+void convert_in_place(const Tensor& t, DType dtype) {
+  if (!t.defined() || !t.is_floating_point() || t.dtype() == dtype) return;
+  replace_in_place(t, [dtype](const Tensor& x) { return x.to(dtype); });
+}
+
+void move_in_place(const Tensor& t, Device device) {
+  if (!t.defined() || t.device() == device) return;
+  replace_in_place(t, [device](const Tensor& x) { return x.to(device); });
 }
 
 }  // namespace
@@ -132,6 +143,11 @@ void Module::to(DType dtype) {
            " is not a floating type (only floating parameters and buffers are converted)");
   for (auto& [n, t] : named_parameters()) convert_in_place(t, dtype);
   for (auto& [n, t] : named_buffers()) convert_in_place(t, dtype);
+}
+
+void Module::to(Device device) {
+  for (auto& [n, t] : named_parameters()) move_in_place(t, device);
+  for (auto& [n, t] : named_buffers()) move_in_place(t, device);
 }
 
 void Module::zero_grad(bool set_to_none) {

@@ -101,6 +101,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // keep fp32 master copies). An optimizer that already holds state for these
   // parameters is not updated: build optimizers after to().
   void to(DType dtype);
+  // Moves every parameter and buffer (and their gradients) to `device` in place, the same
+  // way (libtorch's module->to(torch::kCUDA)); build optimizers after it.
+  void to(Device device);
 
   // Drops (set_to_none, PyTorch's default) or zeroes every parameter's gradient.
   void zero_grad(bool set_to_none = true);
