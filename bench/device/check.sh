@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The device check: on the GPU machine, in one call of the device tool, build tensorcast
-# with CUDA, run the unit and CUDA tests, and time the CUDA GEMM against PyTorch's.
+# with CUDA, run the unit and CUDA tests, and time the CUDA GEMM and the MLP training steps
+# against PyTorch's (eager and torch.compile).
 #
 #   run  command: bash bench/device/check.sh   carry: [".carry"]   timeout_s: 540
 #
@@ -26,7 +27,7 @@ carry_root=/tmp/carry-root
 work=/tmp/device-check-work # raw benchmark lines, kept out of $OUT (8 files at most come back)
 mkdir -p "$OUT" "$work"
 rm -f "$OUT"/{check.md,env.log,build.log,ctest.log,bench.log} "$work"/*
-touch "$work/tc_gemm.txt" "$work/torch_gemm.txt"
+touch "$work/tc_gemm.txt" "$work/torch_gemm.txt" "$work/tc_train.txt" "$work/torch_train.txt"
 t_start=$SECONDS
 
 # The machine's python3 (a venv holding PyTorch) may be the only place CMake and ninja are
@@ -88,6 +89,26 @@ gemm_table() { # the benchmark lines of both, joined on dtype (either spelling) 
     "$work/tc_gemm.txt" "$work/torch_gemm.txt"
 }
 
+train_table() { # bench_cuda_train's lines beside torch_train.py's (eager and compile)
+  awk -v tc_file="$work/tc_train.txt" '
+       $1 == "train" && NF >= 6 {
+         key = $2 " " $3 " " $4
+         if (FILENAME == tc_file) { tc[key] = $5; tcm[key] = $6 }
+         else if ($7 == "compile") comp[key] = $5
+         else { eager[key] = $5; em[key] = $6 }
+         if (!(key in seen)) { seen[key] = 1; all[++m] = key } }
+       function ratio(a, b) { return (a != "" && b != "" && b > 0) ? sprintf("%.2f", a / b) : "-" }
+       END {
+         print "| model | precision | batch | tensorcast ms | torch eager ms | torch.compile ms | tc / eager | tc / compile | peak MiB tc | peak MiB torch |"
+         print "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+         for (i = 1; i <= m; i++) {
+           k = all[i]; split(k, f, " ")
+           printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[3],
+             (k in tc) ? tc[k] : "-", (k in eager) ? eager[k] : "-", (k in comp) ? comp[k] : "-",
+             ratio(tc[k], eager[k]), ratio(tc[k], comp[k]), (k in tcm) ? tcm[k] : "-", (k in em) ? em[k] : "-" } }' \
+    "$work/tc_train.txt" "$work/torch_train.txt"
+}
+
 ctest_summary() {
   local log=$OUT/ctest.log
   [ -s "$log" ] || return 0
@@ -120,6 +141,12 @@ report() {
       echo "## GEMM: C = A B, median of 10 after 3 warm-ups (bench.log)"
       echo
       gemm_table
+    fi
+    if [ -s "$work/tc_train.txt" ] || [ -s "$work/torch_train.txt" ]; then
+      echo
+      echo "## Training step: AdamW, cross_entropy, mean of 30 steps after 5 warm-ups (bench.log)"
+      echo
+      train_table
     fi
     if [ -s "$OUT/ctest.log" ]; then
       echo
@@ -200,9 +227,9 @@ stage build 300 "$OUT/build.log" env LD_LIBRARY_PATH="$carry_libs" \
 # --- tests ---------------------------------------------------------------------------------
 # 8 tests at a time with 2 OpenMP threads each: CI's 2-core machine runs the CPU tests on
 # 2 threads, and 8 processes x 2 threads stay within the 16 cores.
-# With a GPU, 100 s are kept for the benchmarks: a slow test run must not crowd them out.
+# With a GPU, 200 s are kept for the benchmarks: a slow test run must not crowd them out.
 jobs=$(($(nproc) < 8 ? $(nproc) : 8))
-reserve=$([ -n "$gpu" ] && echo 100 || echo 0) stage ctest 180 "$OUT/ctest.log" env LD_LIBRARY_PATH="$carry_libs" OMP_NUM_THREADS=2 \
+reserve=$([ -n "$gpu" ] && echo 200 || echo 0) stage ctest 180 "$OUT/ctest.log" env LD_LIBRARY_PATH="$carry_libs" OMP_NUM_THREADS=2 \
   ctest --test-dir "$build" -L 'unit|cuda' -j "$jobs" --timeout 120 --output-on-failure --no-tests=error
 
 # --- benchmarks (GPU only) -----------------------------------------------------------------
@@ -216,6 +243,11 @@ else
 fi
 if [ -n "$gpu" ]; then
   copy=$work/torch_gemm.txt stage torch_gemm 90 "$OUT/bench.log" python3 bench/device/torch_gemm.py
+  if [ -x "$build/bench/bench_cuda_train" ]; then
+    copy=$work/tc_train.txt stage bench_cuda_train 60 "$OUT/bench.log" \
+      env LD_LIBRARY_PATH="$carry_libs" "$build/bench/bench_cuda_train"
+  fi
+  copy=$work/torch_train.txt stage torch_train 120 "$OUT/bench.log" python3 bench/device/torch_train.py
 fi
 
 report
