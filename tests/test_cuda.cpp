@@ -485,5 +485,47 @@ TEST(Cuda, AnMlpTrainsOnTheDeviceAsOnTheCpu) {
   }
 }
 
+// fp16 autocast with a GradScaler on the device, against the CPU: an initial scale of 2^40
+// overflows the fp16 gradients, so the first steps are skipped and the scale backs off
+// both devices skip the same steps, end on the same scale and similar losses.
+TEST(Cuda, GradScalerSkipsAndBacksOffAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  struct Run {
+    std::vector<double> losses;
+    double scale = 0;
+    int64_t skipped = 0;
+  };
+  auto train = [&](Device d) {
+    manual_seed(13);
+    nn::Sequential net(nn::Linear(20, 64), nn::ReLU(), nn::Linear(64, 5));
+    net->to(d);
+    optim::SGD opt(net->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+    amp::GradScaler scaler(amp::GradScalerOptions().init_scale(0x1p40).growth_interval(1000));
+    const Tensor x = randn({32, 20}).to(d), y = randint(0, 5, {32}).to(d);
+    Run r;
+    for (int step = 0; step < 40; ++step) {
+      opt.zero_grad();
+      Tensor loss;
+      {
+        amp::AutocastGuard guard(d.type, kFloat16);
+        loss = cross_entropy(net->forward(x), y);
+      }
+      scaler.scale(loss).backward();
+      if (step % 2 == 0) scaler.unscale_(opt);  // both paths: explicit unscale_, and step's fused one
+      scaler.step(opt);
+      scaler.update();
+      r.losses.push_back(loss.item<double>());
+    }
+    r.scale = scaler.get_scale();
+    r.skipped = scaler.steps_skipped();
+    return r;
+  };
+  const Run want = train(Device(kCPU)), got = train(kGpu);
+  EXPECT_GT(want.skipped, 0);
+  EXPECT_EQ(got.skipped, want.skipped);
+  EXPECT_EQ(got.scale, want.scale);
+  EXPECT_NEAR(got.losses.back(), want.losses.back(), 2e-2);
+}
+
 }  // namespace
 }  // namespace tc

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "backend/cpu/amp_kernels.h"
+#include "backend/cuda/amp_kernels.h"
 #include "profiler/hooks.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/ops.h"
@@ -20,6 +21,43 @@ constexpr const char* kOp = kScalerOwner;
 Tensor scalar_f32(double v) { return full({}, v, kFloat32); }
 Tensor scalar_i32(int64_t v) { return full({}, static_cast<double>(v), kInt32); }
 
+// Raises found (a CPU 0-d float32) if any of grads holds an inf or NaN, and multiplies them
+// by inv (a CPU 0-d float32) unless inv is undefined (the read-only check). The scaler's
+// state stays on the host. CUDA gradients go through the device kernel per device, into a
+// device flag read back once (the step's one sync; the kernel writes nothing for inv 1).
+void check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found, const Tensor& inv) {
+  std::vector<Tensor> on_cpu;
+  std::vector<std::pair<Device, std::vector<Tensor>>> on_cuda;
+  for (const Tensor& g : grads) {
+    if (g.device().is_cpu()) {
+      on_cpu.push_back(g);
+      continue;
+    }
+    auto it = std::find_if(on_cuda.begin(), on_cuda.end(), [&](const auto& e) { return e.first == g.device(); });
+    if (it == on_cuda.end())
+      on_cuda.push_back({g.device(), {g}});
+    else
+      it->second.push_back(g);
+  }
+  if (!on_cpu.empty()) {
+    if (inv.defined())
+      cpu::amp_non_finite_check_and_unscale_(on_cpu, found, inv);
+    else
+      cpu::amp_non_finite_check(on_cpu, found);
+  }
+  for (const auto& [device, list] : on_cuda) {
+    const Tensor flag = zeros({}, TensorOptions(kFloat32).device(device));
+    gpu::amp_non_finite_check_and_unscale_(
+        list, flag, full({}, inv.defined() ? inv.item_double() : 1.0, TensorOptions(kFloat32).device(device)));
+    if (flag.item_double() != 0.0) *found.data_ptr<float>() = 1.0f;
+  }
+}
+
+// has_non_finite for a tensor on any device (off the fast path: the overflow report).
+bool has_non_finite_anywhere(const Tensor& t) {
+  return cpu::has_non_finite(t.device().is_cpu() ? t : t.detach().to(Device(kCPU)));
+}
+
 }  // namespace
 
 bool found_nonfinite(const std::vector<Tensor>& tensors) {
@@ -31,13 +69,13 @@ bool found_nonfinite(const std::vector<Tensor>& tensors) {
     }
   if (defined.empty()) return false;
   const Tensor found = scalar_f32(0.0);
-  cpu::amp_non_finite_check(defined, found);
+  check_and_unscale(defined, found, Tensor());
   return found.item_double() != 0.0;
 }
 
 int64_t first_nonfinite(const std::vector<Tensor>& tensors) {
   for (size_t i = 0; i < tensors.size(); ++i)
-    if (tensors[i].defined() && is_floating(tensors[i].dtype()) && cpu::has_non_finite(tensors[i]))
+    if (tensors[i].defined() && is_floating(tensors[i].dtype()) && has_non_finite_anywhere(tensors[i]))
       return static_cast<int64_t>(i);
   return -1;
 }
@@ -57,7 +95,7 @@ Tensor GradScaler::scale(const Tensor& output) {
   if (!is_enabled()) return output;
   TC_CHECK(output.defined(), kOp, "scale() got an undefined tensor");
   if (!scale_.defined()) lazy_init();
-  return mul(output, scale_);
+  return mul(output, output.device().is_cpu() ? scale_ : scale_.to(output.device()));
 }
 
 std::vector<Tensor> GradScaler::scale(const std::vector<Tensor>& outputs) {
@@ -107,7 +145,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
     else
       it->second.push_back(std::move(g));
   }
-  for (const auto& [dt, list] : by_dtype) cpu::amp_non_finite_check_and_unscale_(list, found, inv);
+  for (const auto& [dt, list] : by_dtype) check_and_unscale(list, found, inv);
   if (reduce_found_inf_) reduce_found_inf_(found);  // every rank, even one without gradients
   // PyTorch records no check for an optimizer without gradients; step() then refuses.
   st.recorded = any;
@@ -135,7 +173,7 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
     if (!grads.empty()) {
       st.found_inf = scalar_f32(0.0);
       st.recorded = true;
-      cpu::amp_non_finite_check(grads, st.found_inf);
+      check_and_unscale(grads, st.found_inf, Tensor());
       if (reduce_found_inf_) reduce_found_inf_(st.found_inf);
     }
     inv = inv_scale();
@@ -167,7 +205,7 @@ void GradScaler::report_overflow(const optim::Optimizer& optimizer) {
   for (size_t gi = 0; gi < groups.size(); ++gi)
     for (size_t pi = 0; pi < groups[gi].params.size(); ++pi) {
       const Tensor& g = groups[gi].params[pi].grad();
-      if (!g.defined() || !cpu::has_non_finite(g)) continue;
+      if (!g.defined() || !has_non_finite_anywhere(g)) continue;
       last_step_.group = static_cast<int64_t>(gi);
       last_step_.param = static_cast<int64_t>(pi);
       last_step_.first_nonfinite =
