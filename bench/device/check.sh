@@ -227,9 +227,9 @@ stage build 300 "$OUT/build.log" env LD_LIBRARY_PATH="$carry_libs" \
 # --- tests ---------------------------------------------------------------------------------
 # 8 tests at a time with 2 OpenMP threads each: CI's 2-core machine runs the CPU tests on
 # 2 threads, and 8 processes x 2 threads stay within the 16 cores.
-# With a GPU, 200 s are kept for the benchmarks: a slow test run must not crowd them out.
+# With a GPU, 260 s are kept for the benchmarks: a slow test run must not crowd them out.
 jobs=$(($(nproc) < 8 ? $(nproc) : 8))
-reserve=$([ -n "$gpu" ] && echo 200 || echo 0) stage ctest 180 "$OUT/ctest.log" env LD_LIBRARY_PATH="$carry_libs" OMP_NUM_THREADS=2 \
+reserve=$([ -n "$gpu" ] && echo 260 || echo 0) stage ctest 180 "$OUT/ctest.log" env LD_LIBRARY_PATH="$carry_libs" OMP_NUM_THREADS=2 \
   ctest --test-dir "$build" -L 'unit|cuda' -j "$jobs" --timeout 120 --output-on-failure --no-tests=error
 
 # --- benchmarks (GPU only) -----------------------------------------------------------------
@@ -247,7 +247,7 @@ if [ -n "$gpu" ]; then
     copy=$work/tc_train.txt stage bench_cuda_train 60 "$OUT/bench.log" \
       env LD_LIBRARY_PATH="$carry_libs" "$build/bench/bench_cuda_train"
   fi
-  copy=$work/torch_train.txt stage torch_train 120 "$OUT/bench.log" python3 bench/device/torch_train.py
+  copy=$work/torch_train.txt stage torch_train 180 "$OUT/bench.log" python3 bench/device/torch_train.py
 fi
 
 report

@@ -5,7 +5,8 @@ with the mode appended:
 
     train <model> <precision> <batch> <ms per step> <peak MiB> <eager|compile>
 
-Same models, AdamW(lr 1e-3), cross_entropy, bf16 as autocast over float32 parameters; mean
+Same models, AdamW(lr 1e-3), cross_entropy, bf16 as autocast over float32 parameters, fp16
+the same with torch.amp.GradScaler; mean
 of 30 steps after 5 warm-ups (torch.compile's compilation happens in the warm-ups), timed to
 torch.cuda.synchronize(). fp32 matmuls are true fp32 (TF32 off), as tensorcast's.
 
@@ -26,21 +27,24 @@ def make(model):
     return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)), 128, 784
 
 
-def run(model, bf16, compiled):
+def run(model, precision, compiled):
     torch.manual_seed(0)
     net, batch, width = make(model)
     net = net.cuda()
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
+    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
     fwd = torch.compile(net) if compiled else net
     x = torch.randn(batch, width, device="cuda")
     y = torch.randint(0, 10, (batch,), device="cuda")
 
     def step():
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast("cuda", dtype=dtype, enabled=precision != "fp32"):
             loss = torch.nn.functional.cross_entropy(fwd(x), y)
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
 
     for _ in range(5):
         step()
@@ -52,7 +56,7 @@ def run(model, bf16, compiled):
     torch.cuda.synchronize()
     ms = (time.perf_counter() - t0) / 30 * 1e3
     peak = torch.cuda.max_memory_allocated() / 2**20
-    print(f"train {model} {'bf16' if bf16 else 'fp32'} {batch} {ms:.3f} {peak:.1f} {'compile' if compiled else 'eager'}",
+    print(f"train {model} {precision} {batch} {ms:.3f} {peak:.1f} {'compile' if compiled else 'eager'}",
           flush=True)
 
 
@@ -66,13 +70,12 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     for model in ("mlp", "mlp-large"):
-        for bf16 in (False, True):
+        for precision in ("fp32", "bf16", "fp16"):
             for compiled in (False,) if a.no_compile else (False, True):
                 try:
-                    run(model, bf16, compiled)
+                    run(model, precision, compiled)
                 except Exception as e:  # a compile failure must not hide the eager numbers
-                    print(f"# {model} {'bf16' if bf16 else 'fp32'} {'compile' if compiled else 'eager'} failed: {e}",
-                          flush=True)
+                    print(f"# {model} {precision} {'compile' if compiled else 'eager'} failed: {e}", flush=True)
     return 0
 
 
