@@ -116,6 +116,7 @@ constexpr bool has_cuda_kernel(OpId op) {
     case OpId::log_softmax:
     case OpId::cross_entropy:
     case OpId::nll_loss:
+    case OpId::layer_norm:
     // reductions and shapes (reduce.cu, copy.cu)
     case OpId::sum:
     case OpId::mean:

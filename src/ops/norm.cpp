@@ -1,9 +1,11 @@
 // Normalization ops: layer_norm and batch_norm. The fused forward and backward kernels
-// are in backend/cpu/norm.cpp; saved statistics are float32 (float64 for float64 input).
+// are in backend/cpu/norm.cpp (layer_norm on CUDA: backend/cuda/norm.cu); saved statistics are float32 (float64 for
+// float64 input).
 #include "backend/cpu/norm.h"
 
 #include <utility>
 
+#include "backend/cuda/norm.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "ops/pointwise.h"
@@ -27,9 +29,9 @@ DType stats_dtype(DType x) { return x == kFloat64 ? kFloat64 : kFloat32; }
 // An affine parameter as the kernels read it: detached, contiguous (undefined stays so).
 Tensor param(const Tensor& t) { return t.defined() ? t.detach().contiguous() : Tensor(); }
 
-// A gradient buffer of `shape` in `dtype` when `needed`, else undefined.
-Tensor grad_buffer(bool needed, const Shape& shape, DType dtype) {
-  return needed ? make_tensor(shape, dtype) : Tensor();
+// A gradient buffer of `shape` in `dtype` on `device` when `needed`, else undefined.
+Tensor grad_buffer(bool needed, const Shape& shape, DType dtype, Device device = Device{}) {
+  return needed ? make_tensor(shape, dtype, device) : Tensor();
 }
 
 }  // namespace
@@ -57,16 +59,18 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   const Tensor xc = x.detach().contiguous();
   Tensor out = make_tensor(xs, x.dtype(), x.device());
   const DType sdt = stats_dtype(x.dtype());
-  Tensor mean = empty({M}, sdt), rstd = empty({M}, sdt);
+  Tensor mean = make_tensor({M}, sdt, x.device()), rstd = make_tensor({M}, sdt, x.device());
   const Tensor w = param(weight), b = param(bias);
-  cpu::layer_norm_forward(out, mean, rstd, xc, w, b, M, N, eps);
+  (x.device().is_cuda() ? gpu::layer_norm_forward : cpu::layer_norm_forward)(out, mean, rstd, xc, w, b, M, N, eps);
   return record(op, out, {x, weight, bias},
                 [xc, mean, rstd, w, M, N, wdt = weight.defined() ? weight.dtype() : x.dtype(),
                  bdt = bias.defined() ? bias.dtype() : x.dtype(), ns = normalized_shape,
                  xdt = x.dtype()](const Tensor& g, const std::vector<bool>& needs) {
-                  Tensor dx = grad_buffer(needs[0], xc.sizes(), xdt);
-                  Tensor dw = grad_buffer(needs[1], ns, wdt), db = grad_buffer(needs[2], ns, bdt);
-                  cpu::layer_norm_backward(dx, dw, db, g.contiguous(), xc, mean, rstd, w, M, N);
+                  const Device dev = xc.device();
+                  Tensor dx = grad_buffer(needs[0], xc.sizes(), xdt, dev);
+                  Tensor dw = grad_buffer(needs[1], ns, wdt, dev), db = grad_buffer(needs[2], ns, bdt, dev);
+                  (dev.is_cuda() ? gpu::layer_norm_backward : cpu::layer_norm_backward)(dx, dw, db, g.contiguous(), xc,
+                                                                                        mean, rstd, w, M, N);
                   return std::vector<Tensor>{dx, dw, db};
                 });
 }

@@ -159,24 +159,34 @@ void with_compute(DType dt, F f) {
     f.template operator()<float>();
 }
 
-}  // namespace
-
-void cross_entropy_forward(const Tensor& out, const Tensor& lse, const Tensor& input, const cpu::ClassTargets& t,
-                           double label_smoothing, bool reduce, double divisor) {
+// A forward: the row losses (float64, one per row) by launch(rows, targets, loss, stream),
+// then stored or reduced into out.
+template <class Launch>
+void forward_losses(const Tensor& out, const Tensor& input, const cpu::ClassTargets& t, bool reduce, double divisor,
+                    const char* op, Launch launch) {
   const Device device = input.device();
-  const Rows<1> x = make_rows<1>({&input}, t.cdim, "cross_entropy");
+  const Rows<1> x = make_rows<1>({&input}, t.cdim, op);
   const Tensor loss = make_tensor({x.count}, kFloat64, device);
   if (x.count > 0) {
     const DeviceTargets dt = to_device(t, device);
     DeviceGuard guard(device);
-    const cudaStream_t stream = current_raw_stream(device);
-    with_compute(input.dtype(), [&]<class C>() {
-      cross_entropy_forward_kernel<C><<<row_blocks(x.count), row_threads(x.length), 0, stream>>>(
-          x, dt.view(t), static_cast<C*>(lse.raw_data()), static_cast<double*>(loss.raw_data()), label_smoothing);
-    });
-    TC_CUDA_CHECK(cudaGetLastError(), "cross_entropy");
+    launch(x, dt.view(t), static_cast<double*>(loss.raw_data()), current_raw_stream(device));
+    TC_CUDA_CHECK(cudaGetLastError(), op);
   }
   store_losses(out, loss, reduce, divisor);
+}
+
+}  // namespace
+
+void cross_entropy_forward(const Tensor& out, const Tensor& lse, const Tensor& input, const cpu::ClassTargets& t,
+                           double label_smoothing, bool reduce, double divisor) {
+  forward_losses(out, input, t, reduce, divisor, "cross_entropy",
+                 [&](const Rows<1>& x, const Targets& targets, double* loss, cudaStream_t stream) {
+                   with_compute(input.dtype(), [&]<class C>() {
+                     cross_entropy_forward_kernel<C><<<row_blocks(x.count), row_threads(x.length), 0, stream>>>(
+                         x, targets, static_cast<C*>(lse.raw_data()), loss, label_smoothing);
+                   });
+                 });
 }
 
 void cross_entropy_backward(const Tensor& gx, const Tensor& input, const Tensor& lse, const cpu::ClassTargets& t,
@@ -203,17 +213,10 @@ void cross_entropy_backward(const Tensor& gx, const Tensor& input, const Tensor&
 }
 
 void nll_loss_forward(const Tensor& out, const Tensor& input, const cpu::ClassTargets& t, bool reduce, double divisor) {
-  const Device device = input.device();
-  const Rows<1> x = make_rows<1>({&input}, t.cdim, "nll_loss");
-  const Tensor loss = make_tensor({x.count}, kFloat64, device);
-  if (x.count > 0) {
-    const DeviceTargets dt = to_device(t, device);
-    DeviceGuard guard(device);
-    nll_forward_kernel<<<blocks_for(x.count), kThreads, 0, current_raw_stream(device)>>>(
-        x, dt.view(t), static_cast<double*>(loss.raw_data()));
-    TC_CUDA_CHECK(cudaGetLastError(), "nll_loss");
-  }
-  store_losses(out, loss, reduce, divisor);
+  forward_losses(out, input, t, reduce, divisor, "nll_loss",
+                 [](const Rows<1>& x, const Targets& targets, double* loss, cudaStream_t stream) {
+                   nll_forward_kernel<<<blocks_for(x.count), kThreads, 0, stream>>>(x, targets, loss);
+                 });
 }
 
 void nll_loss_backward(const Tensor& gx, const cpu::ClassTargets& t, const Tensor& g_rows, double g_scale) {

@@ -6,6 +6,7 @@
 #include "backend/cuda/copy.h"
 #include "backend/cuda/loss.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/norm.h"
 #include "backend/cuda/optim.h"
 #include "backend/cuda/pointwise.h"
 #include "backend/cuda/reduce.h"
@@ -36,6 +37,14 @@ void cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&, const c
 }
 void nll_loss_forward(const Tensor&, const Tensor&, const cpu::ClassTargets&, bool, double) { unavailable("nll_loss"); }
 void nll_loss_backward(const Tensor&, const cpu::ClassTargets&, const Tensor&, double) { unavailable("nll_loss"); }
+void layer_norm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                        int64_t, int64_t, double) {
+  unavailable("layer_norm");
+}
+void layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                         const Tensor&, const Tensor&, int64_t, int64_t) {
+  unavailable("layer_norm");
+}
 void fused_sgd_step(const FusedStep&, const optim::detail::SGDScalars<float>&, const bool[4]) {
   unavailable("optimizer.step");
 }
