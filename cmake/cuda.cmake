@@ -13,6 +13,13 @@ else()
 endif()
 if(tc_cuda_wanted STREQUAL "ON" OR tc_cuda_wanted STREQUAL "AUTO")
   include(CheckLanguage)
+  # nvcc on PATH or named by CUDACXX, else the toolkit's usual home (PyTorch's CUDA_HOME default).
+  if(NOT DEFINED ENV{CUDACXX} AND NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    find_program(tc_nvcc_on_path nvcc)
+    if(NOT tc_nvcc_on_path)
+      set(ENV{CUDACXX} /usr/local/cuda/bin/nvcc)
+    endif()
+  endif()
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     # Ampere (sm_80: bf16 Tensor Cores, the oldest GPU the backend targets) and Hopper
@@ -27,8 +34,20 @@ if(tc_cuda_wanted STREQUAL "ON" OR tc_cuda_wanted STREQUAL "AUTO")
       set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
       set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
     endif()
-    find_package(CUDAToolkit REQUIRED)
-    set(TC_WITH_CUDA ON)
+    # The runtime and cuBLASLt, found next to the compiler. Not find_package(CUDAToolkit):
+    # CMake 3.25's module (Debian 12's) stops at configure on CUDA 13, which has no nvToolsExt.
+    set(tc_cuda_root "${CMAKE_CUDA_COMPILER_TOOLKIT_ROOT}")
+    find_library(TC_CUDART_LIBRARY cudart HINTS "${tc_cuda_root}" PATH_SUFFIXES lib64 lib targets/x86_64-linux/lib
+                 NO_DEFAULT_PATH)
+    find_library(TC_CUBLASLT_LIBRARY cublasLt HINTS "${tc_cuda_root}" PATH_SUFFIXES lib64 lib
+                 targets/x86_64-linux/lib NO_DEFAULT_PATH)
+    if(TC_CUDART_LIBRARY AND TC_CUBLASLT_LIBRARY)
+      set(TC_WITH_CUDA ON)
+    elseif(tc_cuda_wanted STREQUAL "ON")
+      message(FATAL_ERROR "TC_CUDA=ON but the CUDA runtime or cuBLASLt was not found under ${tc_cuda_root}")
+    else()
+      message(STATUS "tensorcast: nvcc found but not libcudart/libcublasLt under ${tc_cuda_root}: CPU only")
+    endif()
   elseif(TC_CUDA STREQUAL "ON")
     message(FATAL_ERROR "TC_CUDA=ON but no CUDA compiler was found (looked for nvcc on PATH and in "
                         "/usr/local/cuda; set CUDACXX=/path/to/nvcc)")
@@ -37,7 +56,7 @@ elseif(NOT tc_cuda_wanted STREQUAL "OFF")
   message(FATAL_ERROR "TC_CUDA=${TC_CUDA}: expected OFF, AUTO or ON")
 endif()
 if(TC_WITH_CUDA)
-  message(STATUS "tensorcast: CUDA backend ON (${CMAKE_CUDA_COMPILER} ${CUDAToolkit_VERSION}, "
+  message(STATUS "tensorcast: CUDA backend ON (${CMAKE_CUDA_COMPILER} ${CMAKE_CUDA_COMPILER_VERSION}, "
                  "architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()
   message(STATUS "tensorcast: CPU only (TC_CUDA=${TC_CUDA})")
@@ -52,7 +71,8 @@ function(tc_add_cuda_backend target)
   file(GLOB cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/backend/cuda/*.cu)
   target_sources(${target} PRIVATE ${cuda_sources})
   target_compile_definitions(${target} PRIVATE TC_WITH_CUDA=1)
-  target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublasLt)
+  target_include_directories(${target} SYSTEM PRIVATE ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})
+  target_link_libraries(${target} PRIVATE ${TC_CUDART_LIBRARY} ${TC_CUBLASLT_LIBRARY})
   # Relaxed constexpr lets kernels call tensorcast/half.h's conversions, so both devices
   # round with one piece of code.
   target_compile_options(${target} PRIVATE

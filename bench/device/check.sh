@@ -3,7 +3,7 @@
 # with CUDA, run the unit and CUDA tests, and time the CUDA GEMM and the MLP training steps
 # against PyTorch's (eager and torch.compile).
 #
-#   run  command: bash bench/device/check.sh   carry: [".carry"]   timeout_s: 540
+#   run  command: bash bench/device/check.sh   carry: [".carry"]   timeout_s: 590
 #
 # .carry/debs holds the Debian packages that machine lacks (scripts/device-carry.sh makes
 # it); they are unpacked into /tmp/carry-root, never into /. docs/cuda.md, "Running the
@@ -12,7 +12,7 @@
 #
 # Writes $OUT/check.md (the summary, also printed at the end), env.log, build.log, ctest.log
 # and bench.log. Each stage has a time limit and the whole stays under CHECK_BUDGET_S
-# (default 480 s, inside the call's 540); a failed stage is recorded and the next ones
+# (default 540 s, inside the call's 590); a failed stage is recorded and the next ones
 # still run. Exit status 0 only if every stage that ran succeeded.
 # Environment: OUT (default /tmp/device-check), CHECK_BUDGET_S, CHECK_TIME_SCALE (an
 # integer that multiplies every limit: a dry run on 2 cores builds ~8 times slower).
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/../.."
 
 OUT=${OUT:-/tmp/device-check}
 scale=${CHECK_TIME_SCALE:-1}
-budget=$((${CHECK_BUDGET_S:-480} * scale))
+budget=$((${CHECK_BUDGET_S:-540} * scale))
 build="build-device"
 carry_root=/tmp/carry-root
 work=/tmp/device-check-work # raw benchmark lines, kept out of $OUT (8 files at most come back)
@@ -227,9 +227,9 @@ stage build 300 "$OUT/build.log" env LD_LIBRARY_PATH="$carry_libs" \
 # --- tests ---------------------------------------------------------------------------------
 # 8 tests at a time with 2 OpenMP threads each: CI's 2-core machine runs the CPU tests on
 # 2 threads, and 8 processes x 2 threads stay within the 16 cores.
-# With a GPU, 260 s are kept for the benchmarks: a slow test run must not crowd them out.
+# With a GPU, 200 s are kept for the benchmarks: a slow test run must not crowd them out.
 jobs=$(($(nproc) < 8 ? $(nproc) : 8))
-reserve=$([ -n "$gpu" ] && echo 260 || echo 0) stage ctest 180 "$OUT/ctest.log" env LD_LIBRARY_PATH="$carry_libs" OMP_NUM_THREADS=2 \
+reserve=$([ -n "$gpu" ] && echo 200 || echo 0) stage ctest 180 "$OUT/ctest.log" env LD_LIBRARY_PATH="$carry_libs" OMP_NUM_THREADS=2 \
   ctest --test-dir "$build" -L 'unit|cuda' -j "$jobs" --timeout 120 --output-on-failure --no-tests=error
 
 # --- benchmarks (GPU only) -----------------------------------------------------------------
@@ -238,16 +238,16 @@ if [ -z "$gpu" ]; then
 elif [ ! -x "$build/bench/bench_cuda_gemm" ]; then
   record bench_cuda_gemm skipped 0 "$build/bench/bench_cuda_gemm was not built"
 else
-  copy=$work/tc_gemm.txt stage bench_cuda_gemm 90 "$OUT/bench.log" \
+  copy=$work/tc_gemm.txt stage bench_cuda_gemm 40 "$OUT/bench.log" \
     env LD_LIBRARY_PATH="$carry_libs" "$build/bench/bench_cuda_gemm"
 fi
 if [ -n "$gpu" ]; then
-  copy=$work/torch_gemm.txt stage torch_gemm 90 "$OUT/bench.log" python3 bench/device/torch_gemm.py
+  copy=$work/torch_gemm.txt stage torch_gemm 40 "$OUT/bench.log" python3 bench/device/torch_gemm.py
   if [ -x "$build/bench/bench_cuda_train" ]; then
-    copy=$work/tc_train.txt stage bench_cuda_train 60 "$OUT/bench.log" \
+    copy=$work/tc_train.txt stage bench_cuda_train 40 "$OUT/bench.log" \
       env LD_LIBRARY_PATH="$carry_libs" "$build/bench/bench_cuda_train"
   fi
-  copy=$work/torch_train.txt stage torch_train 180 "$OUT/bench.log" python3 bench/device/torch_train.py
+  copy=$work/torch_train.txt stage torch_train 150 "$OUT/bench.log" python3 bench/device/torch_train.py
 fi
 
 report

@@ -40,7 +40,7 @@ if [ ! -s "$dir/tools.tar" ]; then
   say "making the root with the device's tools (once): build-essential python3, a venv with pip's cmake and ninja"
   tar -xf "$base" -C "$root"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
-  # Debian's CMake 3.25 would not do: its FindCUDAToolkit fails on CUDA 13 (no nvToolsExt).
+  # The device has pip's CMake and ninja (not Debian's): the root gets the same.
   # The wheels are fetched here, with this machine's pip and its certificates.
   mkdir -p "$root/tmp/wheels"
   python3 -m pip download -q --only-binary=:all: --python-version 3.11 --platform manylinux2014_x86_64 \
