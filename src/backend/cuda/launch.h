@@ -78,6 +78,16 @@ Geometry<N> make_geometry(const Shape& sizes, const std::array<Shape, N>& stride
   return g;
 }
 
+// fn.template operator()<C>() with C the compute type of dtype t: double for float64, else
+// float (16-bit data widens to float32, as on the CPU).
+template <class F>
+void with_compute_type(DType t, F&& fn) {
+  if (t == DType::Float64)
+    fn.template operator()<double>();
+  else
+    fn.template operator()<float>();
+}
+
 // fn.template operator()<T>() with T the element type of dtype t.
 template <class F>
 decltype(auto) dispatch_dtype(DType t, F&& fn) {

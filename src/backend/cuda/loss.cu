@@ -151,14 +151,6 @@ void store_losses(const Tensor& out, const Tensor& loss, bool reduce, double div
     copy_into(out, make_view(loss, out.sizes(), contiguous_strides(out.sizes()), 0));
 }
 
-template <class F>
-void with_compute(DType dt, F f) {
-  if (dt == kFloat64)
-    f.template operator()<double>();
-  else
-    f.template operator()<float>();
-}
-
 // A forward: the row losses (float64, one per row) by launch(rows, targets, loss, stream),
 // then stored or reduced into out.
 template <class Launch>
@@ -182,7 +174,7 @@ void cross_entropy_forward(const Tensor& out, const Tensor& lse, const Tensor& i
                            double label_smoothing, bool reduce, double divisor) {
   forward_losses(out, input, t, reduce, divisor, "cross_entropy",
                  [&](const Rows<1>& x, const Targets& targets, double* loss, cudaStream_t stream) {
-                   with_compute(input.dtype(), [&]<class C>() {
+                   with_compute_type(input.dtype(), [&]<class C>() {
                      cross_entropy_forward_kernel<C><<<row_blocks(x.count), row_threads(x.length), 0, stream>>>(
                          x, targets, static_cast<C*>(lse.raw_data()), loss, label_smoothing);
                    });
@@ -203,7 +195,7 @@ void cross_entropy_backward(const Tensor& gx, const Tensor& input, const Tensor&
   const Tensor& g = g_rows;  // contiguous (the op makes it so)
   DeviceGuard guard(device);
   const cudaStream_t stream = current_raw_stream(device);
-  with_compute(input.dtype(), [&]<class C>() {
+  with_compute_type(input.dtype(), [&]<class C>() {
     cross_entropy_backward_kernel<C><<<row_blocks(r.count), row_threads(r.length), 0, stream>>>(
         r, dt.view(t), static_cast<const C*>(lse.raw_data()),
         g.defined() ? static_cast<const char*>(g.raw_data()) : nullptr, g.defined() ? g.dtype() : kFloat32,
@@ -227,7 +219,7 @@ void nll_loss_backward(const Tensor& gx, const cpu::ClassTargets& t, const Tenso
   const DeviceTargets dt = to_device(t, device);
   const Tensor& g = g_rows;  // contiguous (the op makes it so)
   DeviceGuard guard(device);
-  with_compute(gx.dtype(), [&]<class C>() {
+  with_compute_type(gx.dtype(), [&]<class C>() {
     nll_backward_kernel<C><<<blocks_for(r.count), kThreads, 0, current_raw_stream(device)>>>(
         r, dt.view(t), g.defined() ? static_cast<const char*>(g.raw_data()) : nullptr,
         g.defined() ? g.dtype() : kFloat32, g.defined() ? static_cast<int64_t>(element_size(g.dtype())) : 0, g_scale);

@@ -90,14 +90,6 @@ __global__ void ln_backward_params_kernel(Raw dw, Raw db, Raw g, Raw x, const C*
   }
 }
 
-template <class F>
-void with_stats_type(DType x, F f) {
-  if (x == kFloat64)
-    f.template operator()<double>();
-  else
-    f.template operator()<float>();
-}
-
 }  // namespace
 
 void layer_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
@@ -105,7 +97,7 @@ void layer_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rst
   if (M == 0 || N == 0) return;
   DeviceGuard guard(x.device());
   const cudaStream_t stream = current_raw_stream(x.device());
-  with_stats_type(x.dtype(), [&]<class C>() {
+  with_compute_type(x.dtype(), [&]<class C>() {
     ln_forward_kernel<C><<<row_blocks(M), row_threads(N), 0, stream>>>(raw(out), static_cast<C*>(mean.raw_data()),
                                                                        static_cast<C*>(rstd.raw_data()), raw(x),
                                                                        raw(weight), raw(bias), M, N, eps);
@@ -118,7 +110,7 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
   if (N == 0) return;
   DeviceGuard guard(x.device());
   const cudaStream_t stream = current_raw_stream(x.device());
-  with_stats_type(x.dtype(), [&]<class C>() {
+  with_compute_type(x.dtype(), [&]<class C>() {
     const C* mu = static_cast<const C*>(mean.raw_data());
     const C* rs = static_cast<const C*>(rstd.raw_data());
     if (dx.defined() && M > 0)

@@ -70,10 +70,8 @@ void softmax_forward(const Tensor& y, const Tensor& x, int64_t dim, bool log) {
   DeviceGuard guard(x.device());
   const cudaStream_t stream = current_raw_stream(x.device());
   const int threads = row_threads(r.length);
-  if (x.dtype() == kFloat64)
-    softmax_forward_kernel<double><<<row_blocks(r.count), threads, 0, stream>>>(r, log);
-  else
-    softmax_forward_kernel<float><<<row_blocks(r.count), threads, 0, stream>>>(r, log);
+  with_compute_type(x.dtype(),
+                    [&]<class C>() { softmax_forward_kernel<C><<<row_blocks(r.count), threads, 0, stream>>>(r, log); });
   TC_CUDA_CHECK(cudaGetLastError(), op);
 }
 
@@ -84,10 +82,8 @@ void softmax_backward(const Tensor& gx, const Tensor& g, const Tensor& y, int64_
   DeviceGuard guard(y.device());
   const cudaStream_t stream = current_raw_stream(y.device());
   const int threads = row_threads(r.length);
-  if (y.dtype() == kFloat64)
-    softmax_backward_kernel<double><<<row_blocks(r.count), threads, 0, stream>>>(r, log);
-  else
-    softmax_backward_kernel<float><<<row_blocks(r.count), threads, 0, stream>>>(r, log);
+  with_compute_type(
+      y.dtype(), [&]<class C>() { softmax_backward_kernel<C><<<row_blocks(r.count), threads, 0, stream>>>(r, log); });
   TC_CUDA_CHECK(cudaGetLastError(), op);
 }
 
