@@ -1,71 +1,171 @@
-// Training-step time and peak device memory of the MLP models on CUDA, for
-// bench/device/check.sh, which sets them beside PyTorch's (bench/device/torch_train.py,
-// same shapes, same optimizer). One line per case:
+// Training-step and inference time, peak device memory and (for the GPTs) model FLOPs
+// utilization of the five benchmark models on CUDA, for bench/device/check.sh, which sets
+// them beside PyTorch's (bench/device/torch_train.py: same shapes, same optimizer).
+//
+//   bench_cuda_train [model ...]     (default: mlp mlp-large cnn gpt gpt2-small)
+//
+// One line per case:
 //   train <model> <precision> <batch> <ms per step> <peak MiB>
-// mlp: Flatten-Linear(784,512)-ReLU-Linear(512,512)-ReLU-Linear(512,10), batch 128;
-// mlp-large: Linear(1024,4096)-GELU-Linear(4096,1024)-GELU-Linear(1024,10), batch 256.
+//   infer <model> <precision> <batch> <ms per forward>
+//   mfu <model> <precision> <percent of 990 TFLOP/s>
+// Models (the shapes of docs/cli.md, "Models", plus GPT-2 small):
+//   mlp         Linear(784,512)-ReLU-Linear(512,512)-ReLU-Linear(512,10), x (128, 784)
+//   mlp-large   Linear(1024,4096)-GELU-Linear(4096,1024)-GELU-Linear(1024,10), x (256, 1024)
+//   cnn         Conv(1,32,3,p1)-ReLU-MaxPool2-Conv(32,64,3,p1)-ReLU-MaxPool2-Linear(3136,128)-ReLU-
+//               Linear(128,10), x (128, 1, 28, 28)
+//   gpt         tc::nn::GPT bytes: context 128, 4 layers, 4 heads, width 256; (16, 128) tokens
+//   gpt2-small  tc::nn::GPT with GPT-2 small's shape: vocabulary 50257 (GPT-2's BPE size; the
+//               lm head is untied and has a bias, so 163M parameters, not 124M), context 1024,
+//               12 layers, 12 heads, width 768; (16, 1024) tokens
 // AdamW(lr 1e-3), cross_entropy; bf16 is autocast over float32 parameters, fp16 the same with
-// a GradScaler (one found_inf read per step). The step time
-// is the mean of 30 steps after 5 warm-ups, timed to the device's completion. Without a
-// GPU it says why and exits 0.
+// a GradScaler (one found_inf read per step). The step time is the mean of the timed steps
+// (30 after 5 warm-ups; gpt2-small 10 after 3) to the device's completion. MFU counts
+// llm.c's model FLOPs: 6 x parameters + 12 x layers x width x context per token, times the
+// tokens of a step, over the step time and the H100/H200 SXM dense bf16 peak (990 TFLOP/s).
+// Without a GPU it says why and exits 0.
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "tensorcast/cuda.h"
+#include "tensorcast/nn/gpt.h"
 #include "tensorcast/tensorcast.h"
 
 namespace {
 
 using namespace tc;
 
+const Device kGpu(kCUDA, 0);
+
+struct Bench {
+  std::shared_ptr<nn::Module> module;
+  std::function<Tensor(const Tensor&)> forward;
+  Tensor x, y;
+  int64_t batch = 0;
+  int warmup = 5, steps = 30;
+  double flops_per_step = 0;  // model FLOPs of a training step (GPTs only)
+};
+
+Bench sequential(nn::Sequential net, Tensor x, int64_t classes) {
+  const int64_t batch = x.size(0);
+  return {net.ptr(), [net](const Tensor& in) { return net->forward(in); }, std::move(x), randint(0, classes, {batch}),
+          batch};
+}
+
+Bench make(const std::string& model) {
+  manual_seed(0);
+  if (model == "mlp")
+    return sequential(
+        nn::Sequential(nn::Linear(784, 512), nn::ReLU(), nn::Linear(512, 512), nn::ReLU(), nn::Linear(512, 10)),
+        randn({128, 784}), 10);
+  if (model == "mlp-large")
+    return sequential(
+        nn::Sequential(nn::Linear(1024, 4096), nn::GELU(), nn::Linear(4096, 1024), nn::GELU(), nn::Linear(1024, 10)),
+        randn({256, 1024}), 10);
+  if (model == "cnn")
+    return sequential(nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                                     nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                                     nn::Flatten(), nn::Linear(3136, 128), nn::ReLU(), nn::Linear(128, 10)),
+                      randn({128, 1, 28, 28}), 10);
+  if (model == "gpt" || model == "gpt2-small") {
+    const bool small2 = model == "gpt2-small";
+    const auto cfg = small2 ? nn::GPTConfig().vocab_size(50257).context(1024).layers(12).heads(12).width(768)
+                            : nn::GPTConfig().vocab_size(256).context(128).layers(4).heads(4).width(256);
+    nn::GPT gpt(cfg);
+    const int64_t batch = 16, T = cfg.context(), V = cfg.vocab_size();
+    Bench b{gpt.ptr(), [gpt](const Tensor& idx) { return gpt->forward(idx); }, randint(0, V, {batch, T}),
+            randint(0, V, {batch, T}), batch};
+    if (small2) b.warmup = 3, b.steps = 10;
+    double params = 0;
+    for (const Tensor& p : gpt->parameters()) params += static_cast<double>(p.numel());
+    const double per_token = 6.0 * params + 12.0 * static_cast<double>(cfg.layers() * cfg.width() * T);
+    b.flops_per_step = per_token * static_cast<double>(batch * T);
+    return b;
+  }
+  throw Error("[bench_cuda_train] unknown model '" + model + "' (use mlp, mlp-large, cnn, gpt or gpt2-small)");
+}
+
+Tensor loss_of(const Tensor& logits, const Tensor& y) {
+  return cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
+}
+
+// Mean milliseconds of fn over `steps` calls after `warmup`, to the device's completion.
+double time_ms(const std::function<void()>& fn, int warmup, int steps, bool reset_peak) {
+  for (int i = 0; i < warmup; ++i) fn();
+  cuda::synchronize();
+  if (reset_peak) reset_peak_memory_stats(kGpu);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) fn();
+  cuda::synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / steps;
+}
+
 // precision: "fp32", "bf16" (autocast) or "fp16" (autocast with a GradScaler).
-void run(const std::string& model, const std::string& precision) {
+void train(const std::string& model, const std::string& precision) {
+  Bench b = make(model);
   const bool amp16 = precision != "fp32";
   const DType dt = precision == "fp16" ? kFloat16 : kBFloat16;
-  const Device gpu(kCUDA, 0);
-  manual_seed(0);
-  const bool large = model == "mlp-large";
-  const int64_t batch = large ? 256 : 128, in = large ? 1024 : 784;
-  nn::Sequential net =
-      large
-          ? nn::Sequential(nn::Linear(1024, 4096), nn::GELU(), nn::Linear(4096, 1024), nn::GELU(), nn::Linear(1024, 10))
-          : nn::Sequential(nn::Linear(784, 512), nn::ReLU(), nn::Linear(512, 512), nn::ReLU(), nn::Linear(512, 10));
-  net->to(gpu);
-  optim::AdamW opt(net->parameters(), optim::AdamWOptions(1e-3));
+  b.module->to(kGpu);
+  const Tensor x = b.x.to(kGpu), y = b.y.to(kGpu);
+  optim::AdamW opt(b.module->parameters(), optim::AdamWOptions(1e-3));
   amp::GradScaler scaler(amp::GradScalerOptions().enabled(precision == "fp16"));
-  const Tensor x = randn({batch, in}, TensorOptions(gpu)), y = randint(0, 10, {batch}).to(gpu);
   auto step = [&] {
     opt.zero_grad();
     Tensor loss;
     {
       amp::AutocastGuard autocast(kCUDA, dt, amp16);
-      loss = cross_entropy(net->forward(x), y);
+      loss = loss_of(b.forward(x), y);
     }
     scaler.scale(loss).backward();
     scaler.step(opt);
     scaler.update();
   };
-  for (int i = 0; i < 5; ++i) step();
-  cuda::synchronize();
-  reset_peak_memory_stats(gpu);
-  constexpr int kSteps = 30;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kSteps; ++i) step();
-  cuda::synchronize();
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kSteps;
-  std::printf("train %s %s %lld %.3f %.1f\n", model.c_str(), precision.c_str(), static_cast<long long>(batch), ms,
-              static_cast<double>(memory_stats(gpu).peak_bytes) / (1 << 20));
+  const double ms = time_ms(step, b.warmup, b.steps, /*reset_peak=*/true);
+  std::printf("train %s %s %lld %.3f %.1f\n", model.c_str(), precision.c_str(), static_cast<long long>(b.batch), ms,
+              static_cast<double>(memory_stats(kGpu).peak_bytes) / (1 << 20));
+  if (b.flops_per_step > 0)
+    std::printf("mfu %s %s %.1f\n", model.c_str(), precision.c_str(), 100.0 * b.flops_per_step / (ms * 1e-3) / 990e12);
+  std::fflush(stdout);
+}
+
+// Forward only (eval mode, no graph): fp32, or bf16 autocast.
+void infer(const std::string& model, const std::string& precision) {
+  Bench b = make(model);
+  b.module->to(kGpu);
+  b.module->eval();
+  const Tensor x = b.x.to(kGpu);
+  NoGradGuard no_grad;
+  auto fwd = [&] {
+    amp::AutocastGuard autocast(kCUDA, kBFloat16, precision == "bf16");
+    b.forward(x);
+  };
+  const double ms = time_ms(fwd, b.warmup, b.steps, /*reset_peak=*/false);
+  std::printf("infer %s %s %lld %.3f\n", model.c_str(), precision.c_str(), static_cast<long long>(b.batch), ms);
+  std::fflush(stdout);
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (!tc::cuda::is_available()) {
     std::printf("bench_cuda_train: no CUDA device (%s); nothing measured\n", tc::cuda::unavailable_reason().c_str());
     return 0;
   }
-  for (const char* model : {"mlp", "mlp-large"})
-    for (const char* precision : {"fp32", "bf16", "fp16"}) run(model, precision);
-  return 0;
+  std::vector<std::string> models(argv + 1, argv + argc);
+  if (models.empty()) models = {"mlp", "mlp-large", "cnn", "gpt", "gpt2-small"};
+  int failed = 0;
+  // A model whose ops fail on the device must not hide the others' numbers.
+  for (const std::string& model : models) {
+    try {
+      for (const char* precision : {"fp32", "bf16", "fp16"}) train(model, precision);
+      for (const char* precision : {"fp32", "bf16"}) infer(model, precision);
+    } catch (const std::exception& e) {
+      std::printf("# %s failed: %s\n", model.c_str(), e.what());
+      ++failed;
+    }
+    tc::empty_cache(kGpu);
+  }
+  return failed == 0 ? 0 : 1;
 }

@@ -27,11 +27,16 @@
 namespace tcli {
 
 BenchResult run_bench(const BenchConfig& cfg) {
-  const Precision prec = resolve_precision(cfg.precision);
+  const tc::Device device = resolve_device(cfg.device);
+  if (device.is_cuda() && cfg.distributed)
+    throw tc::Error("[cli] --distributed runs on the CPU only for now; drop --device " + cfg.device);
+  const Precision prec = resolve_precision(cfg.precision, device);
   const bool use_scaler = prec.compute == tc::kFloat16 && cfg.scaler && !cfg.inference;
   tc::manual_seed(0);
   Model model = build_model(cfg.model, cfg.size);
-  const tc::data::Example batch = synthetic_batch(cfg.model, cfg.batch_size, cfg.size);
+  model.module->to(device);
+  tc::data::Example batch = synthetic_batch(cfg.model, cfg.batch_size, cfg.size);
+  batch = {batch.data.to(device), batch.target.to(device)};
   std::vector<tc::Tensor> params = model.module->parameters();
   tc::optim::AdamW optimizer(params, tc::optim::AdamWOptions(1e-3).weight_decay(0.0));
   tc::amp::GradScaler scaler(tc::amp::GradScalerOptions().enabled(use_scaler));
@@ -47,7 +52,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
   auto one = [&] {
     if (cfg.inference) {
       tc::NoGradGuard no_grad;
-      tc::amp::AutocastGuard autocast(tc::kCPU, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
+      tc::amp::AutocastGuard autocast(device.type, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
                                       prec.compute != tc::kFloat32);
       tc::Tensor logits = model.forward(batch.data);
       (void)logits.sum().item<double>();  // make sure the work is done (CPU: it is; GPUs: a sync)
@@ -56,7 +61,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
     optimizer.zero_grad(true);
     tc::Tensor loss;
     {
-      tc::amp::AutocastGuard autocast(tc::kCPU, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
+      tc::amp::AutocastGuard autocast(device.type, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
                                       prec.compute != tc::kFloat32);
       loss = model_loss(model, model.forward(batch.data), batch.target);
     }
@@ -72,7 +77,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
     (void)loss.item<double>();
   };
   for (int64_t i = 0; i < cfg.warmup; ++i) one();
-  tc::reset_peak_memory_stats();
+  tc::reset_peak_memory_stats(device);
   std::vector<double> ms;
   timing = true;
   for (int64_t i = 0; i < cfg.steps; ++i) {
@@ -110,11 +115,12 @@ BenchResult run_bench(const BenchConfig& cfg) {
   r.model = cfg.model;
   r.size = cfg.size;
   r.precision = prec.name;
+  r.device = cfg.device;
   r.batch_size = cfg.batch_size;
   r.steps = cfg.steps;
   r.inference = cfg.inference;
   r.scaler = use_scaler;
-  r.peak_memory_bytes = tc::memory_stats().peak_bytes;
+  r.peak_memory_bytes = tc::memory_stats(device).peak_bytes;
   std::sort(ms.begin(), ms.end());
   const size_t n = ms.size();
   r.ms_per_step = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
@@ -145,7 +151,10 @@ std::string bench_json(const BenchResult& r) {
       .add("ms_max", r.ms_max)
       .add("samples_per_s", r.samples_per_s)
       .add("threads", tc::get_num_threads());
-  if (const std::string g = gemm16_path(r.precision); !g.empty()) o.add("gemm16", g);
+  if (r.device != "cpu")
+    o.add("device", r.device);
+  else if (const std::string g = gemm16_path(r.precision); !g.empty())
+    o.add("gemm16", g);
   if (r.size.width > 0) o.add("width", r.size.width);
   if (r.size.layers > 0) o.add("layers", r.size.layers);
   if (r.size.context > 0) o.add("context", r.size.context);
@@ -285,6 +294,7 @@ int cmd_bench(int argc, char** argv) {
       "of a model on a synthetic batch: warm-up steps, then the median of --steps, and the peak tensor memory.");
   p.choice("--model", &c.model, {"cnn", "mlp", "mlp-large", "gpt"}, "model (default cnn)");
   p.choice("--precision", &c.precision, {"auto", "fp32", "bf16", "fp16"}, "compute precision (default auto)");
+  p.string("--device", &c.device, "D", "cpu (default), cuda or cuda:N");
   p.positive_int("--batch-size", &c.batch_size, "B", "batch size (default 128)");
   p.positive_int("--width", &c.size.width, "W",
                  "mlp-large: Linear(W,4W)-GELU-Linear(4W,W)-GELU-Linear(W,10) (default 1024); gpt: width W,\n"

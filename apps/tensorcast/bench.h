@@ -12,6 +12,7 @@ namespace tcli {
 
 struct BenchConfig {
   std::string model = "cnn", precision = "auto";
+  std::string device = "cpu";  // cpu, cuda or cuda:N
   int64_t batch_size = 128, steps = 20, warmup = 3;
   bool inference = false, scaler = true;
   bool profile = false;      // then also run `steps` more steps under tc::profiler
@@ -21,7 +22,7 @@ struct BenchConfig {
 };
 
 struct BenchResult {
-  std::string model, precision;
+  std::string model, precision, device;
   ModelSize size;
   int64_t batch_size = 0, steps = 0;
   bool inference = false, scaler = false;

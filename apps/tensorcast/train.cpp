@@ -15,7 +15,8 @@ namespace tcli {
 
 int cmd_train(int argc, char** argv) {
   TrainConfig c;
-  std::string model = "cnn", precision = "auto", lr_schedule = "cosine", data, checkpoint, resume, metrics, summary;
+  std::string model = "cnn", precision = "auto", device = "cpu", lr_schedule = "cosine", data, checkpoint, resume,
+              metrics, summary;
   std::string on_nonfinite = "stop", optimizer = "adamw", weight_update = "kahan", tensorboard, numerics_json;
   int64_t epochs = 2, batch = 128, seed = 0, threads = 0, max_steps = 0, ck_every = 0, log_every = 10;
   int64_t numerics_every = 10;
@@ -31,6 +32,9 @@ int cmd_train(int argc, char** argv) {
   p.choice("--precision", &precision, {"auto", "fp32", "bf16", "fp16", "bf16-pure"},
            "compute precision (default auto: bf16 on CPUs with native bf16, else fp32); bf16-pure: bf16 weights "
            "and optimizer state, no fp32 master copy");
+  p.string("--device", &device, "D",
+           "cpu (default), cuda or cuda:N: where the model trains; on a GPU, --precision auto is bf16 (fp16 with "
+           "a GradScaler before compute capability 8.0)");
   p.choice("--weight-update", &weight_update, {"kahan", "nearest", "stochastic"},
            "bf16-pure: round each update to nearest with Kahan compensation (default), to nearest, or "
            "stochastically");
@@ -94,6 +98,7 @@ int cmd_train(int argc, char** argv) {
   c.model = model;
   c.data = data;
   c.precision = precision;
+  c.device = device;
   c.scaler = !no_scaler;
   c.epochs = epochs;
   c.batch_size = batch;

@@ -7,6 +7,7 @@
 #include <tensorcast/amp/grad_scaler.h>
 #include <tensorcast/amp/numerics.h>
 #include <tensorcast/autograd.h>
+#include <tensorcast/cuda.h>
 #include <tensorcast/data/data_loader.h>
 #include <tensorcast/dist/ddp.h>
 #include <tensorcast/error.h>
@@ -40,13 +41,21 @@ namespace tcli {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-Precision resolve_precision(const std::string& flag) {
+Precision resolve_precision(const std::string& flag, tc::Device device) {
   if (flag == "fp32") return {"fp32", tc::kFloat32, ""};
   if (flag == "bf16") return {"bf16", tc::kBFloat16, ""};
   if (flag == "fp16") return {"fp16", tc::kFloat16, ""};
   if (flag == "bf16-pure") return {"bf16-pure", tc::kBFloat16, "", /*pure=*/true};
   if (flag != "auto")
     throw tc::Error("[cli] unknown precision '" + flag + "' (use auto, fp32, bf16, fp16 or bf16-pure)");
+  if (device.is_cuda()) {
+    if (tc::amp::is_bf16_supported(device.type))
+      return {"bf16", tc::kBFloat16,
+              "this GPU has bf16 Tensor Cores: bf16 autocast runs the products at 16-bit speed with fp32's exponent "
+              "range, so no loss scaler is needed"};
+    return {"fp16", tc::kFloat16,
+            "this GPU has no bf16 Tensor Cores (compute capability below 8.0): fp16 autocast with a GradScaler"};
+  }
   if (tc::amp::is_bf16_supported(tc::kCPU))
     return {"bf16", tc::kBFloat16,
             "this CPU has native bf16 math (AVX-512 BF16/AMX): bf16 autocast halves the activations' memory at fp32's "
@@ -54,7 +63,25 @@ Precision resolve_precision(const std::string& flag) {
             "bf16 has fp32's exponent range and needs no loss scaler"};
   return {"fp32", tc::kFloat32,
           "this CPU has no native bf16 math, so 16-bit autocast would run slower than fp32 here (on a GPU, auto "
-          "would pick fp16 with a GradScaler)"};
+          "picks bf16, or fp16 with a GradScaler)"};
+}
+
+tc::Device resolve_device(const std::string& flag) {
+  tc::Device device;
+  try {
+    device = tc::Device(flag);
+  } catch (const tc::Error&) {
+    throw tc::Error("[cli] --device expects cpu, cuda or cuda:N, got '" + flag + "'");
+  }
+  if (device.is_cuda()) {
+    if (!tc::cuda::is_available())
+      throw tc::Error("[cli] --device " + flag + ": no usable CUDA device (" + tc::cuda::unavailable_reason() +
+                      "); train on the CPU with --device cpu");
+    if (device.index >= tc::cuda::device_count())
+      throw tc::Error("[cli] --device " + flag + ": this machine has " + std::to_string(tc::cuda::device_count()) +
+                      " CUDA device(s), numbered from 0");
+  }
+  return device;
 }
 
 namespace {
@@ -143,7 +170,7 @@ struct Evaluation {
   double accuracy = -1, loss = 0, bits_per_byte = -1;
 };
 
-Evaluation evaluate(Model& model, const tc::data::Dataset& test, const Precision& prec) {
+Evaluation evaluate(Model& model, const tc::data::Dataset& test, const Precision& prec, tc::Device device) {
   tc::NoGradGuard no_grad;
   model.module->eval();
   // A non-owning handle: the loader only reads the dataset during this call.
@@ -156,17 +183,18 @@ Evaluation evaluate(Model& model, const tc::data::Dataset& test, const Precision
   for (auto& batch : loader) {
     if (++k % world != rank) continue;
     tc::Tensor logits, loss;
+    const tc::Tensor target = batch.target.to(device);
     {
-      tc::amp::AutocastGuard autocast(tc::kCPU, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
+      tc::amp::AutocastGuard autocast(device.type, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
                                       prec.compute != tc::kFloat32);
-      logits = model.forward(batch.data);
-      loss = model_loss(model, logits, batch.target);
+      logits = model.forward(batch.data.to(device));
+      loss = model_loss(model, logits, target);
     }
-    const double n = static_cast<double>(batch.target.numel());
+    const double n = static_cast<double>(target.numel());
     loss_sum += loss.item<double>() * n;
     batches_weight += n;
     if (!model.language_model) {
-      correct += (tc::argmax(logits, 1) == batch.target).to(tc::kFloat32).sum().item<double>();
+      correct += (tc::argmax(logits, 1) == target).to(tc::kFloat32).sum().item<double>();
       count += n;
     }
   }
@@ -336,7 +364,7 @@ TrainResult run_training(const TrainConfig& config) {
     adopt(
         cfg, meta, "model", "--model", cfg.model, [&](const std::string& v) { cfg.model = v; }, dir);
     adopt(
-        cfg, meta, "precision", "--precision", resolve_precision(cfg.precision).name,
+        cfg, meta, "precision", "--precision", resolve_precision(cfg.precision, resolve_device(cfg.device)).name,
         [&](const std::string& v) { cfg.precision = v; }, dir);
     adopt(
         cfg, meta, "batch_size", "--batch-size", std::to_string(cfg.batch_size),
@@ -398,7 +426,17 @@ TrainResult run_training(const TrainConfig& config) {
   if (cfg.weight_update != "kahan" && cfg.weight_update != "nearest" && cfg.weight_update != "stochastic")
     throw tc::Error("[cli] --weight-update expects kahan, nearest or stochastic, got '" + cfg.weight_update + "'");
 
-  const Precision prec = resolve_precision(cfg.precision);
+  const tc::Device device = resolve_device(cfg.device);
+  const Precision prec = resolve_precision(cfg.precision, device);
+  if (device.is_cuda()) {
+    if (prec.pure)
+      throw tc::Error(
+          "[cli] --precision bf16-pure runs on the CPU only for now (the CUDA optimizers keep float32 "
+          "master weights); use --precision bf16 with --device " +
+          cfg.device);
+    if (cfg.numerics_report)
+      throw tc::Error("[cli] --numerics-report reads tensors on the CPU only for now; drop it or use --device cpu");
+  }
   const bool use_scaler = prec.compute == tc::kFloat16 && cfg.scaler;
   const int64_t bytes_before_data = tc::memory_stats().current_bytes;
   TaskData data = load_task_data(cfg.model, cfg.data, cfg.seed);
@@ -407,7 +445,9 @@ TrainResult run_training(const TrainConfig& config) {
 
   tc::manual_seed(cfg.seed);
   Model model = build_model(cfg.model);
-  if (prec.pure) model.module->to(tc::kBFloat16);  // before the optimizer: it sizes its state from them
+  // Before the optimizer: it makes its state where, and as, the parameters are.
+  if (device.is_cuda()) model.module->to(device);
+  if (prec.pure) model.module->to(tc::kBFloat16);
   std::vector<tc::Tensor> params = model.module->parameters();
   std::unique_ptr<tc::optim::Optimizer> optimizer_holder;
   if (cfg.optimizer == "sgd")
@@ -428,6 +468,8 @@ TrainResult run_training(const TrainConfig& config) {
   // --batch-size is the global batch: each of the world's processes takes 1/world of it,
   // so N processes follow the same trajectory as one (up to summation order).
   const int world = tc::dist::world_size();
+  if (world > 1 && device.is_cuda())
+    throw tc::Error("[cli] data-parallel runs (mpirun) train on the CPU only for now; drop --device " + cfg.device);
   if (cfg.batch_size % world != 0)
     throw tc::Error("[cli] --batch-size " + std::to_string(cfg.batch_size) +
                     " is the global batch; it must divide by " + "the " + std::to_string(world) +
@@ -463,6 +505,7 @@ TrainResult run_training(const TrainConfig& config) {
   }
 
   result.model = cfg.model;
+  result.device = cfg.device;
   result.precision = prec.name;
   result.precision_reason = prec.reason;
   result.data_description = data.description;
@@ -545,7 +588,11 @@ TrainResult run_training(const TrainConfig& config) {
   const int64_t total_steps = cfg.max_steps > 0 ? std::min(cfg.max_steps, planned_steps) : planned_steps;
   const bool check_nonfinite = !use_scaler && cfg.on_nonfinite != "continue";
   const auto named = model.module->named_parameters();
-  tc::reset_peak_memory_stats();
+  // The peak the report gives: what training adds on its device (the dataset stays on the CPU).
+  auto training_peak_bytes = [&] {
+    return device.is_cuda() ? tc::memory_stats(device).peak_bytes : tc::memory_stats().peak_bytes - data_bytes;
+  };
+  tc::reset_peak_memory_stats(device);
   const auto t_start = Clock::now();
   double step_seconds = 0;  // time spent in training steps in this process
   int64_t steps_here = 0;
@@ -557,11 +604,12 @@ TrainResult run_training(const TrainConfig& config) {
     int64_t loss_count = 0;
     for (auto& batch : loader) {
       const auto t0 = Clock::now();
+      if (device.is_cuda()) batch = {batch.data.to(device), batch.target.to(device)};
       optimizer.zero_grad(/*set_to_none=*/true);
       if (numerics) numerics->begin_step(step + 1);
       tc::Tensor loss;
       {
-        tc::amp::AutocastGuard autocast(tc::kCPU, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
+        tc::amp::AutocastGuard autocast(device.type, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
                                         prec.compute != tc::kFloat32);
         const tc::Tensor logits =
             numerics ? model.forward_hooked(batch.data, [&](const std::string& layer,
@@ -629,8 +677,7 @@ TrainResult run_training(const TrainConfig& config) {
       if (tensorboard && log_now) {
         const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
         tensorboard->step(step, rec.loss, rec.lr, rec.loss_scale, rec.skipped_total, norm,
-                          elapsed > 0 ? steps_here * double(cfg.batch_size) / elapsed : 0,
-                          tc::memory_stats().peak_bytes - data_bytes);
+                          elapsed > 0 ? steps_here * double(cfg.batch_size) / elapsed : 0, training_peak_bytes());
       }
       if (!cfg.quiet) {
         ProgressInfo pi;
@@ -655,7 +702,7 @@ TrainResult run_training(const TrainConfig& config) {
     const bool complete = loader.epoch() != epoch || loader.batch_index() >= per_epoch;
     if (complete && loader.epoch() == epoch) loader.set_epoch(epoch + 1);
     if (complete || limit_reached()) {
-      const Evaluation ev = evaluate(model, *data.test, prec);  // sharded across ranks
+      const Evaluation ev = evaluate(model, *data.test, prec, device);  // sharded across ranks
       EpochRecord er;
       er.epoch = epoch + 1;
       er.step = step;
@@ -707,7 +754,7 @@ TrainResult run_training(const TrainConfig& config) {
   result.final_loss_scale = scaler.get_scale();
   result.final_loss = result.steps_log.empty() ? 0 : result.steps_log.back().loss;
   result.train_seconds = previous_seconds + step_seconds;
-  result.peak_memory_bytes = std::max<int64_t>(0, tc::memory_stats().peak_bytes - data_bytes);
+  result.peak_memory_bytes = std::max<int64_t>(0, training_peak_bytes());
   if (!result.steps_log.empty()) {
     std::vector<double> ms;
     for (const auto& r : result.steps_log) ms.push_back(r.step_ms);
@@ -755,6 +802,7 @@ std::string numerics_json(const tc::amp::NumericsReport& report) {
 std::string summary_json(const TrainResult& r) {
   JsonObject o;
   o.add("model", r.model).add("precision", r.precision);
+  if (r.device != "cpu") o.add("device", r.device);
   if (!r.weight_update.empty()) o.add("weight_update", r.weight_update);
   o.add("scaler", r.scaler)
       .add("epochs", r.epochs)

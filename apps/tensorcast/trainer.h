@@ -3,6 +3,7 @@
 // at each epoch end, checkpoints, exact resume, metrics and the progress display.
 #pragma once
 #include <tensorcast/amp/numerics.h>
+#include <tensorcast/device.h>
 #include <tensorcast/dtype.h>
 
 #include <cstdint>
@@ -39,17 +40,22 @@ struct Precision {
   std::string reason;  // filled for auto
   bool pure = false;   // bf16-pure: the weights and optimizer state themselves are bf16
 };
-// "auto" -> bf16 where the CPU has native bf16 math, else fp32 (fp16 + GradScaler is
-// the choice on GPUs, which this build does not drive). "bf16-pure": bf16 autocast over
-// bf16 weights with bf16 optimizer state (TrainConfig::weight_update says how updates
-// are rounded), no float32 master copy.
-Precision resolve_precision(const std::string& flag);
+// "auto" on the CPU -> bf16 where it has native bf16 math, else fp32; on a GPU -> bf16
+// where it has bf16 Tensor Cores (compute capability 8.0 on), else fp16 with a GradScaler.
+// "bf16-pure": bf16 autocast over bf16 weights with bf16 optimizer state
+// (TrainConfig::weight_update says how updates are rounded), no float32 master copy.
+Precision resolve_precision(const std::string& flag, tc::Device device = {});
+
+// --device: "cpu", "cuda" or "cuda:N", checked here: a CUDA device this machine or build
+// does not have is a one-line tc::Error saying why.
+tc::Device resolve_device(const std::string& flag);
 
 struct TrainConfig {
   std::string model = "cnn";
   std::string data;  // empty: the model's default
   std::string precision = "auto";
-  bool scaler = true;  // fp16 only: false = --no-scaler
+  std::string device = "cpu";  // cpu, cuda or cuda:N: where the model trains (the data is read on the CPU)
+  bool scaler = true;          // fp16 only: false = --no-scaler
   // bf16-pure only: "kahan" (compensated, the default), "nearest" or "stochastic".
   std::string weight_update = "kahan";
   int64_t epochs = 2;
@@ -101,7 +107,7 @@ struct EpochRecord {
 };
 
 struct TrainResult {
-  std::string model, precision, precision_reason, data_description;
+  std::string model, device = "cpu", precision, precision_reason, data_description;
   bool scaler = false;
   int64_t epochs = 0, steps = 0, skipped_steps = 0, batch_size = 0;
   int64_t nonfinite_steps = 0;  // steps whose loss or gradients were inf/NaN without a scaler

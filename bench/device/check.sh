@@ -15,7 +15,10 @@
 # (default 540 s, inside the call's 590); a failed stage is recorded and the next ones
 # still run. Exit status 0 only if every stage that ran succeeded.
 # Environment: OUT (default /tmp/device-check), CHECK_BUDGET_S, CHECK_TIME_SCALE (an
-# integer that multiplies every limit: a dry run on 2 cores builds ~8 times slower).
+# integer that multiplies every limit: a dry run on 2 cores builds ~8 times slower),
+# CHECK_MODELS (the training benchmarks' models, default all five: mlp mlp-large cnn gpt
+# gpt2-small), CHECK_TESTS=0 (no ctest: a second call on a still-warm machine, whose build
+# folder is kept, spends its time on benchmarks alone).
 set -uo pipefail # no -e: a failed stage must not stop the later ones
 cd "$(dirname "$0")/../.."
 
@@ -24,6 +27,7 @@ scale=${CHECK_TIME_SCALE:-1}
 budget=$((${CHECK_BUDGET_S:-540} * scale))
 build="build-device"
 carry_root=/tmp/carry-root
+models=${CHECK_MODELS:-mlp mlp-large cnn gpt gpt2-small}
 work=/tmp/device-check-work # raw benchmark lines, kept out of $OUT (8 files at most come back)
 mkdir -p "$OUT" "$work"
 rm -f "$OUT"/{check.md,env.log,build.log,ctest.log,bench.log} "$work"/*
@@ -89,9 +93,9 @@ gemm_table() { # the benchmark lines of both, joined on dtype (either spelling) 
     "$work/tc_gemm.txt" "$work/torch_gemm.txt"
 }
 
-train_table() { # bench_cuda_train's lines beside torch_train.py's (eager and compile)
-  awk -v tc_file="$work/tc_train.txt" '
-       $1 == "train" && NF >= 6 {
+train_table() { # KIND (train or infer): bench_cuda_train's lines beside torch_train.py's (eager and compile)
+  awk -v kind="$1" -v tc_file="$work/tc_train.txt" '
+       $1 == kind && NF >= 5 {
          key = $2 " " $3 " " $4
          if (FILENAME == tc_file) { tc[key] = $5; tcm[key] = $6 }
          else if ($7 == "compile") comp[key] = $5
@@ -99,14 +103,27 @@ train_table() { # bench_cuda_train's lines beside torch_train.py's (eager and co
          if (!(key in seen)) { seen[key] = 1; all[++m] = key } }
        function ratio(a, b) { return (a != "" && b != "" && b > 0) ? sprintf("%.2f", a / b) : "-" }
        END {
-         print "| model | precision | batch | tensorcast ms | torch eager ms | torch.compile ms | tc / eager | tc / compile | peak MiB tc | peak MiB torch |"
-         print "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+         mem = kind == "train"
+         printf "| model | precision | batch | tensorcast ms | torch eager ms | torch.compile ms | tc / eager | tc / compile |%s\n", mem ? " peak MiB tc | peak MiB torch |" : ""
+         printf "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |%s\n", mem ? " ---: | ---: |" : ""
          for (i = 1; i <= m; i++) {
            k = all[i]; split(k, f, " ")
-           printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[3],
+           printf "| %s | %s | %s | %s | %s | %s | %s | %s |", f[1], f[2], f[3],
              (k in tc) ? tc[k] : "-", (k in eager) ? eager[k] : "-", (k in comp) ? comp[k] : "-",
-             ratio(tc[k], eager[k]), ratio(tc[k], comp[k]), (k in tcm) ? tcm[k] : "-", (k in em) ? em[k] : "-" } }' \
+             ratio(tc[k], eager[k]), ratio(tc[k], comp[k])
+           if (mem) printf " %s | %s |", (k in tcm) ? tcm[k] : "-", (k in em) ? em[k] : "-"
+           printf "\n" } }' \
     "$work/tc_train.txt" "$work/torch_train.txt"
+  if [ "$1" = train ] && grep -q '^mfu ' "$work/tc_train.txt"; then
+    echo
+    echo "Model FLOPs utilization of tensorcast's step (llm.c's count, over 990 TFLOP/s):"
+    echo
+    awk '$1 == "mfu" { printf "- %s %s: %s%%\n", $2, $3, $4 }' "$work/tc_train.txt"
+  fi
+  if [ "$1" = train ] && grep -q '^# ' "$work/tc_train.txt" "$work/torch_train.txt"; then
+    echo
+    grep -h '^# ' "$work/tc_train.txt" "$work/torch_train.txt" | sed 's/^# /- failed: /'
+  fi
 }
 
 ctest_summary() {
@@ -144,9 +161,13 @@ report() {
     fi
     if [ -s "$work/tc_train.txt" ] || [ -s "$work/torch_train.txt" ]; then
       echo
-      echo "## Training step: AdamW, cross_entropy, mean of 30 steps after 5 warm-ups (bench.log)"
+      echo "## Training step: AdamW, cross_entropy, mean of 30 steps after 5 warm-ups (gpt2-small: 10 after 3) (bench.log)"
       echo
-      train_table
+      train_table train
+      echo
+      echo "## Inference: forward only, eval mode, no autograd (bench.log)"
+      echo
+      train_table infer
     fi
     if [ -s "$OUT/ctest.log" ]; then
       echo
@@ -229,8 +250,12 @@ stage build 300 "$OUT/build.log" env LD_LIBRARY_PATH="$carry_libs" \
 # 2 threads, and 8 processes x 2 threads stay within the 16 cores.
 # With a GPU, 200 s are kept for the benchmarks: a slow test run must not crowd them out.
 jobs=$(($(nproc) < 8 ? $(nproc) : 8))
+if [ "${CHECK_TESTS:-1}" = 0 ]; then
+  record ctest skipped 0 "CHECK_TESTS=0"
+else
 reserve=$([ -n "$gpu" ] && echo 200 || echo 0) stage ctest 180 "$OUT/ctest.log" env LD_LIBRARY_PATH="$carry_libs" OMP_NUM_THREADS=2 \
   ctest --test-dir "$build" -L 'unit|cuda' -j "$jobs" --timeout 120 --output-on-failure --no-tests=error
+fi
 
 # --- benchmarks (GPU only) -----------------------------------------------------------------
 if [ -z "$gpu" ]; then
@@ -238,16 +263,18 @@ if [ -z "$gpu" ]; then
 elif [ ! -x "$build/bench/bench_cuda_gemm" ]; then
   record bench_cuda_gemm skipped 0 "$build/bench/bench_cuda_gemm was not built"
 else
-  copy=$work/tc_gemm.txt stage bench_cuda_gemm 40 "$OUT/bench.log" \
+  copy=$work/tc_gemm.txt stage bench_cuda_gemm 30 "$OUT/bench.log" \
     env LD_LIBRARY_PATH="$carry_libs" "$build/bench/bench_cuda_gemm"
 fi
 if [ -n "$gpu" ]; then
-  copy=$work/torch_gemm.txt stage torch_gemm 40 "$OUT/bench.log" python3 bench/device/torch_gemm.py
+  copy=$work/torch_gemm.txt stage torch_gemm 30 "$OUT/bench.log" python3 bench/device/torch_gemm.py
   if [ -x "$build/bench/bench_cuda_train" ]; then
-    copy=$work/tc_train.txt stage bench_cuda_train 40 "$OUT/bench.log" \
-      env LD_LIBRARY_PATH="$carry_libs" "$build/bench/bench_cuda_train"
+    # shellcheck disable=SC2086 # the model list splits into words
+    copy=$work/tc_train.txt stage bench_cuda_train 90 "$OUT/bench.log" \
+      env LD_LIBRARY_PATH="$carry_libs" "$build/bench/bench_cuda_train" $models
   fi
-  copy=$work/torch_train.txt stage torch_train 150 "$OUT/bench.log" python3 bench/device/torch_train.py
+  # shellcheck disable=SC2086
+  copy=$work/torch_train.txt stage torch_train 150 "$OUT/bench.log" python3 bench/device/torch_train.py $models
 fi
 
 report

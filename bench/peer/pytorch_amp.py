@@ -114,7 +114,7 @@ class GPT(nn.Module):
 
     def forward(self, idx):
         T = idx.shape[1]
-        pos = torch.arange(T, dtype=torch.long)
+        pos = torch.arange(T, dtype=torch.long, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         return self.lm_head(self.ln_f(self.blocks(x)))
 

@@ -1,9 +1,12 @@
 // DType printing and promote_types.
 #include "tensorcast/dtype.h"
 
+#include <charconv>
 #include <ostream>
+#include <string>
 
 #include "tensorcast/device.h"
+#include "tensorcast/error.h"
 
 namespace tc {
 
@@ -12,6 +15,21 @@ std::ostream& operator<<(std::ostream& os, BFloat16 v) { return os << float(v); 
 std::ostream& operator<<(std::ostream& os, Half v) { return os << float(v); }
 std::ostream& operator<<(std::ostream& os, Device d) {
   return os << (d.is_cpu() ? "cpu" : "cuda:") << (d.is_cuda() ? std::to_string(d.index) : "");
+}
+
+Device::Device(std::string_view spec) {
+  int index_value = 0;
+  bool ok = spec == "cpu" || spec == "cuda";
+  if (!ok && spec.starts_with("cuda:") && spec.size() > 5) {
+    const char* end = spec.data() + spec.size();
+    const auto [p, ec] = std::from_chars(spec.data() + 5, end, index_value);
+    ok = ec == std::errc() && p == end && index_value >= 0 && index_value <= 127;
+  }
+  if (!ok)
+    throw Error("[device] expected \"cpu\", \"cuda\" or \"cuda:N\" (N from 0 to 127), got \"" + std::string(spec) +
+                "\"");
+  type = spec == "cpu" ? DeviceType::CPU : DeviceType::CUDA;
+  index = static_cast<int8_t>(index_value);
 }
 
 DType promote_types(DType a, DType b) {

@@ -31,6 +31,12 @@ namespace {
 std::string group_prefix(size_t g) { return "param_groups." + std::to_string(g) + "."; }
 std::string state_prefix(size_t i) { return "state." + std::to_string(i) + "."; }
 
+// A contiguous copy of a loaded state tensor on its parameter's device (a checkpoint is
+// read onto the CPU; the update runs where the parameter lives), sharing nothing with sd.
+Tensor owned_copy_on(const Tensor& t, Device device) {
+  return t.device() == device ? t.contiguous().clone() : t.to(device).contiguous();
+}
+
 // Splits "state.12.exp_avg" into (12, "exp_avg"); false when `key` is not `head`.N.rest.
 bool split_key(const std::string& key, const std::string& head, size_t* index, std::string* rest) {
   if (key.compare(0, head.size(), head) != 0) return false;
@@ -170,7 +176,7 @@ void Optimizer::load_state_dict(const StateDict& sd) {
              i, ".master'");
     if (wants_master) {
       expect_tensor(m->second, pre + "master", kFloat32, p.sizes());
-      s.master = m->second.contiguous().clone();
+      s.master = owned_copy_on(m->second, p.device());
     }
     auto c = sd.find(pre + "compensation");
     TC_CHECK(wants_comp == (c != sd.end()), "optim", "parameter ", i, " has dtype ", dt_mode,
@@ -179,14 +185,14 @@ void Optimizer::load_state_dict(const StateDict& sd) {
              i, ".compensation'");
     if (wants_comp) {
       expect_tensor(c->second, pre + "compensation", p.dtype(), p.sizes());
-      s.compensation = c->second.contiguous().clone();
+      s.compensation = owned_copy_on(c->second, p.device());
     }
     for (const auto& name : required_buffers(*options[group_of[i]])) state_at(sd, pre + name, "optim");
     for (const auto& name : known_buffers()) {
       auto it = sd.find(pre + name);
       if (it == sd.end()) continue;
       expect_tensor(it->second, pre + name, sdt, p.sizes());
-      s.buffers.emplace_back(name, it->second.contiguous().clone());
+      s.buffers.emplace_back(name, owned_copy_on(it->second, p.device()));
     }
     state.emplace(p.impl(), std::move(s));
   }

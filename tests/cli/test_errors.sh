@@ -16,6 +16,11 @@ expect_fail 2 "^tensorcast: --numerics-every expects a positive integer, got '0'
 expect_fail 2 "^tensorcast: --loss-weight expects a positive number, got '0'" -- "$TC" train --loss-weight 0
 expect_fail 1 "^tensorcast: error: \[cli\] --numerics-json /nonexistent/x.json: directory /nonexistent does not exist" -- \
   "$TC" train --numerics-json /nonexistent/x.json
+expect_fail 1 "^tensorcast: error: \[cli\] --device expects cpu, cuda or cuda:N, got 'gpu'" -- "$TC" train --device gpu
+expect_fail 1 "^tensorcast: error: \[cli\] --device expects cpu, cuda or cuda:N, got 'cuda:x'" -- "$TC" bench --device cuda:x
+# cuda:99 exists on no machine: without a GPU (or a CUDA build) the reason is the driver's, with one the count.
+expect_fail 1 "^tensorcast: error: \[cli\] --device cuda:99: (no usable CUDA device \(.+\); train on the CPU|this machine has [0-9]+ CUDA device)" -- \
+  "$TC" train --device cuda:99
 expect_fail 2 "^tensorcast: --model expects one of" -- "$TC" bench --model resnet
 expect_fail 2 "^tensorcast: --steps expects a positive integer, got '-1'" -- "$TC" bench --steps -1
 expect_fail 2 "^tensorcast: unexpected argument 'extra'" -- "$TC" train extra
@@ -23,8 +28,10 @@ expect_fail 2 "^tensorcast: unknown command 'trian'" -- "$TC" trian
 expect_fail 2 "^tensorcast: missing command" -- "$TC"
 expect_fail 2 "^tensorcast: 'inspect' needs FILE" -- "$TC" inspect
 expect_fail 2 "^tensorcast: --checkpoint-every needs --checkpoint" -- "$TC" train --checkpoint-every 5
-"$TC" train --help | grep -q -- "--max-steps" || fail "train --help lists no --max-steps"
-"$TC" bench --help | grep -q -- "--inference" || fail "bench --help lists no --inference"
+# Through files: grep -q stops reading at the match, and a help text longer than one stdio
+# buffer would then end with SIGPIPE (a failing pipeline under pipefail).
+"$TC" train --help > help.txt && grep -q -- "--max-steps" help.txt || fail "train --help lists no --max-steps"
+"$TC" bench --help > help.txt && grep -q -- "--inference" help.txt || fail "bench --help lists no --inference"
 pass "--help"
 
 # ---- data (exit 1), and a failing run leaves existing outputs alone
