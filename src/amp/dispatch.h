@@ -128,6 +128,8 @@ constexpr bool has_cuda_kernel(OpId op) {
     case OpId::mm:
     case OpId::bmm:
     case OpId::linear:
+    // embedding.cu
+    case OpId::embedding:
       return true;
     default:
       return false;
