@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "backend/cpu/amp_kernels.h"
+#include "backend/cpu/dropout.h"
 #include "backend/cuda/amp_kernels.h"
+#include "backend/cuda/dropout.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/pointwise.h"
 #include "common/testing.h"
@@ -613,6 +615,48 @@ TEST(Cuda, EmbeddingReportsAnOutOfRangeIndexAtTheNextCall) {
   (void)embedding(w, tensor(std::vector<int32_t>{-1}).to(kGpu));
   cuda::synchronize();
   EXPECT_THROW((void)embedding(w, good), Error);
+}
+
+// dropout's mask on the device is the CPU's bit for bit for the same key (the same
+// counter-based hash), for sizes past one grid's stride; and the op, seeded alike, gives the
+// CPU's outputs and gradients bit for bit in every floating dtype and layout. p = 0 is the
+// identity, p = 1 zeros everything (inf and NaN too).
+TEST(Cuda, DropoutMatchesTheCpuBitForBit) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t n : {int64_t{1}, int64_t{1000}, (int64_t{1} << 25) + 3}) {
+    for (double p : {0.0, 0.1, 0.5, 0.999}) {
+      const uint64_t key = 0x1234567890ABCDEFull + static_cast<uint64_t>(n);
+      const Tensor want = empty({n}, kUInt8), got = empty({n}, TensorOptions(kUInt8).device(kGpu));
+      cpu::dropout_mask(want, key, p);
+      gpu::dropout_mask(got, key, p);
+      EXPECT_TRUE(same_bits(got, want)) << "n " << n << " p " << p;
+    }
+  }
+  manual_seed(16);
+  for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64}) {
+    for (bool transposed : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (transposed ? " transposed" : ""));
+      Tensor x = randn({37, 53}).to(dt);
+      if (transposed) x = x.t();
+      const Tensor g = randn(x.sizes()).to(dt);
+      for (double p : {0.0, 0.3, 1.0}) {
+        auto run = [&](Device d) {
+          manual_seed(17);
+          Tensor xd = x.to(d).detach().requires_grad_();
+          const Tensor y = dropout(xd, p, true);
+          y.backward(g.to(d));
+          return std::pair<Tensor, Tensor>{y.to(Device(kCPU)), xd.grad().to(Device(kCPU))};
+        };
+        const auto [want, want_g] = run(Device(kCPU));
+        const auto [got, got_g] = run(kGpu);
+        EXPECT_TRUE(same_bits(got.contiguous(), want.contiguous())) << "p " << p;
+        EXPECT_TRUE(same_bits(got_g.contiguous(), want_g.contiguous())) << "p " << p;
+        if (p == 0) EXPECT_TRUE(same_bits(got.contiguous(), x.contiguous()));
+      }
+    }
+  }
+  const Tensor special = tensor(std::vector<float>{INFINITY, NAN, -1.0f, 2.0f}).to(kGpu);
+  EXPECT_TRUE(same_bits(dropout(special, 1.0, true), zeros({4})));
 }
 
 }  // namespace

@@ -128,8 +128,9 @@ constexpr bool has_cuda_kernel(OpId op) {
     case OpId::mm:
     case OpId::bmm:
     case OpId::linear:
-    // embedding.cu
+    // embedding.cu, dropout.cu
     case OpId::embedding:
+    case OpId::dropout:
       return true;
     default:
       return false;
