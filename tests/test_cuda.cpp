@@ -659,5 +659,82 @@ TEST(Cuda, DropoutMatchesTheCpuBitForBit) {
   EXPECT_TRUE(same_bits(dropout(special, 1.0, true), zeros({4})));
 }
 
+// scaled_dot_product_attention on the device against the CPU's fused kernel (float32
+// scores there and here; 16-bit probabilities rounded once here): values and the three
+// gradients, causal and not, a custom scale, bool and float masks, strided views, float64
+// and a broadcast key batch (the composite on the device), dropout seeded alike (the same
+// mask on both devices), and autocast (16-bit compute, float32 leaf gradients).
+TEST(Cuda, AttentionMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(18);
+  struct Case {
+    std::string name;
+    Shape q, k, v;
+    bool causal;
+    std::optional<double> scale;
+    int mask;  // 0: none, 1: bool, 2: float
+    double dropout;
+  };
+  const std::vector<Case> cases = {
+      {"causal", {2, 3, 17, 16}, {2, 3, 23, 16}, {2, 3, 23, 8}, true, std::nullopt, 0, 0},
+      {"non-causal", {2, 3, 17, 16}, {2, 3, 23, 16}, {2, 3, 23, 8}, false, std::nullopt, 0, 0},
+      {"2-d, scale 0.3", {9, 8}, {9, 8}, {9, 5}, true, 0.3, 0, 0},
+      {"more queries than keys", {2, 40, 32}, {2, 7, 32}, {2, 7, 32}, true, std::nullopt, 0, 0},
+      {"longer rows", {1, 2, 130, 64}, {1, 2, 300, 64}, {1, 2, 300, 64}, false, std::nullopt, 0, 0},
+      {"bool mask", {2, 6, 8}, {2, 9, 8}, {2, 9, 4}, false, std::nullopt, 1, 0},
+      {"float mask", {2, 6, 8}, {2, 9, 8}, {2, 9, 4}, false, std::nullopt, 2, 0},
+      {"broadcast key batch", {3, 5, 8}, {1, 6, 8}, {1, 6, 4}, true, std::nullopt, 0, 0},
+      {"dropout", {2, 6, 8}, {2, 9, 8}, {2, 9, 4}, false, std::nullopt, 0, 0.25},
+  };
+  for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64}) {
+    // two roundings apart at most (this path rounds the probabilities to 16 bits, the CPU's kernel not)
+    const double tol = dt == kFloat32 ? 1e-4 : dt == kFloat64 ? 1e-10 : dt == kBFloat16 ? 0x1p-5 : 0x1p-8;
+    const double gtol = dt == kFloat32 ? 1e-4 : dt == kFloat64 ? 1e-10 : dt == kBFloat16 ? 6e-2 : 1e-2;
+    for (const Case& cs : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + cs.name);
+      const Tensor q = randn(cs.q).to(dt), k = randn(cs.k).to(dt), v = randn(cs.v).to(dt);
+      Shape os = cs.q;
+      os.back() = cs.v.back();
+      const Tensor g = randn(os).to(dt);
+      const int64_t L = cs.q[cs.q.size() - 2], S = cs.k[cs.k.size() - 2];
+      Tensor mask;
+      if (cs.mask == 1) mask = gt(rand({L, S}), full({}, 0.3));
+      if (cs.mask == 1) mask.narrow(1, 0, 1).fill_(1.0);  // every row may attend somewhere
+      if (cs.mask == 2) mask = randn({L, S}).to(dt);
+      auto run = [&](Device d) {
+        manual_seed(19);
+        Tensor qd = q.to(d).detach().requires_grad_(), kd = k.to(d).detach().requires_grad_(),
+               vd = v.to(d).detach().requires_grad_();
+        const Tensor y = scaled_dot_product_attention(qd, kd, vd, mask.defined() ? mask.to(d) : Tensor(), cs.dropout,
+                                                      cs.causal, cs.scale);
+        y.backward(g.to(d));
+        return std::vector<Tensor>{y.to(Device(kCPU)), qd.grad().to(Device(kCPU)), kd.grad().to(Device(kCPU)),
+                                   vd.grad().to(Device(kCPU))};
+      };
+      const auto want = run(Device(kCPU)), got = run(kGpu);
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(got[i].dtype(), want[i].dtype()) << "output " << i;
+        const double t = i == 0 ? tol : gtol;
+        EXPECT_TRUE(testing::all_close(got[i], want[i].to_vector(), {t, t})) << "output " << i;
+      }
+    }
+  }
+  // Autocast (lower precision): float32 inputs compute in bf16 and give a bf16 result, as
+  // the CPU's bf16 computation; the leaves' gradients stay float32.
+  const Tensor q = randn({2, 4, 12, 16}), k = randn({2, 4, 12, 16}), v = randn({2, 4, 12, 16});
+  const Tensor want =
+      scaled_dot_product_attention(q.to(kBFloat16), k.to(kBFloat16), v.to(kBFloat16), Tensor(), 0.0, true);
+  Tensor qd = q.to(kGpu).requires_grad_();
+  Tensor got;
+  {
+    amp::AutocastGuard autocast(kCUDA, kBFloat16);
+    got = scaled_dot_product_attention(qd, k.to(kGpu), v.to(kGpu), Tensor(), 0.0, true);
+  }
+  EXPECT_EQ(got.dtype(), kBFloat16);
+  EXPECT_TRUE(testing::all_close(got, want.to_vector(), {0x1p-6, 0x1p-6}));
+  got.sum().backward();
+  EXPECT_EQ(qd.grad().dtype(), kFloat32);
+}
+
 }  // namespace
 }  // namespace tc
