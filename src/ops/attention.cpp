@@ -61,41 +61,50 @@ bool broadcasts_to(const Tensor& mask, const Shape& shape) {
   return true;
 }
 
+// The float32 probabilities softmax(scale q k^T, masked) (..., L, S) on the device: the
+// product writes float32 scores (16-bit inputs on Tensor Cores), scaled, masked and
+// softmaxed in float32.
+Tensor attention_probs(const Tensor& qd, const Tensor& kd, const Tensor& mask, bool causal, double scale) {
+  const Device dev = qd.device();
+  Shape ssz(qd.sizes().begin(), qd.sizes().end() - 1);
+  ssz.push_back(kd.size(-2));
+  const Tensor scores = make_tensor(ssz, kFloat32, dev);
+  gpu::matmul_into(qd, kd.transpose(-2, -1), Tensor(), scores, kOp);
+  Tensor logits = impl::mul(scores, scale);
+  const Tensor minus_inf = full({}, -std::numeric_limits<double>::infinity(), TensorOptions(kFloat32).device(dev));
+  if (causal)
+    logits = impl::where(causal_future(qd.size(-2), kd.size(-2), dev), minus_inf, logits);
+  else if (mask.defined() && mask.dtype() == kBool)
+    logits = impl::where(mask, logits, minus_inf);
+  else if (mask.defined())
+    logits = impl::add(logits, mask.to(kFloat32));
+  const Tensor P = make_tensor(ssz, kFloat32, dev);
+  gpu::softmax_forward(P, logits, P.dim() - 1, false);
+  return P;
+}
+
 // The CUDA path for q, k, v of one 16-bit or float32 dtype with the same batch dims, no
-// dropout and a constant mask (or none): scores = q k^T written in float32 by the product
-// (16-bit inputs on Tensor Cores), scaled and masked in float32, softmaxed in float32; the
-// probabilities rounded once to the inputs' dtype for the product with v (FlashAttention's
-// rounding points). The backward: dv = P^T g, dP = g v^T (float32), dS = softmax's backward
-// (float32) times scale, rounded once, dq = dS k, dk = dS^T q. Saves the float32 (..., L, S)
-// probabilities: a math path's memory, not a fused kernel's.
+// dropout and a constant mask (or none): the probabilities above, rounded once to the
+// inputs' dtype for the product with v (FlashAttention's rounding points). Like
+// FlashAttention's, the backward recomputes them rather than keeping an (..., L, S) matrix
+// alive from the forward to the backward: dv = P^T g, dP = g v^T (float32), dS = softmax's
+// backward (float32) times scale, rounded once, dq = dS k, dk = dS^T q. The (L, S) matrices
+// exist within each of the two passes: a math path's peak, not a fused kernel's.
 Tensor attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
                       double scale) {
   const Device dev = q.device();
   const DType dt = q.dtype();
-  const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach();
-  const double inf = std::numeric_limits<double>::infinity();
-  Shape ssz(q.sizes().begin(), q.sizes().end() - 1);
-  ssz.push_back(k.size(-2));
-  const Tensor scores = make_tensor(ssz, kFloat32, dev);
-  gpu::matmul_into(qd, kd.transpose(-2, -1), Tensor(), scores, kOp);
-  Tensor logits = impl::mul(scores, scale);
-  const Tensor minus_inf = full({}, -inf, TensorOptions(kFloat32).device(dev));
-  if (causal)
-    logits = impl::where(causal_future(q.size(-2), k.size(-2), dev), minus_inf, logits);
-  else if (mask.defined() && mask.dtype() == kBool)
-    logits = impl::where(mask.detach(), logits, minus_inf);
-  else if (mask.defined())
-    logits = impl::add(logits, mask.detach().to(kFloat32));
-  const Tensor P = make_tensor(ssz, kFloat32, dev);
-  gpu::softmax_forward(P, logits, P.dim() - 1, false);
-  const Tensor Pd = dt == kFloat32 ? P : P.to(dt);
+  const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach(), md = mask.defined() ? mask.detach() : Tensor();
+  Tensor Pd = attention_probs(qd, kd, md, causal, scale);
+  if (dt != kFloat32) Pd = Pd.to(dt);
   Shape osz(q.sizes().begin(), q.sizes().end() - 1);
   osz.push_back(v.size(-1));
   Tensor out = make_tensor(osz, dt, dev);
   gpu::matmul_into(Pd, vd, Tensor(), out, kOp);
   return record(kOp, out, {q, k, v},
-                [qd, kd, vd, P, scale, dt, dev](const Tensor& g_in, const std::vector<bool>& needs) {
+                [qd, kd, vd, md, causal, scale, dt, dev](const Tensor& g_in, const std::vector<bool>& needs) {
                   const Tensor g = g_in.to(dt);
+                  const Tensor P = attention_probs(qd, kd, md, causal, scale);
                   Tensor dq, dk, dv;
                   if (needs[2]) {
                     const Tensor Pd = dt == kFloat32 ? P : P.to(dt);
