@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "backend/cpu/amp_kernels.h"
+#include "backend/cpu/dropout.h"
 #include "backend/cuda/amp_kernels.h"
+#include "backend/cuda/dropout.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/pointwise.h"
 #include "common/testing.h"
@@ -91,7 +93,7 @@ TEST(CudaRuntime, OpsWithoutACudaKernelRefuseCudaTensors) {
   std::vector<float> host(6, 1.0f);
   const Tensor x = from_blob(host.data(), {2, 3}, TensorOptions(kGpu));
   for (auto op : {+[](const Tensor& t) { return argmax(t); }, +[](const Tensor& t) { return var(t, {1}, 1, false); },
-                  +[](const Tensor& t) { return embedding(t, t); }, +[](const Tensor& t) { return max(t); }}) {
+                  +[](const Tensor& t) { return mse_loss(t, t); }, +[](const Tensor& t) { return max(t); }}) {
     try {
       (void)op(x);
       ADD_FAILURE() << "a CUDA tensor reached a CPU kernel";
@@ -547,6 +549,191 @@ TEST(Cuda, LayerNormMatchesTheCpu) {
     for (size_t i = 0; i < want.size(); ++i)
       EXPECT_TRUE(testing::all_close(got[i], want[i].to_vector(), {tol, tol})) << "output " << i;
   }
+}
+
+// embedding on the device against the CPU, bit for bit: the gather, and the backward's sums
+// (each index's rows added in position order, 16-bit tables in float32 rounded once, as the
+// CPU does), with many repeated indices, long runs of one index, rows no index names, int32
+// and transposed indices, and rows wider than a block.
+TEST(Cuda, EmbeddingMatchesTheCpuBitForBit) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(15);
+  struct Case {
+    int64_t V, D;
+    Tensor idx;
+  };
+  const std::vector<Case> cases = {
+      {50, 37, randint(0, 40, {12, 25})},           // repeats; rows 40..49 get no gradient
+      {7, 300, randint(0, 7, {5000})},              // long runs, rows wider than 256 threads
+      {9, 5, randint(0, 9, {6, 4}).t()},            // transposed indices
+      {9, 5, randint(0, 9, {30}).to(kInt32)},       // int32 indices
+      {4, 3, full({}, 2.0, kInt64)},                // one 0-d index
+      {4, 3, tensor(std::vector<int64_t>{}, {0})},  // no indices: a zero gradient
+  };
+  for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64}) {
+    for (size_t c = 0; c < cases.size(); ++c) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " case " + std::to_string(c));
+      const Case& cs = cases[c];
+      const Tensor w = randn({cs.V, cs.D}).to(dt);
+      Shape gs = cs.idx.sizes();
+      gs.push_back(cs.D);
+      const Tensor g = randn(gs).to(dt);
+      auto run = [&](Device d) {
+        Tensor wd = w.to(d).detach().requires_grad_();
+        const Tensor y = embedding(wd, cs.idx.to(d));
+        y.backward(g.to(d));
+        EXPECT_EQ(wd.grad().device(), d);
+        return std::pair<Tensor, Tensor>{y.to(Device(kCPU)), wd.grad().to(Device(kCPU))};
+      };
+      const auto [want, want_g] = run(Device(kCPU));
+      const auto [got, got_g] = run(kGpu);
+      EXPECT_TRUE(same_bits(got, want)) << "forward";
+      EXPECT_TRUE(same_bits(got_g, want_g)) << "gradient";
+    }
+  }
+}
+
+// An out-of-range index on the device: the kernel records it without a host sync, the next
+// CUDA embedding call raises the CPU's error (op, index and row count), and the calls after
+// that run again.
+TEST(Cuda, EmbeddingReportsAnOutOfRangeIndexAtTheNextCall) {
+  SKIP_WITHOUT_GPU();
+  const Tensor w = randn({5, 3}).to(kGpu);
+  const Tensor good = tensor(std::vector<int64_t>{0, 4, 2}).to(kGpu);
+  (void)embedding(w, tensor(std::vector<int64_t>{1, 7, 3}).to(kGpu));
+  cuda::synchronize();
+  try {
+    (void)embedding(w, good);
+    ADD_FAILURE() << "the recorded bad index was not reported";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("embedding"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("index 7 is out of range for 5 rows"), std::string::npos) << msg;
+  }
+  const Tensor y = embedding(w, good);  // reported once, then cleared
+  EXPECT_TRUE(same_bits(y, embedding(w.to(Device(kCPU)), good.to(Device(kCPU)))));
+  (void)embedding(w, tensor(std::vector<int32_t>{-1}).to(kGpu));
+  cuda::synchronize();
+  EXPECT_THROW((void)embedding(w, good), Error);
+}
+
+// dropout's mask on the device is the CPU's bit for bit for the same key (the same
+// counter-based hash), for sizes past one grid's stride; and the op, seeded alike, gives the
+// CPU's outputs and gradients bit for bit in every floating dtype and layout. p = 0 is the
+// identity, p = 1 zeros everything (inf and NaN too).
+TEST(Cuda, DropoutMatchesTheCpuBitForBit) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t n : {int64_t{1}, int64_t{1000}, (int64_t{1} << 25) + 3}) {
+    for (double p : {0.0, 0.1, 0.5, 0.999}) {
+      const uint64_t key = 0x1234567890ABCDEFull + static_cast<uint64_t>(n);
+      const Tensor want = empty({n}, kUInt8), got = empty({n}, TensorOptions(kUInt8).device(kGpu));
+      cpu::dropout_mask(want, key, p);
+      gpu::dropout_mask(got, key, p);
+      EXPECT_TRUE(same_bits(got, want)) << "n " << n << " p " << p;
+    }
+  }
+  manual_seed(16);
+  for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64}) {
+    for (bool transposed : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (transposed ? " transposed" : ""));
+      Tensor x = randn({37, 53}).to(dt);
+      if (transposed) x = x.t();
+      const Tensor g = randn(x.sizes()).to(dt);
+      for (double p : {0.0, 0.3, 1.0}) {
+        auto run = [&](Device d) {
+          manual_seed(17);
+          Tensor xd = x.to(d).detach().requires_grad_();
+          const Tensor y = dropout(xd, p, true);
+          y.backward(g.to(d));
+          return std::pair<Tensor, Tensor>{y.to(Device(kCPU)), xd.grad().to(Device(kCPU))};
+        };
+        const auto [want, want_g] = run(Device(kCPU));
+        const auto [got, got_g] = run(kGpu);
+        EXPECT_TRUE(same_bits(got.contiguous(), want.contiguous())) << "p " << p;
+        EXPECT_TRUE(same_bits(got_g.contiguous(), want_g.contiguous())) << "p " << p;
+        if (p == 0) EXPECT_TRUE(same_bits(got.contiguous(), x.contiguous()));
+      }
+    }
+  }
+  const Tensor special = tensor(std::vector<float>{INFINITY, NAN, -1.0f, 2.0f}).to(kGpu);
+  EXPECT_TRUE(same_bits(dropout(special, 1.0, true), zeros({4})));
+}
+
+// scaled_dot_product_attention on the device against the CPU's fused kernel (float32
+// scores there and here; 16-bit probabilities rounded once here): values and the three
+// gradients, causal and not, a custom scale, bool and float masks, strided views, float64
+// and a broadcast key batch (the composite on the device), dropout seeded alike (the same
+// mask on both devices), and autocast (16-bit compute, float32 leaf gradients).
+TEST(Cuda, AttentionMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(18);
+  struct Case {
+    std::string name;
+    Shape q, k, v;
+    bool causal;
+    std::optional<double> scale;
+    int mask;  // 0: none, 1: bool, 2: float
+    double dropout;
+  };
+  const std::vector<Case> cases = {
+      {"causal", {2, 3, 17, 16}, {2, 3, 23, 16}, {2, 3, 23, 8}, true, std::nullopt, 0, 0},
+      {"non-causal", {2, 3, 17, 16}, {2, 3, 23, 16}, {2, 3, 23, 8}, false, std::nullopt, 0, 0},
+      {"2-d, scale 0.3", {9, 8}, {9, 8}, {9, 5}, true, 0.3, 0, 0},
+      {"more queries than keys", {2, 40, 32}, {2, 7, 32}, {2, 7, 32}, true, std::nullopt, 0, 0},
+      {"longer rows", {1, 2, 130, 64}, {1, 2, 300, 64}, {1, 2, 300, 64}, false, std::nullopt, 0, 0},
+      {"bool mask", {2, 6, 8}, {2, 9, 8}, {2, 9, 4}, false, std::nullopt, 1, 0},
+      {"float mask", {2, 6, 8}, {2, 9, 8}, {2, 9, 4}, false, std::nullopt, 2, 0},
+      {"broadcast key batch", {3, 5, 8}, {1, 6, 8}, {1, 6, 4}, true, std::nullopt, 0, 0},
+      {"dropout", {2, 6, 8}, {2, 9, 8}, {2, 9, 4}, false, std::nullopt, 0, 0.25},
+  };
+  for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64}) {
+    // two roundings apart at most (this path rounds the probabilities to 16 bits, the CPU's kernel not)
+    const double tol = dt == kFloat32 ? 1e-4 : dt == kFloat64 ? 1e-10 : dt == kBFloat16 ? 0x1p-5 : 0x1p-8;
+    const double gtol = dt == kFloat32 ? 1e-4 : dt == kFloat64 ? 1e-10 : dt == kBFloat16 ? 6e-2 : 1e-2;
+    for (const Case& cs : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + cs.name);
+      const Tensor q = randn(cs.q).to(dt), k = randn(cs.k).to(dt), v = randn(cs.v).to(dt);
+      Shape os = cs.q;
+      os.back() = cs.v.back();
+      const Tensor g = randn(os).to(dt);
+      const int64_t L = cs.q[cs.q.size() - 2], S = cs.k[cs.k.size() - 2];
+      Tensor mask;
+      if (cs.mask == 1) mask = gt(rand({L, S}), full({}, 0.3));
+      if (cs.mask == 1) mask.narrow(1, 0, 1).fill_(1.0);  // every row may attend somewhere
+      if (cs.mask == 2) mask = randn({L, S}).to(dt);
+      auto run = [&](Device d) {
+        manual_seed(19);
+        Tensor qd = q.to(d).detach().requires_grad_(), kd = k.to(d).detach().requires_grad_(),
+               vd = v.to(d).detach().requires_grad_();
+        const Tensor y = scaled_dot_product_attention(qd, kd, vd, mask.defined() ? mask.to(d) : Tensor(), cs.dropout,
+                                                      cs.causal, cs.scale);
+        y.backward(g.to(d));
+        return std::vector<Tensor>{y.to(Device(kCPU)), qd.grad().to(Device(kCPU)), kd.grad().to(Device(kCPU)),
+                                   vd.grad().to(Device(kCPU))};
+      };
+      const auto want = run(Device(kCPU)), got = run(kGpu);
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(got[i].dtype(), want[i].dtype()) << "output " << i;
+        const double t = i == 0 ? tol : gtol;
+        EXPECT_TRUE(testing::all_close(got[i], want[i].to_vector(), {t, t})) << "output " << i;
+      }
+    }
+  }
+  // Autocast (lower precision): float32 inputs compute in bf16 and give a bf16 result, as
+  // the CPU's bf16 computation; the leaves' gradients stay float32.
+  const Tensor q = randn({2, 4, 12, 16}), k = randn({2, 4, 12, 16}), v = randn({2, 4, 12, 16});
+  const Tensor want =
+      scaled_dot_product_attention(q.to(kBFloat16), k.to(kBFloat16), v.to(kBFloat16), Tensor(), 0.0, true);
+  Tensor qd = q.to(kGpu).requires_grad_();
+  Tensor got;
+  {
+    amp::AutocastGuard autocast(kCUDA, kBFloat16);
+    got = scaled_dot_product_attention(qd, k.to(kGpu), v.to(kGpu), Tensor(), 0.0, true);
+  }
+  EXPECT_EQ(got.dtype(), kBFloat16);
+  EXPECT_TRUE(testing::all_close(got, want.to_vector(), {0x1p-5, 0x1p-5}));
+  got.sum().backward();
+  EXPECT_EQ(qd.grad().dtype(), kFloat32);
 }
 
 }  // namespace

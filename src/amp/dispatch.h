@@ -128,6 +128,10 @@ constexpr bool has_cuda_kernel(OpId op) {
     case OpId::mm:
     case OpId::bmm:
     case OpId::linear:
+    // embedding.cu, dropout.cu; attention on the products and softmax kernels
+    case OpId::embedding:
+    case OpId::dropout:
+    case OpId::scaled_dot_product_attention:
       return true;
     default:
       return false;

@@ -4,6 +4,8 @@
 #if !defined(TC_WITH_CUDA)
 #include "backend/cuda/amp_kernels.h"
 #include "backend/cuda/copy.h"
+#include "backend/cuda/dropout.h"
+#include "backend/cuda/embedding.h"
 #include "backend/cuda/loss.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/norm.h"
@@ -54,6 +56,11 @@ void fused_adam_step(const FusedStep&, const optim::detail::AdamScalars<float>&,
 void amp_non_finite_check_and_unscale_(const std::vector<Tensor>&, const Tensor&, const Tensor&) {
   unavailable("GradScaler");
 }
+void embedding_indices(const Tensor&, const Tensor&, int64_t) { unavailable("embedding"); }
+void embedding_gather(const Tensor&, const Tensor&, const Tensor&) { unavailable("embedding"); }
+void embedding_scatter_add(const Tensor&, const Tensor&, const Tensor&) { unavailable("embedding"); }
+void dropout_mask(const Tensor&, uint64_t, double) { unavailable("dropout"); }
+void dropout_apply(const Tensor&, const Tensor&, const Tensor&, double) { unavailable("dropout"); }
 
 template <class F>
 void unary_map(const Tensor&, const Tensor&, const char* op, F, bool) {
