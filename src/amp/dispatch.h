@@ -128,6 +128,8 @@ constexpr bool has_cuda_kernel(OpId op) {
     case OpId::mm:
     case OpId::bmm:
     case OpId::linear:
+    // convolution (conv.cu, cuDNN)
+    case OpId::conv2d:
       return true;
     default:
       return false;
