@@ -119,7 +119,14 @@ cudnnHandle_t handle(Device device, cudaStream_t stream) {
   thread_local cudnnHandle_t handles[64] = {};
   TC_CHECK(device.index >= 0 && device.index < 64, kOp, "device index ", device.index, " out of range");
   cudnnHandle_t& h = handles[device.index];
-  if (h == nullptr) TC_CUDNN_CHECK(cudnnCreate(&h));
+  if (h == nullptr) {
+    // cuDNN loads its sub-libraries (libcudnn_cnn.so.9, ...) by name when the handle is made.
+    cudnnHandle_t created = nullptr;
+    const cudnnStatus_t st = cudnnCreate(&created);
+    TC_CHECK(st == CUDNN_STATUS_SUCCESS, kOp, "cudnnCreate failed: ", cudnnGetErrorString(st), " (cuDNN status ",
+             static_cast<int>(st), "; is the folder of libcudnn.so.9 and its sub-libraries on LD_LIBRARY_PATH?)");
+    h = created;
+  }
   TC_CUDNN_CHECK(cudnnSetStream(h, stream));
   return h;
 }
@@ -144,11 +151,24 @@ int as_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// The descriptors of one call: x (N, C, H, W), w (O, C / groups, kH, kW), y (N, O, Ho, Wo).
-struct Descriptors {
+// The descriptor handles, destroyed also when Descriptors' constructor throws half way.
+struct DescriptorHandles {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
+  DescriptorHandles() = default;
+  DescriptorHandles(const DescriptorHandles&) = delete;
+  DescriptorHandles& operator=(const DescriptorHandles&) = delete;
+  ~DescriptorHandles() {
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (x) cudnnDestroyTensorDescriptor(x);
+  }
+};
+
+// The descriptors of one call: x (N, C, H, W), w (O, C / groups, kH, kW), y (N, O, Ho, Wo).
+struct Descriptors : DescriptorHandles {
   Descriptors(const Shape& xs, const Shape& ws, const Shape& ys, DType dt, bool channels_last,
               const cpu::ConvParams& p) {
     const cudnnDataType_t type = cudnn_type(dt);
@@ -172,14 +192,6 @@ struct Descriptors {
     TC_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, as_int(p.groups, "groups")));
     TC_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, base_math(dt)));
   }
-  ~Descriptors() {
-    if (conv) cudnnDestroyConvolutionDescriptor(conv);
-    if (w) cudnnDestroyFilterDescriptor(w);
-    if (y) cudnnDestroyTensorDescriptor(y);
-    if (x) cudnnDestroyTensorDescriptor(x);
-  }
-  Descriptors(const Descriptors&) = delete;
-  Descriptors& operator=(const Descriptors&) = delete;
 
   // Tensor Core math for 16-bit data; FMA math for float32 (no TF32: float32 stays float32,
   // as on the CPU and in the CUDA matmul); the default for float64 (no conversions).
