@@ -55,6 +55,45 @@ if(tc_cuda_wanted STREQUAL "ON" OR tc_cuda_wanted STREQUAL "AUTO")
 elseif(NOT tc_cuda_wanted STREQUAL "OFF")
   message(FATAL_ERROR "TC_CUDA=${TC_CUDA}: expected OFF, AUTO or ON")
 endif()
+# cuDNN (conv2d on CUDA tensors), optional: cudnn.h and libcudnn under TC_CUDNN_ROOT when
+# given (a prefix with include/ and lib/ or lib64/, e.g. the pip package nvidia-cudnn-cu13's
+# folder, whose lib/ may hold only libcudnn.so.9), else next to the toolkit. TC_CUDNN=OFF
+# never looks; ON requires it. Without it the CUDA backend builds and conv2d on a CUDA
+# tensor throws, saying how to reconfigure.
+set(TC_CUDNN "AUTO" CACHE STRING "cuDNN for the CUDA backend's convolutions: OFF, AUTO or ON")
+set_property(CACHE TC_CUDNN PROPERTY STRINGS OFF AUTO ON)
+set(TC_CUDNN_ROOT "" CACHE PATH "Prefix holding include/cudnn.h and lib/libcudnn.so* (default: the CUDA toolkit)")
+if(NOT TC_CUDNN MATCHES "^(OFF|AUTO|ON)$")
+  message(FATAL_ERROR "TC_CUDNN=${TC_CUDNN}: expected OFF, AUTO or ON")
+elseif(TC_CUDNN STREQUAL "ON" AND NOT TC_WITH_CUDA)
+  message(FATAL_ERROR "TC_CUDNN=ON needs the CUDA backend (TC_CUDA)")
+elseif(TC_WITH_CUDA AND NOT TC_CUDNN STREQUAL "OFF")
+  if(TC_CUDNN_ROOT)
+    set(tc_cudnn_hints "${TC_CUDNN_ROOT}")
+  else()
+    set(tc_cudnn_hints "${tc_cuda_root}")
+  endif()
+  # A changed root searches again (find_* results are cached).
+  if(NOT "${tc_cudnn_hints}" STREQUAL "${TC_CUDNN_SEARCHED_IN}")
+    unset(TC_CUDNN_INCLUDE_DIR CACHE)
+    unset(TC_CUDNN_LIBRARY CACHE)
+    set(TC_CUDNN_SEARCHED_IN "${tc_cudnn_hints}" CACHE INTERNAL "")
+  endif()
+  find_path(TC_CUDNN_INCLUDE_DIR cudnn.h HINTS ${tc_cudnn_hints} PATH_SUFFIXES include targets/x86_64-linux/include
+            NO_DEFAULT_PATH)
+  find_library(TC_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${tc_cudnn_hints}
+               PATH_SUFFIXES lib64 lib targets/x86_64-linux/lib NO_DEFAULT_PATH)
+  if(TC_CUDNN_INCLUDE_DIR AND TC_CUDNN_LIBRARY)
+    set(TC_WITH_CUDNN ON)
+    message(STATUS "tensorcast: cuDNN ${TC_CUDNN_LIBRARY} (${TC_CUDNN_INCLUDE_DIR}/cudnn.h)")
+  elseif(TC_CUDNN STREQUAL "ON")
+    message(FATAL_ERROR "TC_CUDNN=ON but cudnn.h and libcudnn were not found under ${tc_cudnn_hints} "
+                        "(set -DTC_CUDNN_ROOT=/path/with/include/and/lib)")
+  else()
+    message(STATUS "tensorcast: no cuDNN under ${tc_cudnn_hints}: conv2d on CUDA tensors unavailable "
+                   "(set -DTC_CUDNN_ROOT=...)")
+  endif()
+endif()
 if(TC_WITH_CUDA)
   message(STATUS "tensorcast: CUDA backend ON (${CMAKE_CUDA_COMPILER} ${CMAKE_CUDA_COMPILER_VERSION}, "
                  "architectures ${CMAKE_CUDA_ARCHITECTURES})")
@@ -73,6 +112,11 @@ function(tc_add_cuda_backend target)
   target_compile_definitions(${target} PRIVATE TC_WITH_CUDA=1)
   target_include_directories(${target} SYSTEM PRIVATE ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})
   target_link_libraries(${target} PRIVATE ${TC_CUDART_LIBRARY} ${TC_CUBLASLT_LIBRARY})
+  if(TC_WITH_CUDNN)
+    target_compile_definitions(${target} PRIVATE TC_WITH_CUDNN=1)
+    target_include_directories(${target} SYSTEM PRIVATE ${TC_CUDNN_INCLUDE_DIR})
+    target_link_libraries(${target} PRIVATE ${TC_CUDNN_LIBRARY})
+  endif()
   # Relaxed constexpr lets kernels call tensorcast/half.h's conversions, so both devices
   # round with one piece of code.
   target_compile_options(${target} PRIVATE

@@ -16,6 +16,7 @@
 #include "backend/cpu/dropout.h"
 #include "backend/cuda/amp_kernels.h"
 #include "backend/cuda/dropout.h"
+#include "backend/cuda/conv.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/pointwise.h"
 #include "common/testing.h"
@@ -103,6 +104,26 @@ TEST(CudaRuntime, OpsWithoutACudaKernelRefuseCudaTensors) {
     }
   }
   EXPECT_EQ(host, std::vector<float>(6, 1.0f));
+}
+
+// conv2d on a CUDA tensor in a build without cuDNN (or without CUDA) says so, naming the op,
+// before any kernel reads the memory (a from_blob over host memory claiming cuda:0).
+TEST(CudaRuntime, Conv2dWithoutCudnnSaysHowToGetIt) {
+  if (gpu::conv2d_available()) GTEST_SKIP() << "this build has cuDNN";
+  std::vector<float> host(2 * 3 * 5 * 5, 1.0f), weight(4 * 3 * 3 * 3, 1.0f);
+  const Tensor x = from_blob(host.data(), {2, 3, 5, 5}, TensorOptions(kGpu));
+  const Tensor w = from_blob(weight.data(), {4, 3, 3, 3}, TensorOptions(kGpu));
+  try {
+    (void)conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+    ADD_FAILURE() << "conv2d ran without cuDNN";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("conv2d"), std::string::npos) << msg;
+    // A CUDA build says how to get cuDNN; a CPU-only build why there is no CUDA at all.
+    const bool cpu_only = msg.find(cuda::unavailable_reason()) != std::string::npos && !cuda::is_available();
+    EXPECT_TRUE(msg.find("TC_CUDNN_ROOT") != std::string::npos || cpu_only) << msg;
+  }
+  EXPECT_EQ(host, std::vector<float>(2 * 3 * 5 * 5, 1.0f));
 }
 
 // ---------------------------------------------------------------- on a GPU
@@ -734,6 +755,100 @@ TEST(Cuda, AttentionMatchesTheCpu) {
   EXPECT_TRUE(testing::all_close(got, want.to_vector(), {0x1p-5, 0x1p-5}));
   got.sum().backward();
   EXPECT_EQ(qd.grad().dtype(), kFloat32);
+}
+
+// conv2d (cuDNN) against the CPU (oneDNN; direct loops for float64): forward and the three
+// gradients, every dtype, stride / padding / dilation / groups, with and without bias,
+// contiguous and channels-last inputs (whose output and input gradient stay channels-last).
+// The two backends sum in different orders (and the device adds the bias after rounding
+// the 16-bit convolution), so the comparison allows a few ulps of the dtype relative to
+// the largest value.
+TEST(Cuda, Conv2dMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  if (!gpu::conv2d_available()) GTEST_SKIP() << "built without cuDNN";
+  struct Case {
+    const char* desc;
+    Shape x, w, stride, padding, dilation;
+    int64_t groups;
+    bool bias, channels_last;
+  };
+  const std::vector<Case> cases = {
+      {"3x3 pad 1", {2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
+      {"no bias, no padding", {2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1, false, false},
+      {"strided, floor drops columns", {2, 3, 11, 10}, {5, 3, 3, 2}, {2, 3}, {1, 0}, {1, 1}, 1, true, false},
+      {"dilated", {2, 2, 10, 9}, {3, 2, 3, 3}, {1, 1}, {2, 2}, {2, 3}, 1, true, false},
+      {"grouped", {2, 4, 7, 7}, {6, 2, 3, 3}, {1, 2}, {1, 1}, {1, 1}, 2, true, false},
+      {"depthwise", {2, 8, 6, 6}, {8, 1, 5, 5}, {2, 2}, {2, 2}, {1, 1}, 8, true, false},
+      {"1x1", {3, 16, 5, 4}, {8, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true, false},
+      {"channels-last 3x3", {2, 16, 12, 12}, {32, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, true},
+      {"channels-last strided grouped", {2, 8, 9, 9}, {8, 4, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 2, true, true},
+      {"channels-last dilated no bias", {2, 4, 10, 9}, {6, 4, 3, 2}, {1, 2}, {2, 1}, {2, 2}, 1, false, true},
+  };
+  manual_seed(21);
+  for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64}) {
+    for (const Case& k : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + k.desc);
+      Tensor x = randn(k.x).to(dt), w = randn(k.w).to(dt), b = randn({k.w[0]}).to(dt);
+      if (k.channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
+      auto run = [&](Device d) {
+        Tensor xd = x.to(d).detach().requires_grad_(), wd = w.to(d).detach().requires_grad_();
+        Tensor bd = k.bias ? b.to(d).detach().requires_grad_() : Tensor();
+        const Tensor y = conv2d(xd, wd, bd, k.stride, k.padding, k.dilation, k.groups);
+        manual_seed(5);
+        const Tensor g = randn(y.sizes()).to(dt);
+        // autograd::grad: the gradients as the formulas return them (a leaf's .grad is
+        // stored contiguous by the engine).
+        std::vector<Tensor> out{y};
+        for (const Tensor& t :
+             autograd::grad(y, k.bias ? std::vector<Tensor>{xd, wd, bd} : std::vector<Tensor>{xd, wd}, g.to(d)))
+          out.push_back(t);
+        return out;
+      };
+      const auto want = run(Device(kCPU)), got = run(kGpu);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(got[0].is_contiguous(MemoryFormat::ChannelsLast) && !got[0].is_contiguous(), k.channels_last);
+      EXPECT_EQ(got[1].is_contiguous(MemoryFormat::ChannelsLast) && !got[1].is_contiguous(), k.channels_last);
+      const double tol = dt == kFloat64 ? 1e-12 : dt == kFloat32 ? 1e-5 : dt == kBFloat16 ? 0x1p-6 : 0x1p-9;
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(got[i].dtype(), want[i].dtype()) << "output " << i;
+        const Tensor wi = want[i].to(kFloat64);
+        double scale = 1.0;
+        for (double v : wi.to_vector()) scale = std::max(scale, std::abs(v));
+        EXPECT_TRUE(testing::all_close(got[i].to(Device(kCPU)).to(kFloat64), wi, {tol * scale, tol}))
+            << "output " << i << " (0: y, 1: grad input, 2: grad weight, 3: grad bias)";
+      }
+    }
+  }
+  EXPECT_GT(gpu::conv2d_cache_size(), 0u);
+}
+
+// Under autocast a float32 conv2d runs in bfloat16 on the device as on the CPU, and the
+// float32 weight and bias get float32 gradients (the 16-bit weight gradient widened).
+TEST(Cuda, Conv2dUnderAutocastGivesFloat32Gradients) {
+  SKIP_WITHOUT_GPU();
+  if (!gpu::conv2d_available()) GTEST_SKIP() << "built without cuDNN";
+  manual_seed(22);
+  const Tensor x = randn({4, 8, 10, 10}), w = randn({16, 8, 3, 3}), b = randn({16});
+  auto run = [&](Device d) {
+    Tensor xd = x.to(d).requires_grad_(), wd = w.to(d).requires_grad_(), bd = b.to(d).requires_grad_();
+    Tensor y;
+    {
+      amp::AutocastGuard autocast(d.type, kBFloat16);
+      y = conv2d(xd, wd, bd, {1, 1}, {1, 1});
+    }
+    EXPECT_EQ(y.dtype(), kBFloat16);
+    y.to(kFloat32).sum().backward();
+    return std::vector<Tensor>{y, xd.grad(), wd.grad(), bd.grad()};
+  };
+  const auto want = run(Device(kCPU)), got = run(kGpu);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].dtype(), want[i].dtype()) << "output " << i;
+    const Tensor wi = want[i].to(kFloat64);
+    double scale = 1.0;
+    for (double v : wi.to_vector()) scale = std::max(scale, std::abs(v));
+    EXPECT_TRUE(testing::all_close(got[i].to(Device(kCPU)).to(kFloat64), wi, {0x1p-6 * scale, 0x1p-6}))
+        << "output " << i;
+  }
 }
 
 }  // namespace

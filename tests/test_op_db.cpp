@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "amp/dispatch.h"
+#include "backend/cuda/conv.h"
 #include "common/op_db.h"
 #include "common/testing.h"
 #include "tensorcast/cuda.h"
@@ -284,6 +285,8 @@ class OpDb : public ::testing::TestWithParam<Param> {
     if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
     if (!has_cuda_kernel(GetParam().op->id()))
       GTEST_SKIP() << "the CUDA backend has no kernel for " << GetParam().op->id() << " yet";
+    if (GetParam().op->id() == "conv2d" && !gpu::conv2d_available())
+      GTEST_SKIP() << "built without cuDNN (conv2d's CUDA kernels)";
   }
   // Whether the op of this name runs on CUDA tensors (the dispatcher's list).
   static bool has_cuda_kernel(const std::string& name) {

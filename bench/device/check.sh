@@ -230,17 +230,37 @@ export -f unpack
 export carry_root
 note="$(ls .carry/debs/*.deb 2>/dev/null | wc -l) packages" stage unpack 60 "$OUT/build.log" bash -c unpack
 
-# oneDNN, OpenCL and Google Benchmark are shared libraries from the carry: the build runs
-# the tests (gtest_discover_tests) and ctest runs them, so both need them on the path. Not
-# exported to PyTorch's stage: its own libraries must not meet the carried ones.
+# oneDNN, OpenCL and Google Benchmark are shared libraries from the carry (and cuDNN may be
+# PyTorch's, below): the build runs the tests (gtest_discover_tests) and ctest runs them,
+# so both need them on the path. Not exported to PyTorch's stage: its own libraries must
+# not meet the carried ones.
 carry_libs=$carry_root/usr/lib/x86_64-linux-gnu
+
+# cuDNN (conv2d on CUDA tensors): the toolkit's when /usr/local/cuda has it, else the pip
+# package nvidia-cudnn-cu13's (PyTorch's; its lib/ may hold only libcudnn.so.9, which
+# cmake/cuda.cmake finds). cuDNN loads its sub-libraries (libcudnn_cnn.so.9, ...) by name,
+# so that lib/ goes on the library path of everything that runs tensorcast. Neither: the
+# build goes without cuDNN and the conv2d CUDA tests skip.
+cudnn_args=() cudnn_lib=""
+if [ ! -f /usr/local/cuda/include/cudnn.h ]; then
+  cudnn_root=$(timeout 60 python3 -c 'import nvidia.cudnn as m, os
+print(os.path.dirname(m.__file__) if getattr(m, "__file__", None) else list(m.__path__)[0])' 2>/dev/null)
+  if [ -n "$cudnn_root" ] && [ -f "$cudnn_root/include/cudnn.h" ]; then
+    cudnn_args=(-DTC_CUDNN_ROOT="$cudnn_root")
+    cudnn_lib=$cudnn_root/lib
+  fi
+fi
+cudnn_note="cuDNN: ${cudnn_root:-/usr/local/cuda}"
+[ -f /usr/local/cuda/include/cudnn.h ] || [ -n "$cudnn_lib" ] || cudnn_note="no cuDNN found: conv2d CUDA tests skip"
+echo "$cudnn_note" >>"$OUT/env.log"
+carry_libs=$carry_libs${cudnn_lib:+:$cudnn_lib}
 
 # --- configure and build -----------------------------------------------------------------
 # CUDA for Hopper (sm_90) only: the fastest build for the one GPU it runs on. No MPI on that
 # machine (TC_DIST=OFF); no examples (they want the dataset and add build time).
-stage configure 90 "$OUT/build.log" env LD_LIBRARY_PATH="$carry_libs" \
+note=$cudnn_note stage configure 90 "$OUT/build.log" env LD_LIBRARY_PATH="$carry_libs" \
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTC_CUDA=ON -DTC_DIST=OFF \
-  -DTC_BUILD_EXAMPLES=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$carry_root/usr"
+  -DTC_BUILD_EXAMPLES=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$carry_root/usr" "${cudnn_args[@]}"
 # -k 0: past a file that fails to compile, so the tests that did build still run.
 stage build 300 "$OUT/build.log" env LD_LIBRARY_PATH="$carry_libs" \
   cmake --build "$build" -j "$(nproc)" -- -k 0

@@ -132,6 +132,8 @@ constexpr bool has_cuda_kernel(OpId op) {
     case OpId::embedding:
     case OpId::dropout:
     case OpId::scaled_dot_product_attention:
+    // convolution (conv.cu, cuDNN)
+    case OpId::conv2d:
       return true;
     default:
       return false;

@@ -3,6 +3,9 @@
 // (oneDNN backward-data and backward-weights; the bias gradient comes with the weights').
 // A channels-last input (NHWC memory) gives a channels-last output and input gradient, as
 // PyTorch's channels_last; the float64 direct loops compute NCHW and copy into that layout.
+// CUDA tensors of every floating dtype run on cuDNN (backend/cuda/conv.h), same layouts.
+#include "backend/cuda/conv.h"
+
 #include "autograd/nodes.h"
 #include "backend/cpu/conv_direct.h"
 #include "backend/cpu/dnnl_conv.h"
@@ -26,7 +29,7 @@ void check_conv_args(const Tensor& x, const Tensor& w, const Tensor& b, const cp
   TC_CHECK(x.dtype() == w.dtype(), kOp, "input dtype ", dtype_name(x.dtype()), " and weight dtype ",
            dtype_name(w.dtype()), " differ");
   TC_CHECK(is_floating(x.dtype()), kOp, "expected a floating dtype, got ", dtype_name(x.dtype()));
-  TC_CHECK(x.device().is_cpu() && w.device().is_cpu(), kOp, "only CPU tensors are supported, got ", x.device(), " and ",
+  TC_CHECK(x.device() == w.device(), kOp, "expected input and weight on one device, got ", x.device(), " and ",
            w.device());
   TC_CHECK(p.groups > 0, kOp, "groups must be positive, got ", p.groups);
   const int64_t C = x.size(1), O = w.size(0);
@@ -47,6 +50,7 @@ void check_conv_args(const Tensor& x, const Tensor& w, const Tensor& b, const cp
   if (b.defined()) {
     TC_CHECK(b.dim() == 1 && b.size(0) == O, kOp, "expected bias of shape (", O, ") for weight of shape ",
              shape_str(w.sizes()), ", got ", shape_str(b.sizes()));
+    TC_CHECK(b.device() == x.device(), kOp, "expected the bias on ", x.device(), ", got ", b.device());
     TC_CHECK(b.dtype() == x.dtype(), kOp, "bias dtype ", dtype_name(b.dtype()), " and input dtype ",
              dtype_name(x.dtype()), " differ");
   }
@@ -64,23 +68,33 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Sha
   op_util::pair_param(kOp, "dilation", dilation, 1, p.dilation);
   p.groups = groups;
   check_conv_args(input, weight, bias, p);
-  const bool f64 = input.dtype() == kFloat64;
+  const bool cuda = input.device().is_cuda();  // cuDNN (backend/cuda/conv.h), every dtype
+  const bool f64 = input.dtype() == kFloat64 && !cuda;
   const bool cl = cpu::is_channels_last(input);
   Tensor out;
   {
     NoGradGuard no_grad;  // float16 -> float32 conversions inside are not part of the graph
-    out = f64 ? cpu::to_activation_layout(cpu::direct_conv2d_forward(input, weight, bias, p), cl)
-              : cpu::dnnl_conv2d_forward(op_util::dnnl_ready(input), op_util::dnnl_ready(weight),
-                                         op_util::dnnl_ready(bias), p);
+    out = cuda  ? gpu::conv2d_forward(input, weight, bias, p)
+          : f64 ? cpu::to_activation_layout(cpu::direct_conv2d_forward(input, weight, bias, p), cl)
+                : cpu::dnnl_conv2d_forward(op_util::dnnl_ready(input), op_util::dnnl_ready(weight),
+                                           op_util::dnnl_ready(bias), p);
   }
   return autograd::record(
       kOp, out, {input, weight, bias},
       // Weight and bias gradients in the dtype they are consumed in (autograd/nodes.h): fp32
       // for an autocast copy of an fp32 weight, straight from oneDNN's accumulators.
-      [x = input.detach(), w = weight.detach(), has_bias = bias.defined(), p, f64, cl,
+      [x = input.detach(), w = weight.detach(), has_bias = bias.defined(), p, cuda, f64, cl,
        gw_dt = autograd::detail::grad_dtype(weight)](const Tensor& grad, const std::vector<bool>& needs) {
         const Tensor g = op_util::dnnl_ready(grad.dtype() == x.dtype() ? grad : grad.to(x.dtype()));
         Tensor gx, gw, gb;
+        if (cuda) {
+          if (needs[0]) gx = gpu::conv2d_backward_data(g, w, x.sizes(), p, cl);
+          if (needs[1] || (has_bias && needs[2])) {
+            std::tie(gw, gb) = gpu::conv2d_backward_weights(x, g, w.sizes(), has_bias && needs[2], p, gw_dt);
+            if (!needs[1]) gw = Tensor();
+          }
+          return std::vector<Tensor>{gx, gw, gb};
+        }
         if (needs[0])
           gx = f64 ? cpu::to_activation_layout(cpu::direct_conv2d_backward_data(g, w, x.sizes(), p), cl)
                    : cpu::dnnl_conv2d_backward_data(g, op_util::dnnl_ready(w), x.sizes(), p, cl);

@@ -3,6 +3,7 @@
 // from_blob over device memory; they keep the ops free of #if around every device branch.
 #if !defined(TC_WITH_CUDA)
 #include "backend/cuda/amp_kernels.h"
+#include "backend/cuda/conv.h"
 #include "backend/cuda/copy.h"
 #include "backend/cuda/dropout.h"
 #include "backend/cuda/embedding.h"
@@ -26,6 +27,16 @@ void fill(const Tensor&, double) { unavailable("fill_"); }
 void transfer(const Tensor&, const Tensor&) { unavailable("to"); }
 void matmul_into(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const char* op) { unavailable(op); }
 size_t matmul_cache_size() { return 0; }
+Tensor conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const cpu::ConvParams&) { unavailable("conv2d"); }
+Tensor conv2d_backward_data(const Tensor&, const Tensor&, const Shape&, const cpu::ConvParams&, bool) {
+  unavailable("conv2d");
+}
+std::pair<Tensor, Tensor> conv2d_backward_weights(const Tensor&, const Tensor&, const Shape&, bool,
+                                                  const cpu::ConvParams&, DType) {
+  unavailable("conv2d");
+}
+bool conv2d_available() { return false; }
+size_t conv2d_cache_size() { return 0; }
 void sum_kernel(const Tensor&, const Tensor&, const std::vector<bool>&, double) { unavailable("sum"); }
 void softmax_forward(const Tensor&, const Tensor&, int64_t, bool) { unavailable("softmax"); }
 void softmax_backward(const Tensor&, const Tensor&, const Tensor&, int64_t, bool) { unavailable("softmax"); }
