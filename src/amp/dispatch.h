@@ -121,6 +121,13 @@ constexpr bool has_cuda_kernel(OpId op) {
     case OpId::sum:
     case OpId::mean:
     case OpId::sum_to_size:
+    case OpId::var:
+    case OpId::max:
+    case OpId::min:
+    case OpId::argmax:
+    case OpId::argmin:
+    case OpId::mse_loss:
+    case OpId::binary_cross_entropy_with_logits:
     case OpId::cat:
     case OpId::stack:
     // products (matmul.cu)

@@ -321,6 +321,39 @@ struct ExtremumBackward {  // f(g, self, other): the gradient to the chosen inpu
 using MaximumBackward = ExtremumBackward<true>;
 using MinimumBackward = ExtremumBackward<false>;
 
+// ---- reductions and losses (ops/reduction.cpp, ops/loss_pointwise.cpp)
+struct SquaredDifference {  // mse_loss per element
+  template <class C>
+  TC_HD C operator()(C x, C y) const {
+    return (x - y) * (x - y);
+  }
+};
+struct MseBackward {  // f(x, target, g) = d/dx (x - t)^2 times g
+  template <class C>
+  TC_HD C operator()(C x, C y, C g) const {
+    return C(2) * (x - y) * g;
+  }
+};
+struct VarBackward {  // f(x, mean, g) = scale (x - mean) g, scale = 2 / (N - correction)
+  double scale;
+  template <class C>
+  TC_HD C operator()(C x, C m, C g) const {
+    return C(scale) * (x - m) * g;
+  }
+};
+struct EqualOrBothNan {  // f(x, extremum): whether x is the max/min of all elements (a NaN result: every NaN)
+  template <class C>
+  TC_HD C operator()(C x, C m) const {
+    return C((x == m) || (x != x && m != m) ? 1 : 0);
+  }
+};
+struct ShareWhere {  // f(mask, g, count): g split evenly over the count elements of the mask
+  template <class C>
+  TC_HD C operator()(C mask, C g, C count) const {
+    return mask != C(0) ? g / count : C(0);
+  }
+};
+
 }  // namespace tc::fn
 
 // The functors the CUDA backend has kernels for, by arity.
@@ -331,10 +364,12 @@ using MinimumBackward = ExtremumBackward<false>;
 #define TC_CUDA_BINARY_FNS(X)                                                                     \
   X(Add) X(AddScaled) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum)                                  \
   X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge)                                                             \
-  X(AbsBackward) X(ReluBackward) X(ClampBackward) X(PowScalarBackward) X(GeluBackward)
+  X(AbsBackward) X(ReluBackward) X(ClampBackward) X(PowScalarBackward) X(GeluBackward)            \
+  X(SquaredDifference) X(EqualOrBothNan)
 #define TC_CUDA_TERNARY_FNS(X)                                                                    \
   X(Where) X(ExpBackward) X(LogBackward) X(Log1pBackward) X(SqrtBackward) X(RsqrtBackward)        \
   X(ReciprocalBackward) X(TanhBackward) X(SigmoidBackward) X(SiluBackward) X(SoftplusBackward)    \
   X(DivBackwardDivisor) X(PowBackwardBase) X(PowBackwardExponent) X(MaximumBackward)              \
-  X(MinimumBackward)
+  X(MinimumBackward)                                                                              \
+  X(MseBackward) X(VarBackward) X(ShareWhere)
 // clang-format on

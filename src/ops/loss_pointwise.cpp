@@ -1,8 +1,9 @@
 // Elementwise losses: mse_loss and binary_cross_entropy_with_logits (PyTorch semantics).
-// 'mean' and 'sum' are fused reductions in the backend (backend/cpu/loss_pointwise.h),
-// deterministic for any thread count.
+// 'mean' and 'sum' are fused reductions in the backend (backend/cpu/loss_pointwise.h,
+// backend/cuda/loss_pointwise.h), deterministic for any thread count.
 #include "backend/cpu/loss_pointwise.h"
 
+#include "backend/cuda/loss_pointwise.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "ops/pointwise.h"
@@ -22,11 +23,13 @@ Tensor reduced_output(DType dt, Device device) { return make_tensor({}, dt, devi
 double divisor_for(Reduction reduction, double numel) { return reduction == kMean ? numel : 1.0; }
 
 // The incoming gradient of a loss as an operand: g itself for 'none', else the scalar
-// g * k (k = 1/numel for mean) kept in float32/float64 so it is not rounded to 16 bits.
+// g * k (k = 1/numel for mean) kept in float32/float64 so it is not rounded to 16 bits:
+// a 0-d tensor on g's device, multiplied there in float64 and rounded once (no host read).
 Tensor grad_operand(const Tensor& g, Reduction reduction, double numel, DType dt) {
   if (reduction == kNone) return g;
   const double k = reduction == kMean ? 1.0 / numel : 1.0;
-  return compute_scalar(dt, g.item_double() * k, g.device());
+  return op_util::map2(g, full({}, k, TensorOptions(kFloat64).device(g.device())), dt == kFloat64 ? kFloat64 : kFloat32,
+                       "loss_backward", fn::Mul{});
 }
 
 void check_loss_pair(const char* op, const Tensor& input, const Tensor& target) {
@@ -49,21 +52,18 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   const double numel = static_cast<double>(shape_numel(shape));
   Tensor out;
   if (reduction == kNone) {
-    out = op_util::map2(input, target, dt, op, [](auto x, auto y) { return (x - y) * (x - y); });
+    out = op_util::map2(input, target, dt, op, fn::SquaredDifference{});
   } else {
     out = reduced_output(dt, input.device());
-    cpu::mse_loss_sum(out, input, target, divisor_for(reduction, numel));
+    (input.device().is_cuda() ? gpu::mse_loss_sum : cpu::mse_loss_sum)(out, input, target,
+                                                                       divisor_for(reduction, numel));
   }
   return autograd::record(op, out, {input, target},
                           [x = input.detach(), t = target.detach(), reduction, numel, dt, shape](
                               const Tensor& g, const std::vector<bool>& needs) {
                             const Tensor gs = grad_operand(g, reduction, numel, dt);
                             // d/dx (x - t)^2 = 2 (x - t); the target gets the negation.
-                            const Tensor d =
-                                op_util::map3(x, t, gs, dt, "mse_loss_backward", [](auto a, auto b, auto gg) {
-                                  using C = decltype(a);
-                                  return C(2) * (a - b) * gg;
-                                });
+                            const Tensor d = op_util::map3(x, t, gs, dt, "mse_loss_backward", fn::MseBackward{});
                             Tensor gx, gt;
                             if (needs[0]) gx = shape == x.sizes() ? d : impl::sum_to_size(d, x.sizes());
                             if (needs[1])
@@ -107,10 +107,11 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   Tensor out;
   if (reduction == kNone) {
     out = make_tensor(input.sizes(), dt, input.device());
-    cpu::bce_with_logits(out, input, target, w, pw);
+    (input.device().is_cuda() ? gpu::bce_with_logits : cpu::bce_with_logits)(out, input, target, w, pw);
   } else {
     out = reduced_output(dt, input.device());
-    cpu::bce_with_logits_sum(out, input, target, w, pw, divisor_for(reduction, numel));
+    (input.device().is_cuda() ? gpu::bce_with_logits_sum : cpu::bce_with_logits_sum)(out, input, target, w, pw,
+                                                                                     divisor_for(reduction, numel));
   }
   return autograd::record(op, out, {input, target},
                           [x = input.detach(), t = target.detach(), w = w.detach(), pw = pw.detach(), reduction, numel,
@@ -118,7 +119,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                             const Tensor gs = grad_operand(g, reduction, numel, dt);
                             Tensor gx = needs[0] ? make_tensor(x.sizes(), dt, x.device()) : Tensor();
                             Tensor gt = needs[1] ? make_tensor(x.sizes(), dt, x.device()) : Tensor();
-                            cpu::bce_with_logits_backward(gx, gt, x, t, w, pw, gs);
+                            (x.device().is_cuda() ? gpu::bce_with_logits_backward : cpu::bce_with_logits_backward)(
+                                gx, gt, x, t, w, pw, gs);
                             return std::vector<Tensor>{gx, gt};
                           });
 }

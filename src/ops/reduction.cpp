@@ -1,6 +1,6 @@
 // Reduction ops: sum, mean, var, max/min (all elements or along a dim, with indices),
 // argmax/argmin and sum_to_size, with their backward formulas. Argument checks and
-// autograd live here; the loops are in backend/cpu/reduce.cpp.
+// autograd live here; the loops are in backend/cpu/reduce.cpp and backend/cuda/reduce.cu.
 #include <cmath>
 
 #include "backend/cpu/reduce.h"
@@ -14,10 +14,8 @@ using autograd::record;
 
 namespace {
 
-void check_input(const char* op, const Tensor& x) {
-  TC_CHECK(x.defined(), op, "got an undefined tensor");
-  TC_CHECK(x.device().type == kCPU, op, "only CPU tensors are supported, got ", x.device());
-}
+// (Devices are the dispatcher's business: it refuses a CUDA tensor for an op without a kernel.)
+void check_input(const char* op, const Tensor& x) { TC_CHECK(x.defined(), op, "got an undefined tensor"); }
 
 // Which dims `dims` reduces (empty = all); rejects out-of-range and repeated dims. A 0-d
 // tensor accepts dim 0 / -1, as in PyTorch.
@@ -80,22 +78,19 @@ Tensor sum_impl(const char* op, const Tensor& x, const std::vector<bool>& mask, 
 }
 
 // max/min over all elements; backward spreads the gradient evenly over every element
-// equal to the result (NaNs count as equal to a NaN result), as torch.amax does.
+// equal to the result (NaNs count as equal to a NaN result), as torch.amax does. The count
+// stays a tensor on the device (no host read in the backward).
 Tensor minmax_all(const char* op, const Tensor& x, bool is_max) {
   check_input(op, x);
   TC_CHECK(x.numel() > 0, op, "cannot reduce over a zero-size tensor of shape ", shape_str(x.sizes()),
            " (the operation has no identity)");
   Tensor out = make_tensor({}, x.dtype(), x.device());
-  cpu::minmax_kernel(out, Tensor(), x, -1, is_max);
+  (x.device().is_cuda() ? gpu::minmax_kernel : cpu::minmax_kernel)(out, Tensor(), x, -1, is_max);
   return record(op, out, {x}, [x = x.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>&) {
-    Tensor mask = op_util::map2(x, out, kBool, "minmax_backward",
-                                [](auto a, auto m) { return decltype(a)((a == m) || (a != a && m != m)); });
-    const double count = impl::sum(mask).item_double();
-    const double share = count > 0 ? g.item_double() / count : 0.0;
-    return std::vector<Tensor>{op_util::map1(mask, g.dtype(), "minmax_backward", [share](auto b) {
-      using C = decltype(b);
-      return b != C(0) ? C(share) : C(0);
-    })};
+    const Tensor mask = op_util::map2(x, out, kBool, "minmax_backward", fn::EqualOrBothNan{});
+    const Tensor count = impl::sum(mask);  // int64, at least 1: out is one of x's elements
+    // g / count in float64 (count is int64), rounded once into g's dtype.
+    return std::vector<Tensor>{op_util::map3(mask, g, count, g.dtype(), "minmax_backward", fn::ShareWhere{})};
   });
 }
 
@@ -112,12 +107,12 @@ std::tuple<Tensor, Tensor> minmax_dim(const char* op, const Tensor& x, int64_t d
   const Shape shape = reduced_shape(x, mask, keepdim);
   Tensor values = make_tensor(shape, x.dtype(), x.device());
   Tensor indices = make_tensor(shape, kInt64, x.device());
-  cpu::minmax_kernel(values, indices, x, nd > 0 ? d : -1, is_max);
+  (x.device().is_cuda() ? gpu::minmax_kernel : cpu::minmax_kernel)(values, indices, x, nd > 0 ? d : -1, is_max);
   values =
       record(op, values, {x}, [in_shape = x.sizes(), idx = indices, d, nd](const Tensor& g, const std::vector<bool>&) {
         if (nd == 0) return std::vector<Tensor>{g.reshape({})};
-        Tensor grad = zeros(in_shape, g.dtype());
-        cpu::scatter_along_dim(grad, g.contiguous(), idx, d);
+        Tensor grad = zeros(in_shape, TensorOptions(g.dtype()).device(g.device()));
+        (g.device().is_cuda() ? gpu::scatter_along_dim : cpu::scatter_along_dim)(grad, g.contiguous(), idx, d);
         return std::vector<Tensor>{grad};
       });
   return {values, indices};
@@ -129,7 +124,7 @@ Tensor arg_impl(const char* op, const Tensor& x, std::optional<int64_t> dim, boo
   TC_CHECK(x.numel() > 0, op, "cannot reduce over a zero-size tensor of shape ", shape_str(x.sizes()),
            " (the operation has no identity)");
   Tensor idx = make_tensor(keepdim ? Shape(static_cast<size_t>(x.dim()), 1) : Shape{}, kInt64, x.device());
-  cpu::minmax_kernel(Tensor(), idx, x, -1, is_max);
+  (x.device().is_cuda() ? gpu::minmax_kernel : cpu::minmax_kernel)(Tensor(), idx, x, -1, is_max);
   return idx;
 }
 
@@ -168,7 +163,7 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   // The mean in the accumulation dtype, kept for the backward so 16-bit inputs do not
   // see a rounded mean.
   Tensor mean_acc = grad ? make_tensor(shape, float_acc_dtype(x.dtype()), x.device()) : Tensor();
-  cpu::var_kernel(out, mean_acc, x, mask, correction);
+  (x.device().is_cuda() ? gpu::var_kernel : cpu::var_kernel)(out, mean_acc, x, mask, correction);
   if (!grad) return out;
   return record("var", out, {x},
                 [x = x.detach(), mean_acc, mask, n, correction](const Tensor& g, const std::vector<bool>&) {
@@ -177,10 +172,7 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
                   for (size_t d = 0; d < in_shape.size(); ++d) keep.push_back(mask[d] ? 1 : in_shape[d]);
                   const double scale = 2.0 / static_cast<double>(std::max<int64_t>(0, n - correction));
                   return std::vector<Tensor>{op_util::map3(x, mean_acc.reshape(keep), g.reshape(keep), g.dtype(),
-                                                           "var_backward", [scale](auto a, auto m, auto gg) {
-                                                             using C = decltype(a);
-                                                             return C(scale) * (a - m) * gg;
-                                                           })};
+                                                           "var_backward", fn::VarBackward{scale})};
                 });
 }
 

@@ -8,6 +8,7 @@
 #include "backend/cuda/dropout.h"
 #include "backend/cuda/embedding.h"
 #include "backend/cuda/loss.h"
+#include "backend/cuda/loss_pointwise.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/optim.h"
@@ -38,6 +39,22 @@ std::pair<Tensor, Tensor> conv2d_backward_weights(const Tensor&, const Tensor&, 
 bool conv2d_available() { return false; }
 size_t conv2d_cache_size() { return 0; }
 void sum_kernel(const Tensor&, const Tensor&, const std::vector<bool>&, double) { unavailable("sum"); }
+void var_kernel(const Tensor&, const Tensor&, const Tensor&, const std::vector<bool>&, int64_t) { unavailable("var"); }
+void minmax_kernel(const Tensor&, const Tensor&, const Tensor&, int64_t, bool is_max) {
+  unavailable(is_max ? "max" : "min");
+}
+void scatter_along_dim(const Tensor&, const Tensor&, const Tensor&, int64_t) { unavailable("max/min backward"); }
+void mse_loss_sum(const Tensor&, const Tensor&, const Tensor&, double) { unavailable("mse_loss"); }
+void bce_with_logits(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  unavailable("binary_cross_entropy_with_logits");
+}
+void bce_with_logits_sum(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double) {
+  unavailable("binary_cross_entropy_with_logits");
+}
+void bce_with_logits_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              const Tensor&) {
+  unavailable("binary_cross_entropy_with_logits");
+}
 void softmax_forward(const Tensor&, const Tensor&, int64_t, bool) { unavailable("softmax"); }
 void softmax_backward(const Tensor&, const Tensor&, const Tensor&, int64_t, bool) { unavailable("softmax"); }
 void cross_entropy_forward(const Tensor&, const Tensor&, const Tensor&, const cpu::ClassTargets&, double, bool,
