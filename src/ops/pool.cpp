@@ -174,8 +174,8 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
   }
   const DType dt = input.dtype();
   const Shape xs = input.sizes();
+  const bool cl = cpu::is_channels_last(input);
   if (input.device().is_cuda()) {
-    const bool cl = cpu::is_channels_last(input);
     Tensor y;
     {
       NoGradGuard no_grad;
@@ -188,11 +188,13 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
   Tensor y;
   {
     NoGradGuard no_grad;
-    y = via_direct(input, [&](const Tensor& x) { return cpu::direct_adaptive_avg_pool2d(x, out[0], out[1]); });
+    y = cpu::to_activation_layout(
+        via_direct(input, [&](const Tensor& x) { return cpu::direct_adaptive_avg_pool2d(x, out[0], out[1]); }), cl);
   }
-  return autograd::record(kOp, y, {input}, [xs, dt](const Tensor& grad, const std::vector<bool>&) {
-    return std::vector<Tensor>{via_direct(
-        grad_as(grad, dt), [&](const Tensor& g) { return cpu::direct_adaptive_avg_pool2d_backward(g, xs); })};
+  return autograd::record(kOp, y, {input}, [xs, dt, cl](const Tensor& grad, const std::vector<bool>&) {
+    return std::vector<Tensor>{cpu::to_activation_layout(
+        via_direct(grad_as(grad, dt), [&](const Tensor& g) { return cpu::direct_adaptive_avg_pool2d_backward(g, xs); }),
+        cl)};
   });
 }
 

@@ -155,7 +155,7 @@ __global__ void bn_stats_kernel(C* mean_out, C* rstd_out, C* coef, Raw x, Raw w,
       var = static_cast<double>(load_as<C>(rv.p + c * rv.step, rv.dt));
     }
     if (threadIdx.x != 0) continue;
-    const double rs = 1.0 / sqrt(var + eps);
+    const double rs = 1.0 / std::sqrt(var + eps);
     mean_out[c] = static_cast<C>(mu);
     rstd_out[c] = static_cast<C>(rs);
     const double scale = w.p ? mul_rn(rs, static_cast<double>(at<C>(w, c))) : rs;
