@@ -698,6 +698,16 @@ TEST(Cuda, BatchNormMatchesTheCpu) {
   const Tensor x = randn({8, 3, 5, 5}).to(kGpu);
   const Tensor a = batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false);
   EXPECT_TRUE(same_bits(batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false), a.to(Device(kCPU))));
+  const Tensor big = randn({16, 4, 33, 31}).to(kGpu), gbig = randn({16, 4, 33, 31}).to(kGpu), w = rand({4}).to(kGpu);
+  auto grads = [&] {
+    Tensor xd = big.detach().requires_grad_(), wd = w.detach().requires_grad_();
+    const auto gs = autograd::grad(batch_norm(xd, Tensor(), Tensor(), wd, Tensor(), true), {xd, wd}, gbig);
+    return std::pair<Tensor, Tensor>{gs[0].to(Device(kCPU)), gs[1].to(Device(kCPU))};
+  };
+  const auto [gx1, gw1] = grads();
+  const auto [gx2, gw2] = grads();
+  EXPECT_TRUE(same_bits(gx2, gx1));
+  EXPECT_TRUE(same_bits(gw2, gw1));
   EXPECT_TRUE(testing::all_close(a.to(Device(kCPU)),
                                  batch_norm(x.to(Device(kCPU)), Tensor(), Tensor(), Tensor(), Tensor(), false),
                                  device_tol(kFloat32)));
