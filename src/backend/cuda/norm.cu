@@ -1,6 +1,7 @@
 // layer_norm and batch_norm on CUDA tensors (norm.h). layer_norm's rows are the M
 // contiguous runs of N elements of x; batch_norm's channel c is the B runs of S elements
 // at (n * Ch + c) * S.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/convert.cuh"
@@ -120,43 +121,76 @@ __device__ __forceinline__ int64_t bn_elem(int64_t i, int64_t c, int64_t Ch, int
   return (n * Ch + c) * S + (i - n * S);
 }
 
-// Threads per channel block: a multiple of the warp size, up to 1024 (one block per
-// channel leaves SMs idle below ~2 channels per SM; wide blocks keep more loads in flight),
-// no more than needed. It depends on the shape only, so the sums' order does too.
-int bn_threads(int64_t count) {
+// A channel's B * S elements split into `parts` chunks of `chunk` (the last may be short),
+// one block each, so that few channels with many elements still fill the GPU. The split
+// depends only on the shape, so every sum's order does too.
+struct BnSplit {
+  int64_t parts, chunk;
+};
+constexpr int64_t kBnChunk = 8192;  // elements per block, about
+constexpr int64_t kBnMaxParts = 256;
+BnSplit bn_split(int64_t count) {
+  const int64_t parts = std::clamp<int64_t>(count / kBnChunk, 1, kBnMaxParts);
+  return {parts, (count + parts - 1) / parts};
+}
+// Threads per block: a multiple of the warp size, up to 512, no more than a chunk needs.
+int bn_threads(int64_t chunk) {
   int t = 32;
-  while (t < 1024 && t < count) t *= 2;
+  while (t < 512 && t < chunk) t *= 2;
   return t;
 }
 
-// One block per channel: the statistics that normalize (the batch's, two passes, or the
-// running ones), mean and rstd for the backward, the folded affine coefficients
-// coef[c] = rstd * w, coef[Ch + c] = b - mean * coef[c] (from the unrounded statistics, as
-// the CPU), and the running statistics' update by thread 0.
+// The sum of a channel's `parts` partial sums, in order.
+__device__ __forceinline__ double total(const double* part, int64_t parts) {
+  double s = 0;
+  for (int64_t k = 0; k < parts; ++k) s += part[k];
+  return s;
+}
+
+// Task t = c * parts + k sums over chunk k of channel c (per-thread sums in double, then
+// the block's tree) into part[t]: x itself, or, given the first pass's partial sums
+// (sums), the squared deviations from the channel's mean (two passes, as the CPU).
 template <class C>
-__global__ void bn_stats_kernel(C* mean_out, C* rstd_out, C* coef, Raw x, Raw w, Raw b, Vec rm, Vec rv, int64_t B,
-                                int64_t Ch, int64_t S, bool use_batch, bool update_running, double momentum,
-                                double eps) {
+__global__ void bn_partial_kernel(double* part, const double* sums, Raw x, int64_t B, int64_t Ch, int64_t S,
+                                  BnSplit split) {
   __shared__ double scratch[32];
   const int64_t count = B * S;
-  for (int64_t c = blockIdx.x; c < Ch; c += gridDim.x) {
+  for (int64_t t = blockIdx.x; t < Ch * split.parts; t += gridDim.x) {
+    const int64_t c = t / split.parts, lo = (t % split.parts) * split.chunk;
+    const int64_t hi = lo + split.chunk < count ? lo + split.chunk : count;
+    double acc = 0;
+    if (sums) {
+      const double mu = total(sums + c * split.parts, split.parts) / static_cast<double>(count);
+      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        const double d = static_cast<double>(at<C>(x, bn_elem(i, c, Ch, S))) - mu;
+        acc += d * d;
+      }
+    } else {
+      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+        acc += static_cast<double>(at<C>(x, bn_elem(i, c, Ch, S)));
+    }
+    acc = block_reduce(acc, SumOp{}, scratch);
+    if (threadIdx.x == 0) part[t] = acc;
+  }
+}
+
+// One thread per channel: the statistics that normalize (the batch's from the partial
+// sums, or the running ones), mean and rstd for the backward, the folded affine
+// coefficients coef[c] = rstd * w, coef[Ch + c] = b - mean * coef[c] (from the unrounded
+// statistics, as the CPU), and the running statistics' update.
+template <class C>
+__global__ void bn_stats_kernel(C* mean_out, C* rstd_out, C* coef, const double* sums, const double* sqs, Raw w, Raw b,
+                                Vec rm, Vec rv, int64_t count, int64_t Ch, int64_t parts, bool use_batch,
+                                bool update_running, double momentum, double eps) {
+  for (int64_t c = global_index(); c < Ch; c += grid_stride()) {
     double mu, var;
     if (use_batch) {
-      double s = 0;
-      for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
-        s += static_cast<double>(at<C>(x, bn_elem(i, c, Ch, S)));
-      mu = block_reduce(s, SumOp{}, scratch) / static_cast<double>(count);
-      double q = 0;
-      for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-        const double d = static_cast<double>(at<C>(x, bn_elem(i, c, Ch, S))) - mu;
-        q += d * d;
-      }
-      var = block_reduce(q, SumOp{}, scratch) / static_cast<double>(count);  // biased: what normalizes
+      mu = total(sums + c * parts, parts) / static_cast<double>(count);
+      var = total(sqs + c * parts, parts) / static_cast<double>(count);  // biased: what normalizes
     } else {  // the running statistics, read in the compute type as the CPU's
       mu = static_cast<double>(load_as<C>(rm.p + c * rm.step, rm.dt));
       var = static_cast<double>(load_as<C>(rv.p + c * rv.step, rv.dt));
     }
-    if (threadIdx.x != 0) continue;
     const double rs = 1.0 / std::sqrt(var + eps);
     mean_out[c] = static_cast<C>(mu);
     rstd_out[c] = static_cast<C>(rs);
@@ -186,18 +220,19 @@ __global__ void bn_apply_kernel(Raw out, Raw x, const C* coef, int64_t Ch, int64
   }
 }
 
-// One block per channel: sum g and sum g * xhat (dbias, dweight), and dx's coefficients
-// coef[c] = w * rstd, coef[Ch + c] = mean(g), coef[2 Ch + c] = mean(g * xhat) (zeros in
-// eval mode, where the statistics are constants).
+// Task t = c * parts + k: chunk k of channel c's sum g (part[t]) and sum g * xhat
+// (part[tasks + t]).
 template <class C>
-__global__ void bn_backward_reduce_kernel(C* coef, Raw dw, Raw db, Raw g, Raw x, const C* mean, const C* rstd, Raw w,
-                                          int64_t B, int64_t Ch, int64_t S, bool use_batch) {
+__global__ void bn_backward_partial_kernel(double* part, Raw g, Raw x, const C* mean, const C* rstd, int64_t B,
+                                           int64_t Ch, int64_t S, BnSplit split) {
   __shared__ double scratch[32];
-  const int64_t count = B * S;
-  for (int64_t c = blockIdx.x; c < Ch; c += gridDim.x) {
+  const int64_t count = B * S, tasks = Ch * split.parts;
+  for (int64_t t = blockIdx.x; t < tasks; t += gridDim.x) {
+    const int64_t c = t / split.parts, lo = (t % split.parts) * split.chunk;
+    const int64_t hi = lo + split.chunk < count ? lo + split.chunk : count;
     const C m = mean[c], s = rstd[c];
     double sg = 0, sgx = 0;
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
       const int64_t e = bn_elem(i, c, Ch, S);
       const C gi = at<C>(g, e);
       sg += static_cast<double>(gi);
@@ -205,11 +240,22 @@ __global__ void bn_backward_reduce_kernel(C* coef, Raw dw, Raw db, Raw g, Raw x,
     }
     sg = block_reduce(sg, SumOp{}, scratch);
     sgx = block_reduce(sgx, SumOp{}, scratch);
-    if (threadIdx.x != 0) continue;
+    if (threadIdx.x == 0) part[t] = sg, part[tasks + t] = sgx;
+  }
+}
+
+// One thread per channel: dbias = sum g, dweight = sum g * xhat, and dx's coefficients
+// coef[c] = w * rstd, coef[Ch + c] = mean(g), coef[2 Ch + c] = mean(g * xhat) (zeros in
+// eval mode, where the statistics are constants).
+template <class C>
+__global__ void bn_backward_params_kernel(C* coef, Raw dw, Raw db, const double* part, const C* rstd, Raw w,
+                                          int64_t count, int64_t Ch, int64_t parts, bool use_batch) {
+  for (int64_t c = global_index(); c < Ch; c += grid_stride()) {
+    const double sg = total(part + c * parts, parts), sgx = total(part + Ch * parts + c * parts, parts);
     if (dw.p) store_from<C>(dw.p + c * dw.es, dw.dt, static_cast<C>(sgx));
     if (db.p) store_from<C>(db.p + c * db.es, db.dt, static_cast<C>(sg));
-    coef[c] =
-        static_cast<C>(w.p ? mul_rn(static_cast<double>(at<C>(w, c)), static_cast<double>(s)) : static_cast<double>(s));
+    const double s = static_cast<double>(rstd[c]);
+    coef[c] = static_cast<C>(w.p ? mul_rn(static_cast<double>(at<C>(w, c)), s) : s);
     coef[Ch + c] = static_cast<C>(use_batch ? sg / static_cast<double>(count) : 0.0);
     coef[2 * Ch + c] = static_cast<C>(use_batch ? sgx / static_cast<double>(count) : 0.0);
   }
@@ -267,12 +313,26 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rst
   DeviceGuard guard(x.device());
   const cudaStream_t stream = current_raw_stream(x.device());
   const int64_t total = geo.B * geo.Ch * geo.S;
+  const BnSplit split = bn_split(geo.count());
+  const int64_t tasks = geo.Ch * split.parts;
   with_compute_type(x.dtype(), [&]<class C>() {
-    const Tensor coef = make_tensor({2 * geo.Ch}, dtype_of<C>, x.device());  // freed on the stream, after the kernels
+    // Scratch for this call, freed on the stream after the kernels: the partial sums and
+    // the affine coefficients.
+    const Tensor part = use_batch ? make_tensor({2 * tasks}, kFloat64, x.device()) : Tensor();
+    const Tensor coef = make_tensor({2 * geo.Ch}, dtype_of<C>, x.device());
+    double* sums = use_batch ? static_cast<double*>(part.raw_data()) : nullptr;
+    double* sqs = use_batch ? sums + tasks : nullptr;
     C* cp = static_cast<C*>(coef.raw_data());
-    bn_stats_kernel<C><<<row_blocks(geo.Ch), bn_threads(geo.count()), 0, stream>>>(
-        static_cast<C*>(mean.raw_data()), static_cast<C*>(rstd.raw_data()), cp, raw(x), raw(weight), raw(bias),
-        vec(running_mean), vec(running_var), geo.B, geo.Ch, geo.S, use_batch, update_running, momentum, eps);
+    if (use_batch) {
+      const int threads = bn_threads(split.chunk);
+      bn_partial_kernel<C>
+          <<<row_blocks(tasks), threads, 0, stream>>>(sums, nullptr, raw(x), geo.B, geo.Ch, geo.S, split);
+      bn_partial_kernel<C><<<row_blocks(tasks), threads, 0, stream>>>(sqs, sums, raw(x), geo.B, geo.Ch, geo.S, split);
+    }
+    bn_stats_kernel<C><<<blocks_for(geo.Ch), kThreads, 0, stream>>>(
+        static_cast<C*>(mean.raw_data()), static_cast<C*>(rstd.raw_data()), cp, sums, sqs, raw(weight), raw(bias),
+        vec(running_mean), vec(running_var), geo.count(), geo.Ch, split.parts, use_batch, update_running, momentum,
+        eps);
     if (total > 0)
       bn_apply_kernel<C><<<blocks_for(total), kThreads, 0, stream>>>(raw(out), raw(x), cp, geo.Ch, geo.S, total);
   });
@@ -286,13 +346,19 @@ void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
   DeviceGuard guard(x.device());
   const cudaStream_t stream = current_raw_stream(x.device());
   const int64_t total = geo.B * geo.Ch * geo.S;
+  const BnSplit split = bn_split(geo.count());
+  const int64_t tasks = geo.Ch * split.parts;
   with_compute_type(x.dtype(), [&]<class C>() {
+    const Tensor part = make_tensor({2 * tasks}, kFloat64, x.device());
     const Tensor coef = make_tensor({3 * geo.Ch}, dtype_of<C>, x.device());
+    double* pp = static_cast<double*>(part.raw_data());
     C* cp = static_cast<C*>(coef.raw_data());
     const C* mu = static_cast<const C*>(mean.raw_data());
     const C* rs = static_cast<const C*>(rstd.raw_data());
-    bn_backward_reduce_kernel<C><<<row_blocks(geo.Ch), bn_threads(geo.count()), 0, stream>>>(
-        cp, raw(dweight), raw(dbias), raw(g), raw(x), mu, rs, raw(weight), geo.B, geo.Ch, geo.S, use_batch);
+    bn_backward_partial_kernel<C><<<row_blocks(tasks), bn_threads(split.chunk), 0, stream>>>(
+        pp, raw(g), raw(x), mu, rs, geo.B, geo.Ch, geo.S, split);
+    bn_backward_params_kernel<C><<<blocks_for(geo.Ch), kThreads, 0, stream>>>(
+        cp, raw(dweight), raw(dbias), pp, rs, raw(weight), geo.count(), geo.Ch, split.parts, use_batch);
     if (dx.defined() && total > 0)
       bn_backward_dx_kernel<C>
           <<<blocks_for(total), kThreads, 0, stream>>>(raw(dx), raw(g), raw(x), mu, rs, cp, geo.Ch, geo.S, total);
