@@ -141,7 +141,7 @@ int bn_threads(int64_t chunk) {
 }
 
 // The sum of a channel's `parts` partial sums, in order.
-__device__ __forceinline__ double total(const double* part, int64_t parts) {
+__device__ __forceinline__ double parts_sum(const double* part, int64_t parts) {
   double s = 0;
   for (int64_t k = 0; k < parts; ++k) s += part[k];
   return s;
@@ -160,7 +160,7 @@ __global__ void bn_partial_kernel(double* part, const double* sums, Raw x, int64
     const int64_t hi = lo + split.chunk < count ? lo + split.chunk : count;
     double acc = 0;
     if (sums) {
-      const double mu = total(sums + c * split.parts, split.parts) / static_cast<double>(count);
+      const double mu = parts_sum(sums + c * split.parts, split.parts) / static_cast<double>(count);
       for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
         const double d = static_cast<double>(at<C>(x, bn_elem(i, c, Ch, S))) - mu;
         acc += d * d;
@@ -185,8 +185,8 @@ __global__ void bn_stats_kernel(C* mean_out, C* rstd_out, C* coef, const double*
   for (int64_t c = global_index(); c < Ch; c += grid_stride()) {
     double mu, var;
     if (use_batch) {
-      mu = total(sums + c * parts, parts) / static_cast<double>(count);
-      var = total(sqs + c * parts, parts) / static_cast<double>(count);  // biased: what normalizes
+      mu = parts_sum(sums + c * parts, parts) / static_cast<double>(count);
+      var = parts_sum(sqs + c * parts, parts) / static_cast<double>(count);  // biased: what normalizes
     } else {  // the running statistics, read in the compute type as the CPU's
       mu = static_cast<double>(load_as<C>(rm.p + c * rm.step, rm.dt));
       var = static_cast<double>(load_as<C>(rv.p + c * rv.step, rv.dt));
@@ -251,7 +251,7 @@ template <class C>
 __global__ void bn_backward_params_kernel(C* coef, Raw dw, Raw db, const double* part, const C* rstd, Raw w,
                                           int64_t count, int64_t Ch, int64_t parts, bool use_batch) {
   for (int64_t c = global_index(); c < Ch; c += grid_stride()) {
-    const double sg = total(part + c * parts, parts), sgx = total(part + Ch * parts + c * parts, parts);
+    const double sg = parts_sum(part + c * parts, parts), sgx = parts_sum(part + Ch * parts + c * parts, parts);
     if (dw.p) store_from<C>(dw.p + c * dw.es, dw.dt, static_cast<C>(sgx));
     if (db.p) store_from<C>(db.p + c * db.es, db.dt, static_cast<C>(sg));
     const double s = static_cast<double>(rstd[c]);

@@ -14,10 +14,12 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
                          const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t M, int64_t N);
 
 // cpu::batch_norm_forward/backward's contracts on one CUDA device (every tensor on it):
-// one block per channel reduces its B * S elements (per-thread sums in float64, then a
-// block tree in a fixed order: no atomics, the same bits every run), then one thread per
-// element normalizes or forms dx. The running statistics move on the device (no host
-// sync) with the CPU's formula and roundings.
+// each channel's B * S elements are reduced in chunks of ~8192, one block each (per-thread
+// sums in float64, as the CPU's double lanes, then the block's tree), and the chunks'
+// partial sums are added in order by one thread per channel: no atomics, a split that
+// depends on the shape only, so the same bits every run. Then one thread per element
+// normalizes or forms dx. The running statistics move on the device (no host sync) with
+// the CPU's formula and roundings.
 void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                         const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
                         const cpu::BnGeometry& geo, bool use_batch, bool update_running, double momentum, double eps);
