@@ -987,6 +987,168 @@ TEST(Cuda, ElementwiseLossesMatchTheCpu) {
   EXPECT_EQ(
       mse_loss(zeros({0, 3}, TensorOptions(kGpu)), zeros({0, 3}, TensorOptions(kGpu)), Reduction::Sum).item<double>(),
       0.0);
+// The tolerance of a pooling or batch_norm result in dt against the CPU's (which may
+// accumulate in another order or, for 16-bit, round intermediate results differently).
+testing::Tol device_tol(DType dt) {
+  switch (dt) {
+    case kFloat64:
+      return {1e-12, 1e-12};
+    case kFloat32:
+      return {1e-5, 1e-5};
+    case kBFloat16:
+      return {0x1p-6, 0x1p-6};
+    default:
+      return {0x1p-9, 0x1p-9};
+  }
+}
+
+// The pooling ops on the device against the CPU: values, input gradients (overlapping
+// windows: several outputs' gradients land on one input) and layouts, every dtype, odd
+// sizes, padding, dilation, ceil_mode, count_include_pad, channels-last input, adaptive
+// windows that overlap and that repeat (output larger than input). 16-bit results are
+// checked against the CPU's float64 of the same inputs (the device computes in float32 and
+// rounds once; ties in a 16-bit max window then take the same first maximum).
+TEST(Cuda, PoolingMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(15);
+  struct Case {
+    Shape k, s, p, d;
+    bool ceil;
+  };
+  const std::vector<Case> cases = {
+      {{2, 2}, {}, {0, 0}, {1, 1}, false},     {{3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+      {{3, 3}, {2, 2}, {1, 1}, {1, 1}, true},  {{3, 2}, {1, 2}, {1, 0}, {1, 1}, true},
+      {{3, 3}, {1, 1}, {1, 1}, {2, 2}, false}, {{2, 3}, {3, 2}, {1, 1}, {2, 1}, true},
+      {{5, 4}, {2, 3}, {2, 2}, {1, 1}, true},
+  };
+  for (DType dt : testing::kAllFloat)
+    for (bool cl : {false, true})
+      for (size_t ci = 0; ci < cases.size(); ++ci) {
+        const Case& c = cases[ci];
+        SCOPED_TRACE(std::string(dtype_name(dt)) + (cl ? " channels-last" : "") + " case " + std::to_string(ci));
+        const Tensor x0 = randn({2, 3, 11, 9}).to(dt);
+        const Tensor x = cl ? x0.contiguous(MemoryFormat::ChannelsLast) : x0;
+        const Shape adaptive_out = ci == 6 ? Shape{13, 10} : Shape{c.k[0] + 2, c.k[1] * 2 + 1};
+        const DType ref_dt = dt == kFloat32 || dt == kFloat64 ? dt : kFloat64;
+        // forward output and input gradient, computed in `compute`
+        auto run = [&](Device dev, DType compute, int op, bool include_pad) {
+          Tensor xd = x.to(compute).to(dev).requires_grad_();
+          Tensor y = op == 0   ? max_pool2d(xd, c.k, c.s, c.p, c.d, c.ceil)
+                     : op == 1 ? avg_pool2d(xd, c.k, c.s, c.p, c.ceil, include_pad)
+                               : adaptive_avg_pool2d(xd, adaptive_out);
+          const Tensor g = randn(y.sizes()).to(dt).to(compute);
+          const Tensor gx = autograd::grad(y, {xd}, g.to(dev))[0];  // in the layout the op gives it
+          return std::vector<Tensor>{y.to(Device(kCPU)), gx.to(Device(kCPU))};
+        };
+        for (int op = 0; op < 3; ++op)
+          for (bool include_pad : {true, false}) {
+            if (op != 1 && !include_pad) continue;
+            if (op == 1 && (c.d[0] != 1 || c.d[1] != 1)) continue;  // avg_pool2d has no dilation
+            SCOPED_TRACE("op " + std::to_string(op) + (include_pad ? " include_pad" : ""));
+            manual_seed(100 + ci);
+            const auto want = run(Device(kCPU), ref_dt, op, include_pad);
+            manual_seed(100 + ci);
+            const auto got = run(kGpu, dt, op, include_pad);
+            for (size_t i = 0; i < want.size(); ++i) {
+              EXPECT_EQ(got[i].sizes(), want[i].sizes()) << "output " << i;
+              EXPECT_EQ(got[i].dtype(), dt) << "output " << i;
+              EXPECT_EQ(got[i].is_contiguous(MemoryFormat::ChannelsLast), cl) << "output " << i;
+              if (!cl) EXPECT_TRUE(got[i].is_contiguous()) << "output " << i;
+              EXPECT_TRUE(testing::all_close(got[i].to(kFloat64), want[i].to(kFloat64), device_tol(dt)))
+                  << "output " << i;
+            }
+          }
+      }
+}
+
+// Max pooling on the device: the first maximum of a window wins (so ties place their
+// gradient as the CPU's direct float64 kernel does), NaN propagates, a strided input is
+// read in place, and the gather backward gives the same bits on every run.
+TEST(Cuda, MaxPoolTiesNanAndDeterminism) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(16);
+  std::vector<double> v(3 * 4 * 13 * 10);
+  std::mt19937 rng(16);
+  for (double& e : v) e = static_cast<double>(rng() % 4);  // many ties
+  v[17] = std::nan("");
+  const Tensor x = tensor(v, {3, 4, 13, 10});
+  auto run = [&](const Tensor& in, Device dev) {
+    Tensor xd = in.to(dev).requires_grad_();
+    const Tensor y = max_pool2d(xd, {3, 3}, {1, 2}, {1, 1}, {1, 1}, true);
+    y.backward(ones(y.sizes(), kFloat64).to(dev));
+    return std::pair<Tensor, Tensor>{y.to(Device(kCPU)), xd.grad().to(Device(kCPU))};
+  };
+  const auto [want_y, want_g] = run(x, Device(kCPU));
+  const auto [got_y, got_g] = run(x, kGpu);
+  EXPECT_TRUE(same_bits(got_y, want_y));
+  EXPECT_TRUE(same_bits(got_g, want_g));
+  const auto [again_y, again_g] = run(x, kGpu);
+  EXPECT_TRUE(same_bits(again_g, got_g));
+  // a strided (transposed, then narrowed) float32 input against its contiguous copy
+  const Tensor big = randn({3, 4, 16, 12});
+  const Tensor strided = big.transpose(2, 3).narrow(2, 1, 10);
+  const Tensor on_dev = big.to(kGpu).transpose(2, 3).narrow(2, 1, 10);
+  EXPECT_TRUE(same_bits(max_pool2d(on_dev, {2, 3}, {2, 2}), max_pool2d(strided.contiguous(), {2, 3}, {2, 2})));
+}
+
+// batch_norm on the device against the CPU: training (batch statistics, running
+// statistics moved twice) and eval (running statistics), affine or not, fp32 parameters
+// with 16-bit input, 2-d, 4-d odd and channels-last inputs; output and all gradients.
+TEST(Cuda, BatchNormMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(17);
+  for (DType dt : testing::kAllFloat)
+    for (const Shape& shape : {Shape{4, 5, 7, 3}, Shape{33, 6}, Shape{3, 4, 129}})
+      for (bool cl : {false, true})
+        for (bool affine : {true, false})
+          for (bool training : {true, false}) {
+            if (cl && shape.size() != 4) continue;
+            SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(shape) + (cl ? " channels-last" : "") +
+                         (affine ? " affine" : "") + (training ? " training" : " eval"));
+            const int64_t C = shape[1];
+            const DType pdt = dt == kFloat64 ? kFloat64 : kFloat32;
+            Tensor x = (randn(shape) * 2.0 + 0.5).to(dt);
+            if (cl) x = x.contiguous(MemoryFormat::ChannelsLast);
+            const Tensor w = (rand({C}) + 0.5).to(pdt), b = randn({C}).to(pdt), g = randn(shape).to(dt);
+            const Tensor rm0 = randn({C}).to(pdt), rv0 = (rand({C}) + 0.5).to(pdt);
+            auto run = [&](Device dev) {
+              Tensor rm = rm0.to(dev).clone(), rv = rv0.to(dev).clone();
+              Tensor xd = x.to(dev).requires_grad_();
+              Tensor wd = w.to(dev).requires_grad_(), bd = b.to(dev).requires_grad_();
+              const Tensor wa = affine ? wd : Tensor(), ba = affine ? bd : Tensor();
+              if (training) batch_norm(x.to(dev) * 0.5, rm, rv, wa, ba, true, 0.3, 1e-5);  // a first update
+              const Tensor y = batch_norm(xd, rm, rv, wa, ba, training, 0.3, 1e-5);
+              y.backward(g.to(dev));
+              std::vector<Tensor> r{y, xd.grad(), rm, rv};
+              if (affine) r.insert(r.end(), {wd.grad(), bd.grad()});
+              for (Tensor& t : r) t = t.to(Device(kCPU));
+              return r;
+            };
+            const auto want = run(Device(kCPU)), got = run(kGpu);
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t i = 0; i < want.size(); ++i) {
+              EXPECT_EQ(got[i].dtype(), want[i].dtype()) << "output " << i;
+              const testing::Tol tol = i >= 2 ? device_tol(pdt) : device_tol(dt);
+              EXPECT_TRUE(testing::all_close(got[i].to(kFloat64), want[i].to(kFloat64), tol)) << "output " << i;
+            }
+          }
+  // without running statistics (batch statistics in eval mode too), and the same bits twice
+  const Tensor x = randn({8, 3, 5, 5}).to(kGpu);
+  const Tensor a = batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false);
+  EXPECT_TRUE(same_bits(batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false), a.to(Device(kCPU))));
+  const Tensor big = randn({16, 4, 33, 31}).to(kGpu), gbig = randn({16, 4, 33, 31}).to(kGpu), w = rand({4}).to(kGpu);
+  auto grads = [&] {
+    Tensor xd = big.detach().requires_grad_(), wd = w.detach().requires_grad_();
+    const auto gs = autograd::grad(batch_norm(xd, Tensor(), Tensor(), wd, Tensor(), true), {xd, wd}, gbig);
+    return std::pair<Tensor, Tensor>{gs[0].to(Device(kCPU)), gs[1].to(Device(kCPU))};
+  };
+  const auto [gx1, gw1] = grads();
+  const auto [gx2, gw2] = grads();
+  EXPECT_TRUE(same_bits(gx2, gx1));
+  EXPECT_TRUE(same_bits(gw2, gw1));
+  EXPECT_TRUE(testing::all_close(a.to(Device(kCPU)),
+                                 batch_norm(x.to(Device(kCPU)), Tensor(), Tensor(), Tensor(), Tensor(), false),
+                                 device_tol(kFloat32)));
 }
 
 }  // namespace

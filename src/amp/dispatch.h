@@ -117,6 +117,11 @@ constexpr bool has_cuda_kernel(OpId op) {
     case OpId::cross_entropy:
     case OpId::nll_loss:
     case OpId::layer_norm:
+    case OpId::batch_norm:  // norm.cu
+    // pooling (pool.cu)
+    case OpId::max_pool2d:
+    case OpId::avg_pool2d:
+    case OpId::adaptive_avg_pool2d:
     // reductions and shapes (reduce.cu, copy.cu)
     case OpId::sum:
     case OpId::mean:

@@ -1,6 +1,6 @@
 // Normalization ops: layer_norm and batch_norm. The fused forward and backward kernels
-// are in backend/cpu/norm.cpp (layer_norm on CUDA: backend/cuda/norm.cu); saved statistics are float32 (float64 for
-// float64 input).
+// are in backend/cpu/norm.cpp (on CUDA: backend/cuda/norm.cu); saved statistics are float32 (float64 for float64
+// input).
 #include "backend/cpu/norm.h"
 
 #include <utility>
@@ -100,18 +100,21 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const Tensor xc = x.detach().contiguous();
   Tensor out = make_tensor(xs, x.dtype(), x.device());
   const DType sdt = stats_dtype(x.dtype());
-  Tensor mean = empty({geo.Ch}, sdt), rstd = empty({geo.Ch}, sdt);
+  Tensor mean = make_tensor({geo.Ch}, sdt, x.device()), rstd = make_tensor({geo.Ch}, sdt, x.device());
   const Tensor w = param(weight), b = param(bias);
   // The running statistics move in place and untracked (training with buffers only).
-  cpu::batch_norm_forward(out, mean, rstd, xc, w, b, running_mean, running_var, geo, use_batch,
-                          training && running_mean.defined(), momentum, eps);
+  (x.device().is_cuda() ? gpu::batch_norm_forward : cpu::batch_norm_forward)(
+      out, mean, rstd, xc, w, b, running_mean, running_var, geo, use_batch, training && running_mean.defined(),
+      momentum, eps);
   return record(op, out, {x, weight, bias},
                 [xc, mean, rstd, w, geo, use_batch, wdt = weight.defined() ? weight.dtype() : x.dtype(),
                  bdt = bias.defined() ? bias.dtype() : x.dtype(),
                  xdt = x.dtype()](const Tensor& g, const std::vector<bool>& needs) {
-                  Tensor dx = grad_buffer(needs[0], xc.sizes(), xdt);
-                  Tensor dw = grad_buffer(needs[1], {geo.Ch}, wdt), db = grad_buffer(needs[2], {geo.Ch}, bdt);
-                  cpu::batch_norm_backward(dx, dw, db, g.contiguous(), xc, mean, rstd, w, geo, use_batch);
+                  const Device dev = xc.device();
+                  Tensor dx = grad_buffer(needs[0], xc.sizes(), xdt, dev);
+                  Tensor dw = grad_buffer(needs[1], {geo.Ch}, wdt, dev), db = grad_buffer(needs[2], {geo.Ch}, bdt, dev);
+                  (dev.is_cuda() ? gpu::batch_norm_backward : cpu::batch_norm_backward)(dx, dw, db, g.contiguous(), xc,
+                                                                                        mean, rstd, w, geo, use_batch);
                   return std::vector<Tensor>{dx, dw, db};
                 });
 }

@@ -3,6 +3,9 @@
 // for float64 and for windows oneDNN cannot express) and the autograd formulas.
 // Channels-last inputs (NHWC memory) give channels-last outputs and input gradients, as
 // PyTorch's channels_last (the direct loops compute NCHW and copy into that layout).
+// CUDA tensors run backend/cuda/pool.cu's kernels (every dtype, any layout, in place).
+#include "backend/cuda/pool.h"
+
 #include "backend/cpu/conv_direct.h"
 #include "backend/cpu/dnnl_plan.h"
 #include "backend/cpu/dnnl_pool.h"
@@ -22,7 +25,8 @@ void check_pool_input(const char* op, const Tensor& x) {
   TC_CHECK(x.defined(), op, "got an undefined tensor");
   TC_CHECK(x.dim() == 4, op, "expected 4-d input (N, C, H, W), got shape ", shape_str(x.sizes()));
   TC_CHECK(is_floating(x.dtype()), op, "expected a floating dtype, got ", dtype_name(x.dtype()));
-  TC_CHECK(x.device().is_cpu(), op, "only CPU tensors are supported, got ", x.device());
+  TC_CHECK(x.device().is_cpu() || x.device().is_cuda(), op, "only CPU and CUDA tensors are supported, got ",
+           x.device());
   TC_CHECK(x.numel() > 0, op, "empty input of shape ", shape_str(x.sizes()), " is not supported");
 }
 
@@ -74,6 +78,16 @@ Tensor max_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
   const DType dt = input.dtype();
   const Shape xs = input.sizes();
   const bool cl = cpu::is_channels_last(input);
+  if (input.device().is_cuda()) {
+    Tensor out, idx;
+    {
+      NoGradGuard no_grad;
+      std::tie(out, idx) = gpu::max_pool2d_forward(input, p, cl);
+    }
+    return autograd::record(kOp, out, {input}, [idx = idx, xs, dt, p, cl](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{gpu::max_pool2d_backward(grad_as(g, dt), idx, xs, p, cl)};
+    });
+  }
   if (dt == kFloat64) {
     Tensor out, idx;
     {
@@ -112,6 +126,17 @@ Tensor avg_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
   const bool direct = dt == kFloat64 || (count_include_pad && overhang);
   const PoolKind kind = count_include_pad ? PoolKind::AvgIncludePad : PoolKind::AvgExcludePad;
   const bool cl = cpu::is_channels_last(input);
+  if (input.device().is_cuda()) {
+    Tensor out;
+    {
+      NoGradGuard no_grad;
+      out = gpu::avg_pool2d_forward(input, p, count_include_pad, cl);
+    }
+    return autograd::record(
+        kOp, out, {input}, [xs, dt, p, count_include_pad, cl](const Tensor& g, const std::vector<bool>&) {
+          return std::vector<Tensor>{gpu::avg_pool2d_backward(grad_as(g, dt), xs, p, count_include_pad, cl)};
+        });
+  }
   Tensor out;
   {
     NoGradGuard no_grad;
@@ -149,14 +174,27 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
   }
   const DType dt = input.dtype();
   const Shape xs = input.sizes();
+  const bool cl = cpu::is_channels_last(input);
+  if (input.device().is_cuda()) {
+    Tensor y;
+    {
+      NoGradGuard no_grad;
+      y = gpu::adaptive_avg_pool2d_forward(input, out[0], out[1], cl);
+    }
+    return autograd::record(kOp, y, {input}, [xs, dt, cl](const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{gpu::adaptive_avg_pool2d_backward(grad_as(g, dt), xs, cl)};
+    });
+  }
   Tensor y;
   {
     NoGradGuard no_grad;
-    y = via_direct(input, [&](const Tensor& x) { return cpu::direct_adaptive_avg_pool2d(x, out[0], out[1]); });
+    y = cpu::to_activation_layout(
+        via_direct(input, [&](const Tensor& x) { return cpu::direct_adaptive_avg_pool2d(x, out[0], out[1]); }), cl);
   }
-  return autograd::record(kOp, y, {input}, [xs, dt](const Tensor& grad, const std::vector<bool>&) {
-    return std::vector<Tensor>{via_direct(
-        grad_as(grad, dt), [&](const Tensor& g) { return cpu::direct_adaptive_avg_pool2d_backward(g, xs); })};
+  return autograd::record(kOp, y, {input}, [xs, dt, cl](const Tensor& grad, const std::vector<bool>&) {
+    return std::vector<Tensor>{cpu::to_activation_layout(
+        via_direct(grad_as(grad, dt), [&](const Tensor& g) { return cpu::direct_adaptive_avg_pool2d_backward(g, xs); }),
+        cl)};
   });
 }
 

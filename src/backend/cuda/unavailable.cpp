@@ -13,6 +13,7 @@
 #include "backend/cuda/norm.h"
 #include "backend/cuda/optim.h"
 #include "backend/cuda/pointwise.h"
+#include "backend/cuda/pool.h"
 #include "backend/cuda/reduce.h"
 #include "backend/cuda/softmax.h"
 #include "tensorcast/cuda.h"
@@ -75,6 +76,24 @@ void layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tens
                          const Tensor&, const Tensor&, int64_t, int64_t) {
   unavailable("layer_norm");
 }
+void batch_norm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&, const Tensor&, const cpu::BnGeometry&, bool, bool, double, double) {
+  unavailable("batch_norm");
+}
+void batch_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                         const Tensor&, const Tensor&, const cpu::BnGeometry&, bool) {
+  unavailable("batch_norm");
+}
+std::pair<Tensor, Tensor> max_pool2d_forward(const Tensor&, const cpu::PoolParams&, bool) { unavailable("max_pool2d"); }
+Tensor max_pool2d_backward(const Tensor&, const Tensor&, const Shape&, const cpu::PoolParams&, bool) {
+  unavailable("max_pool2d");
+}
+Tensor avg_pool2d_forward(const Tensor&, const cpu::PoolParams&, bool, bool) { unavailable("avg_pool2d"); }
+Tensor avg_pool2d_backward(const Tensor&, const Shape&, const cpu::PoolParams&, bool, bool) {
+  unavailable("avg_pool2d");
+}
+Tensor adaptive_avg_pool2d_forward(const Tensor&, int64_t, int64_t, bool) { unavailable("adaptive_avg_pool2d"); }
+Tensor adaptive_avg_pool2d_backward(const Tensor&, const Shape&, bool) { unavailable("adaptive_avg_pool2d"); }
 void fused_sgd_step(const FusedStep&, const optim::detail::SGDScalars<float>&, const bool[4]) {
   unavailable("optimizer.step");
 }
