@@ -987,6 +987,8 @@ TEST(Cuda, ElementwiseLossesMatchTheCpu) {
   EXPECT_EQ(
       mse_loss(zeros({0, 3}, TensorOptions(kGpu)), zeros({0, 3}, TensorOptions(kGpu)), Reduction::Sum).item<double>(),
       0.0);
+}
+
 // The tolerance of a pooling or batch_norm result in dt against the CPU's (which may
 // accumulate in another order or, for 16-bit, round intermediate results differently).
 testing::Tol device_tol(DType dt) {
