@@ -18,7 +18,8 @@
 # integer that multiplies every limit: a dry run on 2 cores builds ~8 times slower),
 # CHECK_MODELS (the training benchmarks' models, default all five: mlp mlp-large cnn gpt
 # gpt2-small), CHECK_TESTS=0 (no ctest: a second call on a still-warm machine, whose build
-# folder is kept, spends its time on benchmarks alone).
+# folder is kept, spends its time on benchmarks alone), CHECK_MNIST=0 (no Fashion-MNIST
+# accuracy run: the cnn, 5 epochs each in fp32, bf16 and fp16 with a GradScaler).
 set -uo pipefail # no -e: a failed stage must not stop the later ones
 cd "$(dirname "$0")/../.."
 
@@ -31,7 +32,7 @@ models=${CHECK_MODELS:-mlp mlp-large cnn gpt gpt2-small}
 work=/tmp/device-check-work # raw benchmark lines, kept out of $OUT (8 files at most come back)
 mkdir -p "$OUT" "$work"
 rm -f "$OUT"/{check.md,env.log,build.log,ctest.log,bench.log} "$work"/*
-touch "$work/tc_gemm.txt" "$work/torch_gemm.txt" "$work/tc_train.txt" "$work/torch_train.txt"
+touch "$work/tc_gemm.txt" "$work/torch_gemm.txt" "$work/tc_train.txt" "$work/torch_train.txt" "$work/tc_mnist.txt"
 t_start=$SECONDS
 
 # The machine's python3 (a venv holding PyTorch) may be the only place CMake and ninja are
@@ -169,6 +170,14 @@ report() {
       echo
       train_table infer
     fi
+    if grep -q '^accuracy ' "$work/tc_mnist.txt"; then
+      echo
+      echo "## Fashion-MNIST: the cnn trained on the GPU, batch 128, AdamW 1e-3 with cosine decay (bench.log)"
+      echo
+      echo "| precision | epochs | test accuracy % | seconds |"
+      echo "| --- | ---: | ---: | ---: |"
+      awk '$1 == "accuracy" { printf "| %s | %s | %s | %s |\n", $3, $4, $5, $6 }' "$work/tc_mnist.txt"
+    fi
     if [ -s "$OUT/ctest.log" ]; then
       echo
       echo "## Tests: ctest -L 'unit|cuda' (ctest.log)"
@@ -295,6 +304,15 @@ if [ -n "$gpu" ]; then
   fi
   # shellcheck disable=SC2086
   copy=$work/torch_train.txt stage torch_train 150 "$OUT/bench.log" python3 bench/device/torch_train.py $models
+  mnist=$carry_root/usr/share/datasets/fashion-mnist
+  if [ "${CHECK_MNIST:-1}" = 0 ]; then
+    record fashion_mnist skipped 0 "CHECK_MNIST=0"
+  elif [ ! -d "$mnist" ]; then
+    record fashion_mnist skipped 0 "no $mnist (scripts/device-carry.sh brings dataset-fashion-mnist)"
+  elif [ -x "$build/bench/bench_cuda_train" ]; then
+    copy=$work/tc_mnist.txt stage fashion_mnist 120 "$OUT/bench.log" \
+      env LD_LIBRARY_PATH="$carry_libs" "$build/bench/bench_cuda_train" --fashion-mnist "$mnist" --epochs 5
+  fi
 fi
 
 report

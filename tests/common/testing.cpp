@@ -107,16 +107,21 @@ std::vector<double> map_ref(const Tensor& x, const std::function<double(double)>
   if (!out.requires_grad()) return ::testing::AssertionFailure() << "output does not require grad";
   // Weights exactly representable in the output dtype, so both sides use the same ones.
   const DType wdt = is_floating(out.dtype()) ? out.dtype() : kFloat64;
-  Tensor w = uniform(out.sizes(), wdt, 0.5, 1.5, 1234);
+  const Device dev = out.device();
+  Tensor w = uniform(out.sizes(), wdt, 0.5, 1.5, 1234).to(dev);
   Tensor w64 = w.to(kFloat64);
   out.backward(w);
 
-  // Numerical: central differences in float64 on the same values.
+  // Numerical: central differences in float64 on the same values, perturbed in host copies
+  // and evaluated on the inputs' devices (a CUDA op is differentiated on the GPU).
   std::vector<Tensor> x64;
-  for (const Tensor& t : inputs) x64.push_back(t.detach().to(kFloat64).contiguous().clone());
+  for (const Tensor& t : inputs) x64.push_back(t.detach().to(Device(kCPU)).to(kFloat64).contiguous().clone());
   auto loss = [&]() {
     NoGradGuard ng;
-    return sum(mul(f(x64).to(kFloat64), w64)).item<double>();
+    std::vector<Tensor> in;
+    for (size_t k = 0; k < x64.size(); ++k)
+      in.push_back(inputs[k].device().is_cpu() ? x64[k] : x64[k].to(inputs[k].device()));
+    return sum(mul(f(in).to(kFloat64), w64)).item<double>();
   };
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (!inputs[k].requires_grad()) continue;
