@@ -475,6 +475,33 @@ TEST(Cuda, OptimizersMatchTheCpu) {
   }
 }
 
+// Stochastic rounding of 16-bit parameters from their float32 master weights on the device
+// gives the CPU's bits (the same hash of seed, step, parameter and element index). SGD with
+// lr 1 and no momentum makes each master update one exact negation and one rounded add on
+// both devices, so the masters agree bit for bit and the comparison is of the rounding.
+TEST(Cuda, StochasticRoundingMatchesTheCpuBitForBit) {
+  SKIP_WITHOUT_GPU();
+  for (DType dt : {kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    auto run = [&](Device d, optim::Rounding rounding) {
+      manual_seed(21);
+      Tensor p = randn({4096}).to(dt).to(d).requires_grad_();
+      const Tensor c = mul(randn({4096}), 0.01).to(d);
+      optim::SGD opt({p}, optim::SGDOptions(1.0));
+      opt.set_rounding(rounding, 7);
+      for (int step = 0; step < 3; ++step) {
+        opt.zero_grad();
+        sum(mul(p, c)).backward();
+        opt.step();
+      }
+      return p.detach().to(Device(kCPU));
+    };
+    const Tensor want = run(Device(kCPU), optim::Rounding::Stochastic);
+    EXPECT_TRUE(same_bits(run(kGpu, optim::Rounding::Stochastic), want));
+    EXPECT_FALSE(same_bits(run(kGpu, optim::Rounding::NearestEven), want)) << "the rounding was not stochastic";
+  }
+}
+
 // An MLP moved to the device with Module::to trains there, in float32 and under bf16
 // autocast with AdamW, as on the CPU: the same losses step by step (to the products'
 // rounding; bf16 within a bf16 ulp of the loss).

@@ -5,12 +5,56 @@
 // weights w and the state blocks s = {buffer 0, 1, 2} (null where unused) from the
 // gradients g. The option flags are template parameters, so each variant is branch-free.
 #pragma once
+#include <bit>
 #include <cmath>
 #include <cstdint>
 
 #include "backend/pointwise_fns.h"  // TC_HD
+#include "tensorcast/half.h"
 
 namespace tc::optim::detail {
+
+// Stochastic rounding of 16-bit parameters, the same bits on both devices.
+// A strong 64-bit mixer (splitmix64's finalizer); counter-based, so the random bits of an
+// element depend only on (key, element index), never on how threads split the work.
+constexpr uint64_t mix64(uint64_t z) noexcept {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+constexpr uint64_t rounding_key(uint64_t seed, int64_t step, int64_t param_index) noexcept {
+  return mix64(seed ^ mix64(mix64(static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(param_index)));
+}
+constexpr uint32_t element_bits(uint64_t key, int64_t index) noexcept {
+  return static_cast<uint32_t>(mix64(key + static_cast<uint64_t>(index) * 0xd1b54a32d192ed03ull) >> 32);
+}
+
+// Rounds x up in magnitude with probability (distance to the value below) / ulp: adding
+// 16 random bits below bf16's mantissa and truncating does exactly that. inf/NaN keep the
+// nearest-even path (truncation could turn a NaN payload into inf).
+TC_HD uint16_t bf16_stochastic(float x, uint32_t r) noexcept {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  if ((u & 0x7fffffffu) >= 0x7f800000u) return ::tc::detail::float_to_bf16_bits(x);
+  return static_cast<uint16_t>((u + (r & 0xffffu)) >> 16);
+}
+
+// fp16 has a subnormal range whose ulp is not a fixed number of float bits, so pick between
+// the two neighbours with the exact probability instead of adding bits.
+TC_HD uint16_t half_stochastic(float x, uint32_t r) noexcept {
+  const uint16_t h = ::tc::detail::float_to_half_bits(x);
+  const float fh = ::tc::detail::half_bits_to_float(h);
+  if (fh == x || !std::isfinite(fh) || std::isnan(x)) return h;
+  const float ax = std::fabs(x);
+  // Sign-magnitude bits: +-1 on the low 15 bits steps the magnitude, never the sign.
+  const bool above = std::fabs(fh) > ax;
+  const uint16_t lo = above ? static_cast<uint16_t>(h - 1) : h;
+  const uint16_t hi = above ? h : static_cast<uint16_t>(h + 1);
+  const double flo = std::fabs(::tc::detail::half_bits_to_float(lo));
+  const double fhi = (hi & 0x7fffu) == 0x7c00u ? 65536.0 : std::fabs(::tc::detail::half_bits_to_float(hi));
+  const double p = (static_cast<double>(ax) - flo) / (fhi - flo);
+  return static_cast<double>(r) * 0x1p-32 < p ? hi : lo;
+}
 
 template <class C>
 struct SGDScalars {

@@ -55,47 +55,6 @@ struct StepArgs {
   bool pure() const { return param16 != nullptr && weight_update != WeightUpdate::MasterFloat32; }
 };
 
-// A strong 64-bit mixer (splitmix64's finalizer); counter-based, so the random bits of an
-// element depend only on (key, element index), never on how threads split the work.
-constexpr uint64_t mix64(uint64_t z) noexcept {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-constexpr uint64_t rounding_key(uint64_t seed, int64_t step, int64_t param_index) noexcept {
-  return mix64(seed ^ mix64(mix64(static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(param_index)));
-}
-constexpr uint32_t element_bits(uint64_t key, int64_t index) noexcept {
-  return static_cast<uint32_t>(mix64(key + static_cast<uint64_t>(index) * 0xd1b54a32d192ed03ull) >> 32);
-}
-
-// Rounds x up in magnitude with probability (distance to the value below) / ulp: adding
-// 16 random bits below bf16's mantissa and truncating does exactly that. inf/NaN keep the
-// nearest-even path (truncation could turn a NaN payload into inf).
-inline uint16_t bf16_stochastic(float x, uint32_t r) noexcept {
-  const uint32_t u = std::bit_cast<uint32_t>(x);
-  if ((u & 0x7fffffffu) >= 0x7f800000u) return ::tc::detail::float_to_bf16_bits(x);
-  return static_cast<uint16_t>((u + (r & 0xffffu)) >> 16);
-}
-
-// fp16 has a subnormal range whose ulp is not a fixed number of float bits, so pick between
-// the two neighbours with the exact probability instead of adding bits.
-inline uint16_t half_stochastic(float x, uint32_t r) noexcept {
-  const uint16_t h = ::tc::detail::float_to_half_bits(x);
-  const float fh = ::tc::detail::half_bits_to_float(h);
-  if (fh == x || !std::isfinite(fh) || std::isnan(x)) return h;
-  const float ax = std::fabs(x);
-  // Sign-magnitude bits: +-1 on the low 15 bits steps the magnitude, never the sign.
-  const bool above = std::fabs(fh) > ax;
-  const uint16_t lo = above ? static_cast<uint16_t>(h - 1) : h;
-  const uint16_t hi = above ? h : static_cast<uint16_t>(h + 1);
-  const double flo = std::fabs(::tc::detail::half_bits_to_float(lo));
-  const double fhi = (hi & 0x7fffu) == 0x7c00u ? 65536.0 : std::fabs(::tc::detail::half_bits_to_float(hi));
-  const double p = (static_cast<double>(ax) - flo) / (fhi - flo);
-  return static_cast<double>(r) * 0x1p-32 < p ? hi : lo;
-}
-
 // n 16-bit values (bf16 or fp16, element `offset` on) to float and back (nearest even).
 inline void load16(const void* src, DType dt, int64_t offset, float* dst, int64_t n) {
   if (dt == kBFloat16)
@@ -145,18 +104,12 @@ inline void kahan_write(const float* w, const StepArgs& a, int64_t offset, int64
 
 // The step of a CUDA parameter as the device kernels take it (backend/cuda/optim.h): float32
 // weights (the parameter, or a 16-bit parameter's float32 master) and float32 state, the
-// 16-bit parameter rounded to nearest even. The Pure modes, stochastic rounding and float64
-// parameters run on the CPU only so far.
+// 16-bit parameter rounded to nearest even or stochastically (the CPU's bits). The Pure
+// modes and float64 parameters run on the CPU only so far.
 inline gpu::FusedStep device_step(const StepArgs& a, const StateBuffers& state) {
-  TC_CHECK(a.weight_dtype == kFloat32 && !a.pure() && a.state_dtype == kFloat32 &&
-               (a.param16 == nullptr || a.rounding == Rounding::NearestEven),
-           "optim",
-           "on CUDA the optimizers update float32 parameters and 16-bit ones through float32 master weights with "
-           "nearest-even rounding; got a ",
-           dtype_name(a.param_dtype), " parameter",
-           a.pure()                              ? " in a Pure weight-update mode"
-           : a.rounding != Rounding::NearestEven ? " with stochastic rounding"
-                                                 : "");
+  TC_CHECK(a.weight_dtype == kFloat32 && !a.pure() && a.state_dtype == kFloat32, "optim",
+           "on CUDA the optimizers update float32 parameters and 16-bit ones through float32 master weights; got a ",
+           dtype_name(a.param_dtype), " parameter", a.pure() ? " in a Pure weight-update mode" : "");
   gpu::FusedStep f;
   f.device = a.device;
   f.numel = a.numel;
@@ -167,6 +120,8 @@ inline gpu::FusedStep device_step(const StepArgs& a, const StateBuffers& state) 
   f.weight = static_cast<float*>(a.weight);
   f.param16 = a.param16;
   f.param_dtype = a.param_dtype;
+  f.stochastic = a.rounding == Rounding::Stochastic;
+  f.sr_key = a.sr_key;
   for (int k = 0; k < kMaxState; ++k) f.state[k] = static_cast<float*>(state[k]);
   return f;
 }

@@ -13,7 +13,9 @@
 namespace tc::gpu {
 namespace {
 
-// A contiguous tensor's raw bytes and dtype (or nothing), for kernel parameters.
+// A tensor's raw bytes, dtype and the bytes from one element to the next (or nothing), for
+// kernel parameters: raw() for a contiguous tensor indexed flat, vec() for a 1-d one of any
+// stride (the running statistics).
 struct Raw {
   char* p = nullptr;
   DType dt = kFloat32;
@@ -22,6 +24,10 @@ struct Raw {
 Raw raw(const Tensor& t) {
   if (!t.defined()) return {};
   return {static_cast<char*>(t.raw_data()), t.dtype(), static_cast<int64_t>(element_size(t.dtype()))};
+}
+Raw vec(const Tensor& t) {
+  if (!t.defined()) return {};
+  return {static_cast<char*>(t.raw_data()), t.dtype(), t.stride(0) * static_cast<int64_t>(element_size(t.dtype()))};
 }
 template <class C>
 __device__ __forceinline__ C at(const Raw& r, int64_t i) {
@@ -94,17 +100,6 @@ __global__ void ln_backward_params_kernel(Raw dw, Raw db, Raw g, Raw x, const C*
 }
 
 // ------------------------------------------------------------------ batch_norm
-
-// A 1-d tensor's raw bytes, dtype and byte step (the running statistics may be strided).
-struct Vec {
-  char* p = nullptr;
-  DType dt = kFloat32;
-  int64_t step = 0;
-};
-Vec vec(const Tensor& t) {
-  if (!t.defined()) return {};
-  return {static_cast<char*>(t.raw_data()), t.dtype(), t.stride(0) * static_cast<int64_t>(element_size(t.dtype()))};
-}
 
 // Operations rounded once each, never contracted into FMAs: the CPU's batch_norm loops
 // round every product and sum, and these keep the device's results on the same bits.
@@ -180,7 +175,7 @@ __global__ void bn_partial_kernel(double* part, const double* sums, Raw x, int64
 // statistics, as the CPU), and the running statistics' update.
 template <class C>
 __global__ void bn_stats_kernel(C* mean_out, C* rstd_out, C* coef, const double* sums, const double* sqs, Raw w, Raw b,
-                                Vec rm, Vec rv, int64_t count, int64_t Ch, int64_t parts, bool use_batch,
+                                Raw rm, Raw rv, int64_t count, int64_t Ch, int64_t parts, bool use_batch,
                                 bool update_running, double momentum, double eps) {
   for (int64_t c = global_index(); c < Ch; c += grid_stride()) {
     double mu, var;
@@ -188,8 +183,8 @@ __global__ void bn_stats_kernel(C* mean_out, C* rstd_out, C* coef, const double*
       mu = parts_sum(sums + c * parts, parts) / static_cast<double>(count);
       var = parts_sum(sqs + c * parts, parts) / static_cast<double>(count);  // biased: what normalizes
     } else {  // the running statistics, read in the compute type as the CPU's
-      mu = static_cast<double>(load_as<C>(rm.p + c * rm.step, rm.dt));
-      var = static_cast<double>(load_as<C>(rv.p + c * rv.step, rv.dt));
+      mu = static_cast<double>(load_as<C>(rm.p + c * rm.es, rm.dt));
+      var = static_cast<double>(load_as<C>(rv.p + c * rv.es, rv.dt));
     }
     const double rs = 1.0 / std::sqrt(var + eps);
     mean_out[c] = static_cast<C>(mu);
@@ -199,8 +194,8 @@ __global__ void bn_stats_kernel(C* mean_out, C* rstd_out, C* coef, const double*
     coef[Ch + c] = static_cast<C>(sub_rn(b.p ? static_cast<double>(at<C>(b, c)) : 0.0, mul_rn(mu, scale)));
     if (update_running) {  // momentum, the unbiased batch variance, in double, one rounding to the buffer
       const double n = static_cast<double>(count);
-      char* pm = rm.p + c * rm.step;
-      char* pv = rv.p + c * rv.step;
+      char* pm = rm.p + c * rm.es;
+      char* pv = rv.p + c * rv.es;
       const double m = add_rn(mul_rn(1.0 - momentum, load_as<double>(pm, rm.dt)),
                               mul_rn(momentum, static_cast<double>(static_cast<C>(mu))));
       const double v = add_rn(mul_rn(1.0 - momentum, load_as<double>(pv, rv.dt)),

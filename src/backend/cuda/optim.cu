@@ -1,7 +1,8 @@
 // The optimizers' fused update on CUDA parameters (optim.h): each thread reads one gradient
 // (widened, times the AMP inverse scale), runs the shared per-element update on the float32
-// weight and state, and writes the 16-bit parameter back rounded to nearest even. Every
-// element is read and written once, in one launch per parameter.
+// weight and state, and writes the 16-bit parameter back rounded to nearest even or
+// stochastically (the CPU's hash of the element index, so the CPU's bits). Every element
+// is read and written once, in one launch per parameter.
 #include "backend/cuda/convert.cuh"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/optim.h"
@@ -18,7 +19,15 @@ __global__ void fused_step_kernel(FusedStep a, int64_t grad_es, int64_t param_es
 #pragma unroll
     for (int j = 0; j < 3; ++j) s[j] = a.state[j] ? a.state[j] + i : nullptr;
     k(1, &g, a.weight + i, s);
-    if (a.param16) store_from<float>(static_cast<char*>(a.param16) + i * param_es, a.param_dtype, a.weight[i]);
+    if (!a.param16) continue;
+    if (a.stochastic) {
+      const uint32_t r = optim::detail::element_bits(a.sr_key, i);
+      static_cast<uint16_t*>(a.param16)[i] = a.param_dtype == DType::BFloat16
+                                                 ? optim::detail::bf16_stochastic(a.weight[i], r)
+                                                 : optim::detail::half_stochastic(a.weight[i], r);
+    } else {
+      store_from<float>(static_cast<char*>(a.param16) + i * param_es, a.param_dtype, a.weight[i]);
+    }
   }
 }
 

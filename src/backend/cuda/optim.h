@@ -16,9 +16,11 @@ struct FusedStep {
   bool scaled = false;  // multiply gradients by inv_scale while reading them (AMP)
   float inv_scale = 1.0f;
   float* weight = nullptr;  // float32 weights updated in place: the parameter or its master copy
-  void* param16 = nullptr;  // the 16-bit parameter written back from weight (nearest even), or null
+  void* param16 = nullptr;  // the 16-bit parameter written back from weight, or null
   DType param_dtype = kFloat32;
-  float* state[3] = {};  // float32 state buffers (null: unused)
+  bool stochastic = false;  // write param16 back rounded stochastically (else to nearest even)
+  uint64_t sr_key = 0;      // stochastic rounding: hash of (seed, step, parameter index)
+  float* state[3] = {};     // float32 state buffers (null: unused)
 };
 
 // The SGD and Adam/AdamW updates of backend/optim_fns.h, one thread per element, computed in
