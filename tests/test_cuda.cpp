@@ -502,6 +502,55 @@ TEST(Cuda, StochasticRoundingMatchesTheCpuBitForBit) {
   }
 }
 
+// nn::BatchNorm2d moved to the device counts its batches there (no host read of the
+// counter) and normalizes as on the CPU, running statistics included.
+TEST(Cuda, BatchNormModuleCountsBatchesOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  auto run = [](Device d) {
+    manual_seed(22);
+    nn::BatchNorm2d bn(nn::BatchNorm2dOptions(3));
+    bn->to(d);
+    const Tensor x = randn({4, 3, 5, 5}).to(d);
+    Tensor y;
+    for (int i = 0; i < 2; ++i) y = bn->forward(x);
+    EXPECT_EQ(bn->num_batches_tracked.device(), d);
+    return std::vector<Tensor>{y.to(Device(kCPU)), bn->running_mean.to(Device(kCPU)),
+                               bn->num_batches_tracked.to(Device(kCPU))};
+  };
+  const auto want = run(Device(kCPU)), got = run(kGpu);
+  EXPECT_EQ(got[2].item<int64_t>(), 2);
+  EXPECT_TRUE(testing::all_close(got[0], want[0].to_vector(), {1e-5, 1e-5}));
+  EXPECT_TRUE(testing::all_close(got[1], want[1].to_vector(), {1e-6, 1e-6}));
+}
+
+// clip_grad_norm_ on device gradients (one host read for all of them) gives the CPU's norm
+// and clipped gradients, for the 2-norm, the 1-norm and the max norm.
+TEST(Cuda, ClipGradNormMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  for (double p : {2.0, 1.0, std::numeric_limits<double>::infinity()}) {
+    SCOPED_TRACE(p);
+    auto run = [&](Device d) {
+      manual_seed(23);
+      std::vector<Tensor> params;
+      for (int64_t n : {10, 300, 7}) {
+        Tensor w = randn({n}).to(d).requires_grad_();
+        sum(mul(w, w)).backward();
+        params.push_back(w);
+      }
+      const double norm = nn::utils::clip_grad_norm_(params, 0.5, p);
+      std::vector<double> g;
+      for (const Tensor& w : params)
+        for (double v : w.grad().to_vector()) g.push_back(v);
+      return std::pair<double, std::vector<double>>{norm, g};
+    };
+    const auto [want_norm, want_g] = run(Device(kCPU));
+    const auto [got_norm, got_g] = run(kGpu);
+    EXPECT_NEAR(got_norm, want_norm, 1e-9 * want_norm);
+    ASSERT_EQ(got_g.size(), want_g.size());
+    for (size_t i = 0; i < got_g.size(); ++i) EXPECT_NEAR(got_g[i], want_g[i], 1e-6 * (1 + std::fabs(want_g[i])));
+  }
+}
+
 // An MLP moved to the device with Module::to trains there, in float32 and under bf16
 // autocast with AdamW, as on the CPU: the same losses step by step (to the products'
 // rounding; bf16 within a bf16 ulp of the loss).

@@ -1,5 +1,8 @@
 // clip_grad_norm_ / clip_grad_value_.
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "tensorcast/autograd.h"
 #include "tensorcast/nn/utils.h"
@@ -15,18 +18,28 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
     if (param.defined() && param.grad().defined()) grads.push_back(param.grad());
   if (grads.empty()) return 0.0;
 
-  // Per tensor, reduce in float64 (one host read each): 16-bit gradients would lose the
-  // small squares, and the total must be exact enough to compare with max_norm.
+  // Per tensor, reduce in float64 (16-bit gradients would lose the small squares, and the
+  // total must be exact enough to compare with max_norm), adding (or taking the max of) the
+  // per-tensor results on their device in parameter order: one host read per device, not
+  // per tensor, so CUDA gradients cost one sync.
   const bool inf_norm = std::isinf(p);
-  double total = 0.0;
+  std::vector<std::pair<Device, Tensor>> per_device;
   for (const Tensor& g : grads) {
     const Tensor a = tc::abs(g.to(kFloat64));
-    if (inf_norm) {
-      total = std::max(total, tc::max(a).item_double());
-      if (std::isnan(total)) break;
-    } else {
-      total += (p == 2.0 ? tc::sum(a * a) : p == 1.0 ? tc::sum(a) : tc::sum(tc::pow(a, p))).item_double();
-    }
+    const Tensor part = inf_norm   ? tc::max(a)
+                        : p == 2.0 ? tc::sum(a * a)
+                        : p == 1.0 ? tc::sum(a)
+                                   : tc::sum(tc::pow(a, p));
+    auto it = std::find_if(per_device.begin(), per_device.end(), [&](const auto& e) { return e.first == g.device(); });
+    if (it == per_device.end())
+      per_device.emplace_back(g.device(), part);
+    else
+      it->second = inf_norm ? tc::maximum(it->second, part) : tc::add(it->second, part);
+  }
+  double total = 0.0;
+  for (const auto& [device, acc] : per_device) {
+    const double v = acc.item_double();
+    total = inf_norm ? (std::isnan(v) || std::isnan(total) ? NAN : std::max(total, v)) : total + v;
   }
   if (!inf_norm) total = p == 2.0 ? std::sqrt(total) : p == 1.0 ? total : std::pow(total, 1.0 / p);
 
@@ -38,7 +51,7 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   }
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1.0)
-    for (Tensor g : grads) g.mul_(coef);
+    for (Tensor g : grads) g.mul_(coef);  // a scalar: nothing is read back
   return total;
 }
 

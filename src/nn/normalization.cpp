@@ -48,7 +48,12 @@ Tensor BatchNorm2dImpl::forward(const Tensor& input) {
   const bool use_running = options.track_running_stats();
   if (is_training() && use_running) {
     NoGradGuard no_grad;
-    if (num_batches_tracked.dtype() == kInt64) {
+    if (!num_batches_tracked.device().is_cpu()) {
+      // On the device, without reading it back (no sync per forward): an int64 add, as
+      // PyTorch's num_batches_tracked.add_(1).
+      num_batches_tracked.add_(
+          ones({}, TensorOptions(num_batches_tracked.dtype()).device(num_batches_tracked.device())));
+    } else if (num_batches_tracked.dtype() == kInt64) {
       // In integers (a double loses counts above 2^53) and saturating: a loaded state may
       // hold the largest int64, and one more would overflow.
       int64_t* n = num_batches_tracked.data_ptr<int64_t>();
