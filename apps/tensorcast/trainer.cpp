@@ -434,8 +434,6 @@ TrainResult run_training(const TrainConfig& config) {
           "[cli] --precision bf16-pure runs on the CPU only for now (the CUDA optimizers keep float32 "
           "master weights); use --precision bf16 with --device " +
           cfg.device);
-    if (cfg.numerics_report)
-      throw tc::Error("[cli] --numerics-report reads tensors on the CPU only for now; drop it or use --device cpu");
   }
   const bool use_scaler = prec.compute == tc::kFloat16 && cfg.scaler;
   const int64_t bytes_before_data = tc::memory_stats().current_bytes;

@@ -64,9 +64,14 @@ void add_counts(NumericsReport::TensorStats& s, const Tensor& t) {
 }
 }  // namespace
 
+// What the counting kernels read: the tensor itself on the CPU, a copy of a CUDA tensor (a
+// diagnostic mode, so a device-to-host copy per sampled tensor is its price).
+static Tensor on_host(const Tensor& t) { return t.device().is_cpu() ? t : t.detach().to(Device(kCPU)); }
+
 // The counts do not depend on element order: a channels-last gradient (what convolutions
 // produce) is read through its NHWC view, which is contiguous, instead of being copied.
-static Tensor in_memory_order(const Tensor& t) {
+static Tensor in_memory_order(const Tensor& t_any) {
+  const Tensor t = on_host(t_any);
   return !t.is_contiguous() && t.is_contiguous(MemoryFormat::ChannelsLast) ? t.permute({0, 2, 3, 1}) : t;
 }
 
@@ -96,7 +101,8 @@ void NumericsReport::after_update(const Named& params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
     TensorStats& s = entry(name, "param_grad");
-    const cpu::LostUpdates u = cpu::count_lost_bf16_updates(weights_before_[i], p.detach(), g);
+    const cpu::LostUpdates u =
+        cpu::count_lost_bf16_updates(on_host(weights_before_[i]), on_host(p.detach()), on_host(g));
     s.update_total += u.with_grad;
     s.update_lost += u.lost;
   }
@@ -112,7 +118,7 @@ std::string NumericsReport::record_overflow(int64_t step, const Named& params) {
     }
   if (what.empty())
     for (const auto& [name, p] : params)
-      if (p.grad().defined() && cpu::has_non_finite(p.grad())) {
+      if (p.grad().defined() && cpu::has_non_finite(on_host(p.grad()))) {
         what = "gradient of parameter " + name;
         break;
       }

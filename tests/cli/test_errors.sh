@@ -21,6 +21,7 @@ expect_fail 1 "^tensorcast: error: \[cli\] --device expects cpu, cuda or cuda:N,
 # cuda:99 exists on no machine: without a GPU (or a CUDA build) the reason is the driver's, with one the count.
 expect_fail 1 "^tensorcast: error: \[cli\] --device cuda:99: (no usable CUDA device \(.+\); train on the CPU|this machine has [0-9]+ CUDA device)" -- \
   "$TC" train --device cuda:99
+expect_fail 1 "^tensorcast: error: \[cli\] --device expects cpu, cuda or cuda:N, got 'tpu'" -- "$TC" report --device tpu
 expect_fail 2 "^tensorcast: --model expects one of" -- "$TC" bench --model resnet
 expect_fail 2 "^tensorcast: --steps expects a positive integer, got '-1'" -- "$TC" bench --steps -1
 expect_fail 2 "^tensorcast: unexpected argument 'extra'" -- "$TC" train extra
