@@ -126,6 +126,24 @@ TEST(CudaRuntime, Conv2dWithoutCudnnSaysHowToGetIt) {
   EXPECT_EQ(host, std::vector<float>(2 * 3 * 5 * 5, 1.0f));
 }
 
+// Pinned memory where no GPU is usable: pin_memory() says why, and a DataLoader asked to pin
+// hands out the same (unpinned) batches, as PyTorch ignores pin_memory without a device.
+TEST(CudaRuntime, PinnedMemoryWithoutAGpu) {
+  if (cuda::is_available()) GTEST_SKIP() << "a GPU is present (CudaPinned.* cover pinned memory)";
+  const Tensor t = arange(6, kFloat32);
+  EXPECT_FALSE(t.is_pinned());
+  EXPECT_TRUE(testing::throws_with([&] { (void)t.pin_memory(); }, {"[pin_memory]", "needs a CUDA device"}));
+  const data::TensorDataset ds(arange(10, kFloat32).reshape({10, 1}), arange(10, kInt64));
+  data::DataLoader plain(ds, data::DataLoaderOptions(4)), pinned(ds, data::DataLoaderOptions(4).pin_memory(true));
+  auto a = plain.begin();
+  auto b = pinned.begin();
+  for (; a != plain.end() && b != pinned.end(); ++a, ++b) {
+    EXPECT_FALSE(b->data.is_pinned());
+    EXPECT_TRUE(same_bits(b->data, a->data));
+    EXPECT_TRUE(same_bits(b->target, a->target));
+  }
+}
+
 // ---------------------------------------------------------------- on a GPU
 
 TEST(Cuda, DevicePropertiesAndStreams) {
@@ -500,6 +518,48 @@ TEST(Cuda, StochasticRoundingMatchesTheCpuBitForBit) {
     EXPECT_TRUE(same_bits(run(kGpu, optim::Rounding::Stochastic), want));
     EXPECT_FALSE(same_bits(run(kGpu, optim::Rounding::NearestEven), want)) << "the rounding was not stochastic";
   }
+}
+
+// Pinned host memory: pin_memory() copies into page-locked memory; copies from it to the
+// device with non_blocking return at once and still deliver the bytes when the source is
+// dropped right away (the block is kept until the copy is done, then reused); a
+// non_blocking copy into pinned memory is complete after a synchronize; a DataLoader
+// asked to pin hands out pinned batches.
+TEST(CudaPinned, AsynchronousCopiesKeepTheirSourceAlive) {
+  SKIP_WITHOUT_GPU();
+  const Tensor t = randn({3, 257});
+  const Tensor p = t.pin_memory();
+  EXPECT_TRUE(p.is_pinned());
+  EXPECT_FALSE(t.is_pinned());
+  EXPECT_TRUE(same_bits(p, t));
+  EXPECT_EQ(p.pin_memory().impl(), p.impl());  // already pinned: itself
+  std::vector<Tensor> on_gpu;
+  for (int i = 0; i < 50; ++i) {  // each source dies at once; later ones reuse the cached blocks
+    on_gpu.push_back(mul(t, static_cast<double>(i)).pin_memory().to(kGpu, /*non_blocking=*/true));
+  }
+  for (int i = 0; i < 50; ++i) EXPECT_TRUE(same_bits(on_gpu[i], mul(t, static_cast<double>(i)))) << i;
+  // To the CPU without waiting: the result is pinned, complete after a synchronize.
+  const Tensor dst = on_gpu[7].to(Device(kCPU), /*non_blocking=*/true);
+  EXPECT_TRUE(dst.is_pinned());
+  cuda::synchronize();
+  EXPECT_TRUE(same_bits(dst, mul(t, 7.0)));
+  EXPECT_FALSE(on_gpu[7].to(Device(kCPU)).is_pinned());
+}
+
+TEST(CudaPinned, DataLoaderPinsBatches) {
+  SKIP_WITHOUT_GPU();
+  const data::TensorDataset ds(randn({100, 8}), arange(100, kInt64));
+  data::DataLoader plain(ds, data::DataLoaderOptions(16)), pinned(ds, data::DataLoaderOptions(16).pin_memory(true));
+  auto a = plain.begin();
+  auto b = pinned.begin();
+  int n = 0;
+  for (; a != plain.end() && b != pinned.end(); ++a, ++b, ++n) {
+    EXPECT_TRUE(b->data.is_pinned());
+    EXPECT_TRUE(b->target.is_pinned());
+    EXPECT_TRUE(same_bits(b->data.to(kGpu, true), a->data));
+    EXPECT_TRUE(same_bits(b->target, a->target));
+  }
+  EXPECT_EQ(n, 7);
 }
 
 // nn::BatchNorm2d moved to the device counts its batches there (no host read of the

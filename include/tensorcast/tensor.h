@@ -87,7 +87,15 @@ class Tensor {
 
   // --- conversions and copies (differentiable where it makes sense)
   Tensor to(DType dtype) const;  // returns *this when the dtype already matches
-  Tensor to(Device device) const;
+  // Between devices. non_blocking (libtorch's): a copy from pinned host memory to a GPU
+  // returns without waiting for the device (from pageable memory it is the same as
+  // blocking); a copy from a GPU to the CPU returns at once with its result in pinned
+  // memory, to be read only after tc::cuda::synchronize() (or a later wait on the stream).
+  Tensor to(Device device, bool non_blocking = false) const;
+  // A copy in page-locked host memory (CUDA builds with a GPU; *this when already pinned),
+  // so copies to a GPU run asynchronously; is_pinned() says whether a tensor's memory is.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
   Tensor clone() const;
   Tensor contiguous() const;  // *this when already contiguous
   // The same values in `format`'s memory layout, sizes unchanged (libtorch's

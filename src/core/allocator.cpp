@@ -98,7 +98,18 @@ BlockCache& cpu_cache() {
 
 }  // namespace
 
-Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev), owned(true) {
+Storage::Storage(size_t n, Device dev, bool pinned_host) : nbytes(n), device(dev), owned(true) {
+  if (pinned_host) {
+    TC_CHECK(dev.is_cpu(), "pin_memory", "pinned memory is host memory, not ", dev);
+#if defined(TC_WITH_CUDA)
+    data = cuda::detail::allocate_pinned(n);
+    pinned = true;
+    note_alloc(dev, static_cast<int64_t>(n));
+    return;
+#else
+    TC_FAIL("pin_memory", "pinned memory needs a CUDA device: ", cuda::unavailable_reason());
+#endif
+  }
   if (dev.is_cuda()) {
 #if defined(TC_WITH_CUDA)
     const cudaStream_t s = cuda::detail::raw_stream(dev);
@@ -126,8 +137,11 @@ Storage::Storage(void* d, size_t n, Device dev) : data(d), nbytes(n), device(dev
 Storage::~Storage() {
   if (!owned) return;
 #if defined(TC_WITH_CUDA)
-  if (device.is_cuda()) {
-    cuda::detail::release(data, device, static_cast<cudaStream_t>(stream));
+  if (device.is_cuda() || pinned) {
+    if (pinned)
+      cuda::detail::release_pinned(data, nbytes);
+    else
+      cuda::detail::release(data, device, static_cast<cudaStream_t>(stream));
     note_free(device, static_cast<int64_t>(nbytes));
     return;
   }
@@ -155,6 +169,9 @@ MemoryStats memory_stats(Device d) {
 
 void empty_cache(Device d) {
   if (d.is_cpu()) cpu_cache().clear();
+#if defined(TC_WITH_CUDA)
+  if (d.is_cpu()) cuda::detail::empty_pinned_cache();
+#endif
 #if defined(TC_WITH_CUDA)
   if (d.is_cuda()) cuda::detail::empty_cache(d);
 #endif

@@ -9,8 +9,12 @@
 #if defined(TC_WITH_CUDA)
 #include <cstdint>
 #include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "core/cuda_runtime.h"
+#include "core/tensor_impl.h"
 
 namespace tc::cuda::detail {
 namespace {
@@ -91,6 +95,118 @@ void empty_cache(Device device) {
   // Freed blocks become free in the pool only once their streams reach the free.
   TC_CUDA_CHECK(cudaDeviceSynchronize(), "empty_cache");
   TC_CUDA_CHECK(cudaMemPoolTrimTo(pool(device), 0), "empty_cache");
+}
+
+// ------------------------------------------------------------------ pinned host memory
+// cudaHostAlloc and cudaFreeHost are slow and cudaFreeHost waits for the whole device, so
+// freed blocks are kept by size and handed out again. A block an asynchronous copy still
+// uses is not free yet: the copy holds its Storage (keep_alive_until) until an event
+// recorded after it has passed, checked whenever the cache is used.
+namespace {
+
+struct InFlight {
+  std::shared_ptr<Storage> storage;
+  cudaEvent_t done;
+};
+
+struct PinnedCache {
+  std::mutex mutex;
+  std::unordered_map<size_t, std::vector<void*>> free;
+  std::vector<InFlight> in_flight;
+
+  // The storages whose copies have finished, taken out under the lock (they are dropped
+  // by the caller after it, since dropping one re-enters release_pinned).
+  std::vector<std::shared_ptr<Storage>> take_finished() {
+    std::vector<std::shared_ptr<Storage>> done;
+    for (size_t i = 0; i < in_flight.size();) {
+      if (cudaEventQuery(in_flight[i].done) == cudaErrorNotReady) {
+        ++i;
+        continue;
+      }
+      (void)cudaGetLastError();  // an error here belongs to the copy, reported where it was queued
+      (void)cudaEventDestroy(in_flight[i].done);
+      done.push_back(std::move(in_flight[i].storage));
+      in_flight[i] = std::move(in_flight.back());
+      in_flight.pop_back();
+    }
+    return done;
+  }
+};
+
+PinnedCache& pinned_cache() {
+  static PinnedCache* cache = new PinnedCache;  // never destroyed: storages may outlive statics
+  return *cache;
+}
+
+}  // namespace
+
+void* allocate_pinned(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  PinnedCache& c = pinned_cache();
+  std::vector<std::shared_ptr<Storage>> finished;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    finished = c.take_finished();
+    auto it = c.free.find(nbytes);
+    if (it != c.free.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      return p;  // `finished` is dropped after the lock, returning its blocks
+    }
+  }
+  finished.clear();
+  TC_CHECK(device_count() > 0, "pin_memory", "pinned memory needs a CUDA device: ", unavailable_reason());
+  void* p = nullptr;
+  // Portable: pinned for every device, so a copy to any GPU is asynchronous.
+  cudaError_t err = cudaHostAlloc(&p, nbytes, cudaHostAllocPortable);
+  if (err == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    empty_pinned_cache();
+    err = cudaHostAlloc(&p, nbytes, cudaHostAllocPortable);
+  }
+  if (err == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    TC_FAIL("pin_memory", "could not page-lock ", nbytes,
+            " bytes of host memory (the system's limit on locked "
+            "memory, or memory itself, is exhausted); use smaller batches or pin_memory(false)");
+  }
+  TC_CUDA_CHECK(err, "pin_memory");
+  return p;
+}
+
+void release_pinned(void* ptr, size_t nbytes) {
+  if (ptr == nullptr) return;
+  PinnedCache& c = pinned_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.free[nbytes].push_back(ptr);
+}
+
+void empty_pinned_cache() {
+  PinnedCache& c = pinned_cache();
+  std::vector<void*> blocks;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    for (auto& [size, list] : c.free) blocks.insert(blocks.end(), list.begin(), list.end());
+    c.free.clear();
+  }
+  for (void* p : blocks) (void)cudaFreeHost(p);
+}
+
+void keep_alive_until(std::shared_ptr<Storage> storage, Device device, cudaStream_t stream) {
+  DeviceGuard guard(device);
+  cudaEvent_t done = nullptr;
+  TC_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "to");
+  if (const cudaError_t err = cudaEventRecord(done, stream); err != cudaSuccess) {
+    (void)cudaEventDestroy(done);
+    throw_cuda_error(err, "to", "cudaEventRecord");
+  }
+  PinnedCache& c = pinned_cache();
+  std::vector<std::shared_ptr<Storage>> finished;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    finished = c.take_finished();
+    c.in_flight.push_back({std::move(storage), done});
+  }
 }
 
 }  // namespace tc::cuda::detail

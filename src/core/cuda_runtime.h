@@ -3,8 +3,14 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <memory>
+
 #include "tensorcast/cuda.h"
 #include "tensorcast/error.h"
+
+namespace tc {
+struct Storage;
+}
 
 namespace tc::cuda::detail {
 
@@ -35,6 +41,16 @@ void release(void* ptr, Device device, cudaStream_t stream);
 int64_t reserved_bytes(Device device);  // held from the driver, in use or cached
 int64_t cached_bytes(Device device);    // held but free
 void empty_cache(Device device);
+
+// Page-locked host memory for a pinned Storage (Tensor::pin_memory), cached by size: a
+// block comes back only when no copy is still using it (see keep_alive_until).
+void* allocate_pinned(size_t nbytes);
+void release_pinned(void* ptr, size_t nbytes);
+void empty_pinned_cache();
+// Keeps `storage` (pinned host memory an asynchronous copy reads or writes) alive until the
+// work queued on `stream` so far is done, without waiting for it: PyTorch's
+// CachingHostAllocator records an event the same way before it reuses a block.
+void keep_alive_until(std::shared_ptr<Storage> storage, Device device, cudaStream_t stream);
 
 }  // namespace tc::cuda::detail
 

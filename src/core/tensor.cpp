@@ -63,10 +63,11 @@ bool is_contiguous_layout(const Shape& sizes, const Shape& strides) {
 
 int64_t TensorImpl::numel() const { return shape_numel(sizes); }
 
-Tensor make_tensor(const Shape& sizes, DType dtype, Device device) {
+Tensor make_tensor(const Shape& sizes, DType dtype, Device device, bool pinned_host) {
   for (int64_t s : sizes) TC_CHECK(s >= 0, "empty", "negative size in shape ", shape_str(sizes));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(sizes)) * element_size(dtype), device);
+  impl->storage =
+      std::make_shared<Storage>(static_cast<size_t>(shape_numel(sizes)) * element_size(dtype), device, pinned_host);
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;

@@ -25,8 +25,12 @@ struct Storage {
   // steps, collectives): Tensor::_version(), PyTorch's version counter shared by views.
   std::atomic<uint64_t> version{0};
 
-  Storage(size_t nbytes, Device device);              // allocates
-  Storage(void* data, size_t nbytes, Device device);  // wraps, does not own
+  // Page-locked host memory (Tensor::pin_memory; CUDA builds): copies between it and a GPU
+  // run asynchronously.
+  bool pinned = false;
+
+  Storage(size_t nbytes, Device device, bool pinned_host = false);  // allocates
+  Storage(void* data, size_t nbytes, Device device);                // wraps, does not own
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -59,7 +63,8 @@ int64_t shape_numel(const Shape& sizes);
 bool is_contiguous_layout(const Shape& sizes, const Shape& strides);
 
 // A new, contiguous, uninitialized tensor.
-Tensor make_tensor(const Shape& sizes, DType dtype, Device device = Device{});
+// A new contiguous tensor, uninitialized; pinned_host: in page-locked host memory.
+Tensor make_tensor(const Shape& sizes, DType dtype, Device device = Device{}, bool pinned_host = false);
 // A view of `base`'s storage with new geometry (no autograd recording).
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "data/shuffle.h"
+#include "tensorcast/cuda.h"
 
 namespace tc::data {
 namespace detail {
@@ -32,7 +33,7 @@ struct Pass {
   };
 
   Pass(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> order, int64_t batch_size, int64_t num_batches,
-       int64_t epoch, std::shared_ptr<Cursor> cursor, int64_t prefetch)
+       int64_t epoch, std::shared_ptr<Cursor> cursor, int64_t prefetch, bool pin)
       : dataset_(std::move(dataset)),
         order_(std::move(order)),
         batch_size_(batch_size),
@@ -40,6 +41,7 @@ struct Pass {
         epoch_(epoch),
         cursor_(std::move(cursor)),
         capacity_(prefetch),
+        pin_(pin),
         next_(cursor_->batch) {
     if (capacity_ > 0 && next_ < num_batches_) worker_ = std::thread([this, start = next_] { run(start); });
   }
@@ -50,7 +52,10 @@ struct Pass {
   Example produce(int64_t k) const {
     const int64_t begin = k * batch_size_;
     const int64_t end = std::min<int64_t>(begin + batch_size_, static_cast<int64_t>(order_.size()));
-    return dataset_->get_batch(std::span<const int64_t>(order_.data() + begin, static_cast<size_t>(end - begin)));
+    Example batch =
+        dataset_->get_batch(std::span<const int64_t>(order_.data() + begin, static_cast<size_t>(end - begin)));
+    if (pin_) batch = {batch.data.pin_memory(), batch.target.pin_memory()};  // on the worker, off the loop
+    return batch;
   }
 
   void run(int64_t start) {
@@ -125,6 +130,7 @@ struct Pass {
   const int64_t batch_size_, num_batches_, epoch_;
   const std::shared_ptr<Cursor> cursor_;
   const int64_t capacity_;
+  const bool pin_;
   int64_t next_;          // consumer side
   bool stopped_ = false;  // consumer side
 
@@ -213,8 +219,9 @@ DataLoader::Iterator DataLoader::begin() {
   stop_pass();  // one pass at a time: an older iterator simply ends
   const int64_t n = size();
   if (n > 0 && cursor_->batch >= n) *cursor_ = {cursor_->epoch + 1, 0};
-  auto pass = std::make_shared<detail::Pass>(dataset_, epoch_order(cursor_->epoch), options_.batch_size(), n,
-                                             cursor_->epoch, cursor_, options_.prefetch());
+  auto pass =
+      std::make_shared<detail::Pass>(dataset_, epoch_order(cursor_->epoch), options_.batch_size(), n, cursor_->epoch,
+                                     cursor_, options_.prefetch(), options_.pin_memory() && cuda::is_available());
   pass_ = pass;
   return Iterator(std::move(pass));
 }

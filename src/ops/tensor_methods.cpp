@@ -47,7 +47,7 @@ Tensor dense(const Tensor& t) {
 }
 }  // namespace
 
-Tensor Tensor::to(Device d) const {
+Tensor Tensor::to(Device d, bool non_blocking) const {
   TC_CHECK(defined(), "to", "called on an undefined tensor");
   if (device() == d) return *this;
   TC_CHECK(d.is_cpu() || (d.index >= 0 && d.index < cuda::device_count()), "to", "cannot move a tensor to ", d, ": ",
@@ -57,15 +57,29 @@ Tensor Tensor::to(Device d) const {
   // A dense tensor (channels-last too) moves as one run of bytes and keeps its layout, as
   // PyTorch's preserve_format; anything else is made contiguous on its own device first.
   const Tensor src = dense(*this);
-  Tensor out = make_tensor(sizes(), dtype(), d);
+  // A non-blocking copy to the CPU lands in pinned memory (PyTorch's choice): only there can
+  // the device write it while the host goes on.
+  const bool pinned_out = non_blocking && d.is_cpu();
+  Tensor out = make_tensor(sizes(), dtype(), d, pinned_out);
   if (!src.is_contiguous() && src.numel() > 0)
-    out = make_view(make_tensor({src.numel()}, dtype(), d), sizes(),
+    out = make_view(make_tensor({src.numel()}, dtype(), d, pinned_out), sizes(),
                     strides_for_order(sizes(), dense_stride_order(src.sizes(), src.strides())), 0);
-  gpu::transfer(out, src);
+  gpu::transfer(out, src, non_blocking);
   return record("to", out, {*this}, [from = device()](const Tensor& g, const std::vector<bool>&) {
     return std::vector<Tensor>{g.to(from)};
   });
 }
+
+Tensor Tensor::pin_memory() const {
+  TC_CHECK(defined(), "pin_memory", "called on an undefined tensor");
+  TC_CHECK(device().is_cpu(), "pin_memory", "only CPU tensors can be pinned, got a tensor on ", device());
+  if (is_pinned()) return *this;
+  Tensor out = make_tensor(sizes(), dtype(), Device{}, /*pinned_host=*/true);
+  out.copy_(detach());
+  return out;
+}
+
+bool Tensor::is_pinned() const { return defined() && impl()->storage && impl()->storage->pinned; }
 
 Tensor Tensor::clone() const {
   profiler::detail::Scope rec("clone");

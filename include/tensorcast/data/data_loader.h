@@ -34,6 +34,10 @@ struct DataLoaderOptions {
   TC_ARG(uint64_t, seed) = 0;
   // Batches prepared ahead by a background thread; 0 gathers on the calling thread.
   TC_ARG(int64_t, prefetch) = 2;
+  // Batches in page-locked host memory (Tensor::pin_memory, done by the prefetch thread),
+  // so `batch.data.to(gpu, /*non_blocking=*/true)` runs asynchronously. Ignored where no
+  // CUDA device is usable (PyTorch warns and ignores it too).
+  TC_ARG(bool, pin_memory) = false;
   // Data parallelism (PyTorch's DistributedSampler): this loader reads shard `rank` of
   // `num_replicas` (R). Epoch e's permutation P of the n examples is computed as for one
   // process (seed + e, or 0..n-1 unshuffled), so it is the same on every rank. Then:

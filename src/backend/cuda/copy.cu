@@ -79,7 +79,7 @@ void fill(const Tensor& t, double value) {
   TC_CUDA_CHECK(cudaGetLastError(), "fill_");
 }
 
-void transfer(const Tensor& dst, const Tensor& src) {
+void transfer(const Tensor& dst, const Tensor& src, bool non_blocking) {
   TC_CHECK(dst.sizes() == src.sizes() && dst.dtype() == src.dtype(), "to",
            "a copy between devices needs equal sizes and dtypes, got ", shape_str(src.sizes()), " ", src.dtype(),
            " and ", shape_str(dst.sizes()), " ", dst.dtype());
@@ -101,9 +101,16 @@ void transfer(const Tensor& dst, const Tensor& src) {
                               : src.device().is_cpu() ? cudaMemcpyHostToDevice
                                                       : cudaMemcpyDeviceToDevice;
   TC_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), bytes, kind, stream), "to");
-  // The host reads dst as soon as this returns; from pageable memory the copy may still be
-  // in flight when cudaMemcpyAsync returns.
-  if (kind == cudaMemcpyDeviceToHost) TC_CUDA_CHECK(cudaStreamSynchronize(stream), "to");
+  // Pinned host memory makes the copy truly asynchronous: the host block must outlive it
+  // (keep_alive_until holds its Storage until the stream passes this point). From pageable
+  // memory cudaMemcpyAsync returns once the bytes are staged, so the source may go at once.
+  const Tensor& host = kind == cudaMemcpyDeviceToHost ? dst : src;
+  if (kind != cudaMemcpyDeviceToDevice && host.impl()->storage->pinned)
+    cuda::detail::keep_alive_until(host.impl()->storage, gpu, stream);
+  // The host reads dst as soon as this returns, unless the caller asked for a non-blocking
+  // copy into pinned memory (then, as in PyTorch, it synchronizes before reading).
+  if (kind == cudaMemcpyDeviceToHost && !(non_blocking && dst.impl()->storage->pinned))
+    TC_CUDA_CHECK(cudaStreamSynchronize(stream), "to");
 }
 
 }  // namespace tc::gpu

@@ -15,7 +15,9 @@ void fill(const Tensor& t, double value);
 
 // dst = src across devices (CPU <-> CUDA, or two CUDA devices): same sizes and dtype; a
 // dense src keeps its layout when dst has it too. The copy is queued on the device's
-// current stream; a copy to the CPU waits for it, so the host may read dst at once.
-void transfer(const Tensor& dst, const Tensor& src);
+// current stream; a copy to the CPU waits for it, so the host may read dst at once, except
+// a non_blocking one into pinned memory (the caller synchronizes, as in PyTorch). A copy
+// from or to pinned memory does not wait: the pinned block is kept until the copy is done.
+void transfer(const Tensor& dst, const Tensor& src, bool non_blocking = false);
 
 }  // namespace tc::gpu

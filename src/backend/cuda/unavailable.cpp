@@ -26,7 +26,7 @@ namespace {
 
 void copy_into(const Tensor&, const Tensor&) { unavailable("copy_"); }
 void fill(const Tensor&, double) { unavailable("fill_"); }
-void transfer(const Tensor&, const Tensor&) { unavailable("to"); }
+void transfer(const Tensor&, const Tensor&, bool) { unavailable("to"); }
 void matmul_into(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const char* op) { unavailable(op); }
 size_t matmul_cache_size() { return 0; }
 Tensor conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const cpu::ConvParams&) { unavailable("conv2d"); }
