@@ -449,6 +449,132 @@ TEST(Cuda, ClassLossesMatchTheCpu) {
   }
 }
 
+// The class losses keep their targets and weights on the device (no host round trip):
+// int64 and int32 targets, contiguous or not; ignore_index (outside the classes, inside
+// them, and on every row: mean is then 0 / 0 = NaN); weights in float32, float64 and bf16;
+// label smoothing; every reduction; float32, float64 and bf16 input, an unbatched (C)
+// input; values and gradients against the CPU, for cross_entropy and nll_loss.
+TEST(Cuda, ClassLossTargetsAndWeightsStayOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(21);
+  const int64_t N = 6, C = 7, D = 5;
+  const Tensor x = randn({N, C, D});
+  // The targets in variant v on device d: 0 int64, 1 int32, 2 int64 transposed, 3 int32 transposed.
+  auto targets = [&](const Tensor& t, int v, Device d) {
+    Tensor out = t.to(v % 2 ? kInt32 : kInt64).to(d);
+    if (v >= 2) out = out.t().contiguous().t();
+    EXPECT_EQ(out.is_contiguous(), v < 2);
+    return out;
+  };
+  const Tensor w32 = rand({C}), w64 = rand({C}).to(kFloat64), w16 = rand({C}).to(kBFloat16);
+  struct Case {
+    DType dt;
+    Tensor w;
+    int64_t ignore;
+  };
+  const std::vector<Case> cases = {{kFloat32, Tensor(), -100}, {kFloat32, w32, -100},  {kFloat64, w64, -100},
+                                   {kFloat32, w16, 2},         {kBFloat16, w32, -100}, {kFloat32, Tensor(), 3}};
+  for (const Case& c : cases) {
+    std::vector<int64_t> tv(static_cast<size_t>(N * D));  // every fourth target ignored
+    for (size_t i = 0; i < tv.size(); ++i) tv[i] = i % 4 == 3 ? c.ignore : static_cast<int64_t>(i * 5) % C;
+    const Tensor t64 = tensor(tv, {N, D});
+    const Tensor all_ignored = full({N, D}, static_cast<double>(c.ignore), TensorOptions(kInt64));
+    const double tol = c.dt == kBFloat16 ? 0x1p-6 : c.dt == kFloat64 ? 1e-12 : 1e-5;
+    for (int v = 0; v < 4; ++v) {
+      for (Reduction red : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+        for (double smoothing : {0.0, 0.2, -1.0}) {  // -1: nll_loss
+          const bool ce = smoothing >= 0;
+          SCOPED_TRACE(std::string(ce ? "cross_entropy" : "nll_loss") + " " + std::string(dtype_name(c.dt)) +
+                       " variant " + std::to_string(v) + " weight " +
+                       (c.w.defined() ? std::string(dtype_name(c.w.dtype())) : "none") + " ignore " +
+                       std::to_string(c.ignore) + " reduction " + std::to_string(static_cast<int>(red)) +
+                       " smoothing " + std::to_string(smoothing));
+          for (const Tensor* t : {&t64, &all_ignored}) {
+            auto run = [&](Device d) {
+              Tensor xd = (ce ? x : log_softmax(x, 1)).to(c.dt).to(d).clone().requires_grad_();
+              const Tensor td = targets(*t, v, d), wd = c.w.defined() ? c.w.to(d) : Tensor();
+              const Tensor loss =
+                  ce ? cross_entropy(xd, td, wd, c.ignore, red, smoothing) : nll_loss(xd, td, wd, c.ignore, red);
+              sum(mul(loss, full(loss.sizes(), 1.5, TensorOptions(d).dtype(loss.dtype())))).backward();
+              return std::vector<Tensor>{loss.to(Device(kCPU)), xd.grad().to(Device(kCPU))};
+            };
+            const auto want = run(Device(kCPU)), got = run(kGpu);
+            EXPECT_TRUE(testing::all_close(got[0], want[0], {tol, tol})) << "loss";
+            EXPECT_TRUE(testing::all_close(got[1], want[1], {tol, tol})) << "gradient";
+            if (t == &all_ignored && red == Reduction::Mean) EXPECT_TRUE(std::isnan(got[0].item<double>()));
+          }
+        }
+      }
+    }
+  }
+  // An unbatched (C) input with a 0-d target.
+  const Tensor x1 = randn({C});
+  for (Reduction red : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+    const Tensor t1 = full({}, 4.0, TensorOptions().dtype(kInt32));
+    Tensor xg = x1.to(kGpu).requires_grad_(), xc = x1.clone().requires_grad_();
+    const Tensor lg = cross_entropy(xg, t1.to(kGpu), w32.to(kGpu), -100, red, 0.1);
+    const Tensor lc = cross_entropy(xc, t1, w32, -100, red, 0.1);
+    sum(lg).backward();
+    sum(lc).backward();
+    EXPECT_TRUE(testing::all_close(lg.to(Device(kCPU)), lc, {1e-5, 1e-5}));
+    EXPECT_TRUE(testing::all_close(xg.grad().to(Device(kCPU)), xc.grad(), {1e-5, 1e-5}));
+  }
+}
+
+// An out-of-range target on the device: the forward's kernel records it without a host
+// sync and counts its row as ignored (loss 0); the next CUDA class-loss call raises the
+// CPU's error (op, target and class count), and the call after that runs again. The
+// record is the class losses' own: an embedding call does not raise it, nor they
+// embedding's.
+TEST(Cuda, ClassLossesReportAnOutOfRangeTargetAtTheNextCall) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(5);
+  const Tensor x = randn({3, 10});
+  const Tensor good = tensor(std::vector<int64_t>{1, 9, 3}), bad = tensor(std::vector<int64_t>{1, 12, 3});
+  for (bool ce : {true, false}) {
+    const std::string name = ce ? "cross_entropy" : "nll_loss";
+    SCOPED_TRACE(name);
+    auto call = [&](const Tensor& xin, const Tensor& t, Reduction red) {
+      return ce ? cross_entropy(xin, t, Tensor(), -100, red) : nll_loss(xin, t, Tensor(), -100, red);
+    };
+    const Tensor xg = x.to(kGpu);
+    const Tensor partial = call(xg, bad.to(kGpu), Reduction::None);  // no error yet, no sync
+    cuda::synchronize();
+    const Tensor want = call(x, good, Reduction::None);
+    const std::vector<double> got_rows = partial.to(Device(kCPU)).to_vector(), want_rows = want.to_vector();
+    EXPECT_NEAR(got_rows[0], want_rows[0], 1e-5);
+    EXPECT_EQ(got_rows[1], 0.0);  // the bad row counts as ignored
+    EXPECT_NEAR(got_rows[2], want_rows[2], 1e-5);
+    try {
+      (void)call(xg, good.to(kGpu), Reduction::Mean);
+      ADD_FAILURE() << "the recorded bad target was not reported";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("[" + name + "] target 12 is out of bounds for 10 classes"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("earlier call"), std::string::npos) << msg;
+    }
+    EXPECT_TRUE(testing::all_close(call(xg, good.to(kGpu), Reduction::Mean).to(Device(kCPU)),
+                                   call(x, good, Reduction::Mean), {1e-5, 1e-5}));  // reported once, then cleared
+    // int32, negative, and a mean that leaves the bad row out of the divisor
+    const Tensor m = call(xg, tensor(std::vector<int32_t>{-1, 9, 3}).to(kGpu), Reduction::Mean);
+    cuda::synchronize();
+    const std::vector<double> rows = want.to_vector();
+    EXPECT_NEAR(m.to(Device(kCPU)).item<double>(), (rows[1] + rows[2]) / 2, 1e-5);
+    const Tensor w = randn({5, 3}).to(kGpu);
+    (void)embedding(w, tensor(std::vector<int64_t>{0, 4}).to(kGpu));  // not the class losses' record
+    try {
+      (void)call(xg, good.to(kGpu), Reduction::Sum);
+      ADD_FAILURE() << "the recorded bad target was not reported";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("target -1 is out of bounds for 10 classes"), std::string::npos) << e.what();
+    }
+    (void)embedding(w, tensor(std::vector<int64_t>{7}).to(kGpu));
+    cuda::synchronize();
+    EXPECT_NO_THROW((void)call(xg, good.to(kGpu), Reduction::Sum));
+    EXPECT_THROW((void)embedding(w, tensor(std::vector<int64_t>{0}).to(kGpu)), Error);
+  }
+}
+
 // SGD (momentum, Nesterov, weight decay) and AdamW on the device against the CPU, float32
 // parameters and bf16 ones with float32 master weights, three steps, one of them through
 // an AmpStep (inv_scale applied on the way in). The device contracts a*b+c into FMAs where

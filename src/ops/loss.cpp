@@ -15,9 +15,10 @@ namespace tc::impl {
 
 namespace {
 
-// Checks the inputs of a class-index loss and reads its targets and class weights.
-std::shared_ptr<cpu::ClassTargets> check_class_loss(const char* op, const Tensor& input, const Tensor& target,
-                                                    const Tensor& weight, int64_t ignore_index, Shape& loss_shape) {
+// Checks the inputs of a class-index loss: returns the class dim and class count (in a
+// ClassTargets with no targets yet) and the loss's non-class shape.
+std::shared_ptr<cpu::ClassTargets> check_class_inputs(const char* op, const Tensor& input, const Tensor& target,
+                                                      const Tensor& weight, int64_t ignore_index, Shape& loss_shape) {
   TC_CHECK(input.defined() && target.defined(), op, "got an undefined input or target tensor");
   TC_CHECK(is_floating(input.dtype()), op, "expected floating input, got ", dtype_name(input.dtype()), " of shape ",
            shape_str(input.sizes()));
@@ -35,16 +36,33 @@ std::shared_ptr<cpu::ClassTargets> check_class_loss(const char* op, const Tensor
   loss_shape.erase(loss_shape.begin() + c->cdim);
   TC_CHECK(target.sizes() == loss_shape, op, "expected target of shape ", shape_str(loss_shape), " for input of shape ",
            shape_str(input.sizes()), ", got target of shape ", shape_str(target.sizes()));
-  if (weight.defined()) {
+  if (weight.defined())
     TC_CHECK(is_floating(weight.dtype()) && weight.dim() == 1 && weight.size(0) == c->classes, op,
              "expected a floating weight of shape ", shape_str({c->classes}), " for ", c->classes, " classes, got ",
              dtype_name(weight.dtype()), " of shape ", shape_str(weight.sizes()));
-    c->weight = weight.to_vector();
-  }
-  // The targets are checked on the host (a CUDA target is copied over: one sync per call).
-  cpu::read_class_targets(*c, target.device().is_cpu() ? target : target.to(Device(kCPU)), op);
   return c;
 }
+
+// Checks the inputs of a class-index loss on the CPU and reads its targets and class weights.
+std::shared_ptr<cpu::ClassTargets> check_class_loss(const char* op, const Tensor& input, const Tensor& target,
+                                                    const Tensor& weight, int64_t ignore_index, Shape& loss_shape) {
+  auto c = check_class_inputs(op, input, target, weight, ignore_index, loss_shape);
+  if (weight.defined()) c->weight = weight.to_vector();
+  cpu::read_class_targets(*c, target, op);
+  return c;
+}
+
+// The targets and class weights of a class-index loss on a CUDA device, kept there (no
+// host round trip; an out-of-range target is raised by a later call, gpu::ClassTargets).
+std::shared_ptr<gpu::ClassTargets> device_class_targets(const char* op, const cpu::ClassTargets& dims,
+                                                        const Tensor& target, const Tensor& weight) {
+  return std::make_shared<gpu::ClassTargets>(
+      gpu::class_targets(target, weight, dims.cdim, dims.classes, dims.ignore_index, op));
+}
+
+// The incoming gradient of a CUDA loss as its backward kernels read it: on the loss's
+// device, contiguous.
+Tensor device_grad(const Tensor& g, Device device) { return (g.device() == device ? g : g.to(device)).contiguous(); }
 
 // The loss tensor: 0-d for mean and sum, the non-class shape for none.
 Tensor loss_output(Reduction reduction, const Shape& loss_shape, const Tensor& input) {
@@ -73,6 +91,27 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
                      Reduction reduction, double label_smoothing) {
   const char* op = "cross_entropy";
   Shape loss_shape;
+  if (input.defined() && input.device().is_cuda()) {
+    const auto dims = check_class_inputs(op, input, target, weight, ignore_index, loss_shape);
+    TC_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op, "label_smoothing must be in [0, 1], got ",
+             label_smoothing);
+    const auto targets = device_class_targets(op, *dims, target, weight);
+    const Device device = input.device();
+    const Tensor lse =
+        make_tensor({shape_numel(loss_shape), 2}, input.dtype() == kFloat64 ? kFloat64 : kFloat32, device);
+    // reduction='mean': its divisor, computed by the forward on the device, read there by the backward
+    const Tensor divisor = reduction == kMean ? make_tensor({1}, kFloat64, device) : Tensor();
+    Tensor res = loss_output(reduction, loss_shape, input);
+    gpu::cross_entropy_forward(res, lse, divisor, input, *targets, label_smoothing, reduction != kNone);
+    return autograd::record(op, res, {input},
+                            [x = input.detach(), targets, lse, reduction, divisor, label_smoothing](
+                                const Tensor& g, const std::vector<bool>&) {
+                              Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
+                              gpu::cross_entropy_backward(gx, x, lse, *targets, device_grad(g, x.device()),
+                                                          reduction == kNone, divisor, label_smoothing);
+                              return std::vector<Tensor>{gx};
+                            });
+  }
   auto targets = check_class_loss(op, input, target, weight, ignore_index, loss_shape);
   TC_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op, "label_smoothing must be in [0, 1], got ",
            label_smoothing);
@@ -81,15 +120,13 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
   const Tensor lse = make_tensor({rows, 2}, input.dtype() == kFloat64 ? kFloat64 : kFloat32, input.device());
   const double divisor = divisor_for(reduction, *targets);
   Tensor res = loss_output(reduction, loss_shape, input);
-  (input.device().is_cuda() ? gpu::cross_entropy_forward : cpu::cross_entropy_forward)(
-      res, lse, input, *targets, label_smoothing, reduction != kNone, divisor);
+  cpu::cross_entropy_forward(res, lse, input, *targets, label_smoothing, reduction != kNone, divisor);
   return autograd::record(op, res, {input},
                           [x = input.detach(), targets, lse, reduction, divisor, label_smoothing](
                               const Tensor& g, const std::vector<bool>&) {
                             const RowGrad rg = row_grad(g, reduction, divisor);
                             Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
-                            (x.device().is_cuda() ? gpu::cross_entropy_backward : cpu::cross_entropy_backward)(
-                                gx, x, lse, *targets, rg.rows, rg.scale, label_smoothing);
+                            cpu::cross_entropy_backward(gx, x, lse, *targets, rg.rows, rg.scale, label_smoothing);
                             return std::vector<Tensor>{gx};
                           });
 }
@@ -98,18 +135,30 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
                 Reduction reduction) {
   const char* op = "nll_loss";
   Shape loss_shape;
+  if (input.defined() && input.device().is_cuda()) {
+    const auto dims = check_class_inputs(op, input, target, weight, ignore_index, loss_shape);
+    const auto targets = device_class_targets(op, *dims, target, weight);
+    const Tensor divisor = reduction == kMean ? make_tensor({1}, kFloat64, input.device()) : Tensor();
+    Tensor res = loss_output(reduction, loss_shape, input);
+    gpu::nll_loss_forward(res, divisor, input, *targets, reduction != kNone);
+    return autograd::record(
+        op, res, {input}, [x = input.detach(), targets, reduction, divisor](const Tensor& g, const std::vector<bool>&) {
+          Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
+          gpu::nll_loss_backward(gx, *targets, device_grad(g, x.device()), reduction == kNone, divisor);
+          return std::vector<Tensor>{gx};
+        });
+  }
   auto targets = check_class_loss(op, input, target, weight, ignore_index, loss_shape);
   const double divisor = divisor_for(reduction, *targets);
   Tensor res = loss_output(reduction, loss_shape, input);
-  (input.device().is_cuda() ? gpu::nll_loss_forward : cpu::nll_loss_forward)(res, input, *targets, reduction != kNone,
-                                                                             divisor);
-  return autograd::record(
-      op, res, {input}, [x = input.detach(), targets, reduction, divisor](const Tensor& g, const std::vector<bool>&) {
-        const RowGrad rg = row_grad(g, reduction, divisor);
-        Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
-        (x.device().is_cuda() ? gpu::nll_loss_backward : cpu::nll_loss_backward)(gx, *targets, rg.rows, rg.scale);
-        return std::vector<Tensor>{gx};
-      });
+  cpu::nll_loss_forward(res, input, *targets, reduction != kNone, divisor);
+  return autograd::record(op, res, {input},
+                          [x = input.detach(), targets, reduction, divisor](const Tensor& g, const std::vector<bool>&) {
+                            const RowGrad rg = row_grad(g, reduction, divisor);
+                            Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
+                            cpu::nll_loss_backward(gx, *targets, rg.rows, rg.scale);
+                            return std::vector<Tensor>{gx};
+                          });
 }
 
 }  // namespace tc::impl

@@ -5,17 +5,16 @@
 // float32 (float64 for float64) and rounding once: the CPU's order and arithmetic, so a
 // float32 table matches the CPU bit for bit, and no float atomics.
 //
-// The range check does not synchronise: a kernel that meets a bad index records it in a
-// small page-locked host record (mapped into the device) and treats the row as absent (a
-// zero row forward, skipped backward), and the next CUDA embedding call on that device
-// (forward or backward, usually this call's own backward) raises the CPU's error from the
-// record, as PyTorch's device-side asserts surface at a later call.
+// The range check does not synchronise (deferred_error.cuh): a kernel that meets a bad
+// index records it and treats the row as absent (a zero row forward, skipped backward), and
+// the next CUDA embedding call on that device (forward or backward, usually this call's own
+// backward) raises the CPU's error from the record.
 #include <climits>
 #include <cub/device/device_radix_sort.cuh>
-#include <mutex>
 
 #include "backend/cuda/convert.cuh"
 #include "backend/cuda/copy.h"
+#include "backend/cuda/deferred_error.cuh"
 #include "backend/cuda/embedding.h"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/row_reduce.cuh"
@@ -24,71 +23,24 @@
 namespace tc::gpu {
 namespace {
 
-// Written by a kernel meeting an out-of-range index (any one of them wins), read and reset
-// by the host. `state` is set last, after a system-wide fence.
-struct BadIndex {
-  volatile int64_t index;
-  volatile int64_t rows;
-  volatile int32_t state;  // 0: none, 1: index and rows hold one
-};
-
-// The record of `device`: its host address and its device address.
-struct Record {
-  BadIndex* host = nullptr;
-  BadIndex* device = nullptr;
-};
-
-Record bad_index_record(Device device) {
-  static std::mutex mutex;
-  static Record records[64];
-  std::lock_guard<std::mutex> lock(mutex);
-  Record& r = records[device.index];
-  if (r.host == nullptr) {
-    void* host = nullptr;
-    void* dev = nullptr;
-    DeviceGuard guard(device);
-    // Portable and mapped: usable from every device. Allocated once per device, never freed.
-    TC_CUDA_CHECK(cudaHostAlloc(&host, sizeof(BadIndex), cudaHostAllocMapped | cudaHostAllocPortable), "embedding");
-    TC_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0), "embedding");
-    r.host = static_cast<BadIndex*>(host);
-    r.host->index = 0;
-    r.host->rows = 0;
-    r.host->state = 0;
-    r.device = static_cast<BadIndex*>(dev);
-  }
-  return r;
-}
-
-// Raises the error an earlier kernel on `device` recorded, if any (no synchronisation: a
-// kernel still running reports at a later call).
+// Raises the error an earlier embedding kernel on `device` recorded, if any.
 void raise_recorded(Device device) {
-  BadIndex* r = bad_index_record(device).host;
-  if (r->state == 0) [[likely]]
-    return;
-  const int64_t index = r->index, rows = r->rows;
-  r->state = 0;
-  TC_FAIL("embedding", "index ", index, " is out of range for ", rows, " rows (found on ", device,
-          " by an earlier call's kernel)");
-}
-
-__device__ void record_bad(BadIndex* r, int64_t index, int64_t rows) {
-  r->index = index;
-  r->rows = rows;
-  __threadfence_system();
-  r->state = 1;
+  if (const auto e = take_deferred_error(device, DeferredSlot::kEmbedding)) [[unlikely]]
+    TC_FAIL("embedding", "index ", e->value, " is out of range for ", e->bound, " rows (found on ", device,
+            " by an earlier call's kernel)");
 }
 
 // ids[i] = indices[i] (row-major order through g: the indices' byte offsets), or -1 with
 // the index recorded when it is out of [0, rows).
 template <class I>
 __global__ void indices_kernel(int64_t* ids, const char* indices, int64_t n, Geometry<1> g, int64_t rows,
-                               BadIndex* bad) {
+                               DeferredError* bad) {
   for (int64_t i = global_index(); i < n; i += grid_stride()) {
     int64_t off[1];
     g.offsets(i, off);
     const int64_t v = static_cast<int64_t>(*reinterpret_cast<const I*>(indices + off[0]));
     if (v < 0 || v >= rows) [[unlikely]] {
-      record_bad(bad, v, rows);
+      record_deferred_error(bad, v, rows, 0);
       ids[i] = -1;
     } else {
       ids[i] = v;
@@ -156,7 +108,7 @@ void embedding_indices(const Tensor& ids, const Tensor& indices, int64_t rows) {
   Shape strides = indices.strides();
   for (int64_t& s : strides) s *= static_cast<int64_t>(element_size(indices.dtype()));
   const Geometry<1> g = make_geometry<1>(indices.sizes(), {strides}, op);
-  BadIndex* bad = bad_index_record(indices.device()).device;
+  DeferredError* bad = deferred_error_record(indices.device(), DeferredSlot::kEmbedding);
   DeviceGuard guard(indices.device());
   const cudaStream_t stream = current_raw_stream(indices.device());
   const char* src = static_cast<const char*>(indices.raw_data());

@@ -58,16 +58,21 @@ void bce_with_logits_backward(const Tensor&, const Tensor&, const Tensor&, const
 }
 void softmax_forward(const Tensor&, const Tensor&, int64_t, bool) { unavailable("softmax"); }
 void softmax_backward(const Tensor&, const Tensor&, const Tensor&, int64_t, bool) { unavailable("softmax"); }
-void cross_entropy_forward(const Tensor&, const Tensor&, const Tensor&, const cpu::ClassTargets&, double, bool,
-                           double) {
+ClassTargets class_targets(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, const char* op) { unavailable(op); }
+void cross_entropy_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const ClassTargets&, double,
+                           bool) {
   unavailable("cross_entropy");
 }
-void cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&, const cpu::ClassTargets&, const Tensor&,
-                            double, double) {
+void cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&, const ClassTargets&, const Tensor&, bool,
+                            const Tensor&, double) {
   unavailable("cross_entropy");
 }
-void nll_loss_forward(const Tensor&, const Tensor&, const cpu::ClassTargets&, bool, double) { unavailable("nll_loss"); }
-void nll_loss_backward(const Tensor&, const cpu::ClassTargets&, const Tensor&, double) { unavailable("nll_loss"); }
+void nll_loss_forward(const Tensor&, const Tensor&, const Tensor&, const ClassTargets&, bool) {
+  unavailable("nll_loss");
+}
+void nll_loss_backward(const Tensor&, const ClassTargets&, const Tensor&, bool, const Tensor&) {
+  unavailable("nll_loss");
+}
 void layer_norm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                         int64_t, int64_t, double) {
   unavailable("layer_norm");
