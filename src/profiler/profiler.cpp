@@ -136,9 +136,10 @@ std::string Profile::table(int top, int64_t per) const {
   if (shown > top) {
     double rest = 0;
     for (size_t i = static_cast<size_t>(top); i < stats.size(); ++i) rest += stats[i].self_ms;
-    std::snprintf(line, sizeof line, "%-32s %10s %10.3f %10s %6.1f%%\n",
-                  ("(" + std::to_string(stats.size() - static_cast<size_t>(top)) + " more records)").c_str(), "",
-                  rest / div, "", wall > 0 ? 100.0 * rest / wall : 0.0);
+    char label[48];
+    std::snprintf(label, sizeof label, "(%zu more records)", stats.size() - static_cast<size_t>(top));
+    std::snprintf(line, sizeof line, "%-32s %10s %10.3f %10s %6.1f%%\n", label, "", rest / div, "",
+                  wall > 0 ? 100.0 * rest / wall : 0.0);
     out += line;
   }
   const double outside = wall - state_->top_level_ms;
