@@ -47,7 +47,9 @@ case "$cmd" in
     ;;
   test-tsan)
     dir="${BUILD_DIR:-build-tsan}"
-    build "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTC_SANITIZE=thread -DTC_BUILD_BENCH=OFF -DTC_BUILD_EXAMPLES=OFF
+    # Only the unit tests run here, so nothing of tc::dist (MPI) or the command line is built.
+    build "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTC_SANITIZE=thread -DTC_BUILD_BENCH=OFF -DTC_BUILD_EXAMPLES=OFF \
+      -DTC_DIST=OFF
     # oneDNN is not instrumented: tests/tsan.supp names what comes from it (docs/design.md,
     # "Sanitizers"). Any other report fails the test.
     # TSan makes the unit tests several times slower; left out unless TC_TSAN_FULL=1 are those
