@@ -88,6 +88,16 @@ void with_compute_type(DType t, F&& fn) {
     fn.template operator()<float>();
 }
 
+// fn.template operator()<B>() with the runtime flag as a template argument (one kernel per
+// value, each branch-free).
+template <class F>
+void with_flag(bool flag, F&& fn) {
+  if (flag)
+    fn.template operator()<true>();
+  else
+    fn.template operator()<false>();
+}
+
 // fn.template operator()<T>() with T the element type of dtype t.
 template <class F>
 decltype(auto) dispatch_dtype(DType t, F&& fn) {

@@ -262,12 +262,10 @@ Tensor avg_forward(const char* op, const Tensor& x, const PoolParams& p, bool in
   if (total == 0) return out;
   const Sizes g = sizes_of(xs, p.out[0], p.out[1], channels_last);
   launch(op, x.device(), x.dtype(), [&]<class T>(cudaStream_t stream) {
-    if (adaptive)
-      avg_pool_forward_kernel<true, T><<<blocks_for(total), kThreads, 0, stream>>>(
+    with_flag(adaptive, [&]<bool kAdaptive>() {
+      avg_pool_forward_kernel<kAdaptive, T><<<blocks_for(total), kThreads, 0, stream>>>(
           data_of<T>(out), data_of<const T>(x), strides_of(x), g, p, include_pad, total);
-    else
-      avg_pool_forward_kernel<false, T><<<blocks_for(total), kThreads, 0, stream>>>(
-          data_of<T>(out), data_of<const T>(x), strides_of(x), g, p, include_pad, total);
+    });
   });
   return out;
 }
@@ -282,12 +280,10 @@ Tensor avg_backward(const char* op, const Tensor& gy, const Shape& xs, const Poo
   if (total == 0) return gx;
   const Sizes g = sizes_of(xs, p.out[0], p.out[1], channels_last);
   launch(op, gy.device(), gy.dtype(), [&]<class T>(cudaStream_t stream) {
-    if (adaptive)
-      avg_pool_backward_kernel<true, T><<<blocks_for(total), kThreads, 0, stream>>>(
+    with_flag(adaptive, [&]<bool kAdaptive>() {
+      avg_pool_backward_kernel<kAdaptive, T><<<blocks_for(total), kThreads, 0, stream>>>(
           data_of<T>(gx), data_of<const T>(gy), strides_of(gy), g, p, include_pad, total);
-    else
-      avg_pool_backward_kernel<false, T><<<blocks_for(total), kThreads, 0, stream>>>(
-          data_of<T>(gx), data_of<const T>(gy), strides_of(gy), g, p, include_pad, total);
+    });
   });
   return gx;
 }
