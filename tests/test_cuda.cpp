@@ -4,6 +4,7 @@
 // CUDA result with the CPU's (bit for bit where both compute the same way) or with float64.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/pointwise.h"
 #include "common/testing.h"
+#include "core/async_read.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/cuda.h"
 #include "tensorcast/tensorcast.h"
@@ -810,6 +812,105 @@ TEST(Cuda, GradScalerSkipsAndBacksOffAsOnTheCpu) {
   EXPECT_EQ(got.skipped, want.skipped);
   EXPECT_EQ(got.scale, want.scale);
   EXPECT_NEAR(got.losses.back(), want.losses.back(), 2e-2);
+}
+
+// The scaler's state lives on the device of the loss, and a CUDA step reads nothing back:
+// nothing below is read on the host until the end, so the skips (the very first step among
+// them, with SGD's dampened momentum and AdamW's bf16 master weights that the skipped step
+// must not create) are settled from the flags copied back one step late. Against the same
+// run on the CPU: equal scale, trackers, counts and optimizer step counts, parameters
+// within the kernels' FMA tolerance.
+TEST(CudaScaler, StateStaysOnTheDeviceAndMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int> bad = {0, 3, 4, 9};
+  for (int which : {0, 1}) {
+    SCOPED_TRACE(which == 0 ? "SGD dampening" : "AdamW bf16");
+    struct Result {
+      double scale = 0;
+      int64_t growth = 0, taken = 0, skipped = 0, steps = 0;
+      bool last_skipped = false;
+      Tensor p;
+    };
+    auto run = [&](Device d) {
+      manual_seed(31);
+      const DType dt = which == 0 ? kFloat32 : kBFloat16;
+      Tensor p = randn({1000}).to(dt).to(d).requires_grad_();
+      const Tensor c = randn({1000});
+      Tensor c_bad = c.clone();
+      static_cast<float*>(c_bad.raw_data())[7] = std::numeric_limits<float>::infinity();
+      const Tensor good = c.to(d), overflow = c_bad.to(d);
+      std::unique_ptr<optim::Optimizer> opt;
+      if (which == 0)
+        opt =
+            std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions(0.01).momentum(0.9).dampening(0.5));
+      else
+        opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamWOptions(1e-3));
+      amp::GradScaler scaler(amp::GradScalerOptions().init_scale(1024).growth_interval(3));
+      for (int s = 0; s < 12; ++s) {
+        opt->zero_grad();
+        const bool overflows = std::find(bad.begin(), bad.end(), s) != bad.end();
+        scaler.scale(sum(mul(p, overflows ? overflow : good))).backward();
+        if (s % 2) scaler.unscale_(*opt);
+        scaler.step(*opt);
+        scaler.update();
+      }
+      Result r;
+      r.last_skipped = scaler.last_step().skipped;
+      r.taken = scaler.steps_taken();
+      r.skipped = scaler.steps_skipped();
+      r.scale = scaler.get_scale();
+      r.growth = scaler.get_growth_tracker();
+      r.steps = opt->state_dict().at("state.0.step").item<int64_t>();
+      r.p = p.detach().to(Device(kCPU)).to(kFloat32);
+      return r;
+    };
+    const Result want = run(Device(kCPU)), got = run(kGpu);
+    EXPECT_EQ(want.skipped, 4);
+    EXPECT_EQ(got.skipped, want.skipped);
+    EXPECT_EQ(got.taken, want.taken);
+    EXPECT_EQ(got.steps, want.steps);
+    EXPECT_EQ(got.scale, want.scale);
+    EXPECT_EQ(got.growth, want.growth);
+    EXPECT_EQ(got.last_skipped, want.last_skipped);
+    EXPECT_TRUE(testing::all_close(got.p, want.p.to_vector(),
+                                   which == 0 ? testing::Tol{1e-5, 1e-5} : testing::Tol{0x1p-7, 0x1p-7}));
+  }
+}
+
+// A backoff below min_scale is refused on the device (the scale stays) and raised by the
+// next call that looks, as on the CPU it is raised by update() itself.
+TEST(CudaScaler, RefusedBackoffRaisesAtTheNextCall) {
+  SKIP_WITHOUT_GPU();
+  Tensor p = randn({16}).to(kGpu).requires_grad_();
+  Tensor c = full({16}, std::numeric_limits<double>::infinity()).to(kGpu);
+  optim::SGD opt({p}, optim::SGDOptions(0.1));
+  amp::GradScaler scaler(amp::GradScalerOptions().init_scale(2).min_scale(1));
+  for (int s = 0; s < 2; ++s) {
+    opt.zero_grad();
+    scaler.scale(sum(mul(p, c))).backward();
+    scaler.step(opt);
+    scaler.update();  // the second would back off to 0.5
+  }
+  testing::expect_error([&] { (void)scaler.steps_skipped(); }, {"[GradScaler]", "below min_scale 1"});
+  EXPECT_EQ(scaler.get_scale(), 1.0);
+  EXPECT_EQ(scaler.steps_skipped(), 2);  // raised once; the counts stand
+}
+
+// cuda::Event marks a point of a stream; AsyncScalarRead brings a device value back behind it.
+TEST(Cuda, EventsAndAsynchronousReads) {
+  SKIP_WITHOUT_GPU();
+  cuda::Event never;
+  EXPECT_TRUE(never.query());  // never recorded: done
+  const Tensor x = full({}, 3.5, TensorOptions(kFloat32).device(kGpu));
+  Tensor y = mul(x, 2.0);
+  cuda::Event e;
+  e.record(cuda::current_stream(0));
+  e.synchronize();
+  EXPECT_TRUE(e.query());
+  const detail::AsyncScalarRead read(add(y, 1.0));
+  y.fill_(0.0);  // later work does not change what was read
+  EXPECT_EQ(read.value(), 8.0f);
+  EXPECT_TRUE(read.ready());
 }
 
 // layer_norm on the device against the CPU: values and all three gradients, bf16 input

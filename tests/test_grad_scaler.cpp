@@ -446,6 +446,43 @@ TEST(GradScalerSkip, MasterWeightsStateIsBitIdentical) {
   }
 }
 
+// A skipped first step leaves no state at all (no step count, master copy or moment
+// buffer, as PyTorch never calls the optimizer), so the run continues exactly as one that
+// never saw it: SGD's first real step must still initialize its momentum buffer from the
+// gradient (visible with dampening), Adam's bias corrections must count from 1.
+TEST(GradScalerSkip, SkippedFirstStepLeavesNoState) {
+  for (int which = 0; which < 3; ++which) {
+    SCOPED_TRACE(which);
+    auto run = [&](bool skip_first) {
+      Toy toy(which == 2 ? kBFloat16 : kFloat32);
+      std::unique_ptr<optim::Optimizer> opt;
+      if (which == 0)
+        opt = std::make_unique<optim::SGD>(toy.params, optim::SGDOptions(0.1).momentum(0.9).dampening(0.5));
+      else
+        opt = std::make_unique<optim::Adam>(toy.params, optim::AdamOptions(1e-2).amsgrad(true));
+      GradScaler scaler(GradScalerOptions().init_scale(256));
+      if (skip_first) {
+        opt->zero_grad();
+        scaler.scale(toy.loss()).backward();
+        inject(toy.params[2], kNaN);
+        EXPECT_FALSE(scaler.step(*opt));
+        scaler.update();
+        for (const auto& [key, t] : opt->state_dict()) EXPECT_NE(key.rfind("state.", 0), 0u) << key;
+      }
+      for (int s = 0; s < 3; ++s) {
+        opt->zero_grad();
+        scaler.scale(toy.loss()).backward();
+        EXPECT_TRUE(scaler.step(*opt));
+        // The same scale from here on in both runs: only the optimizer can differ.
+        scaler.update(256.0);
+      }
+      EXPECT_EQ(scaler.steps_skipped(), skip_first ? 1 : 0);
+      return snapshot(*opt, toy);
+    };
+    expect_bit_identical(run(false), run(true));
+  }
+}
+
 // ------------------------------------------------------------------ equivalences
 
 TEST(GradScalerStep, FusedAndExplicitUnscaleAndUnscaledFp32AreBitIdentical) {

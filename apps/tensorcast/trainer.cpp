@@ -638,8 +638,9 @@ TrainResult run_training(const TrainConfig& config) {
         if (numerics) numerics->record_overflow(step + 1, named);
         optimizer.zero_grad(/*set_to_none=*/true);
       } else {
-        stepped = scaler.step(optimizer);
+        scaler.step(optimizer);
         scaler.update();
+        stepped = !scaler.last_step().skipped;  // on CUDA, waits for the device's answer
         if (numerics && stepped) numerics->after_update(named);
         if (numerics && !stepped)
           say("step " + std::to_string(step + 1) +

@@ -55,6 +55,26 @@ void set_current_stream(const Stream& stream);  // for the stream's device, on t
 // should overlap the default stream's: copies ahead of compute, collectives.
 Stream stream_from_pool(int index = -1);
 
+// A CUDA event (at::cuda::CUDAEvent, without timing): record() marks the work queued on a
+// stream so far; query() says whether it has all run, synchronize() waits for it (only).
+// Created on the first record(); an event never recorded counts as done. Move-only.
+class Event {
+ public:
+  Event() = default;
+  ~Event();
+  Event(Event&& o) noexcept;
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(const Stream& stream);
+  bool query() const;
+  void synchronize() const;
+
+ private:
+  void* handle_ = nullptr;  // a cudaEvent_t
+  Device device_{kCUDA, 0};
+};
+
 // Makes `stream` current on this thread for its scope, then restores the previous one.
 class StreamGuard {
  public:

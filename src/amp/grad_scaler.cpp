@@ -1,6 +1,7 @@
 // Defines tc::amp::GradScaler: the per-optimizer state machine, lazy scale init, the
 // unscale/step/update protocol of torch.amp.GradScaler, and its state dict. The numeric
-// work (fused unscale + inf check, scale update) is in backend/cpu/amp_kernels.cpp.
+// work (fused unscale + inf check, scale update) is in backend/cpu/amp_kernels.cpp and
+// backend/cuda/amp_kernels.cu; the rule itself in scaler_rules.h.
 #include "tensorcast/amp/grad_scaler.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "backend/cpu/amp_kernels.h"
 #include "backend/cuda/amp_kernels.h"
+#include "core/async_read.h"
 #include "profiler/hooks.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/ops.h"
@@ -18,38 +20,36 @@ namespace {
 
 constexpr const char* kOp = kScalerOwner;
 
-Tensor scalar_f32(double v) { return full({}, v, kFloat32); }
-Tensor scalar_i32(int64_t v) { return full({}, static_cast<double>(v), kInt32); }
+Tensor scalar_f32(double v, Device d = Device(kCPU)) { return full({}, v, TensorOptions(kFloat32).device(d)); }
+Tensor scalar_i32(int64_t v, Device d) { return full({}, static_cast<double>(v), TensorOptions(kInt32).device(d)); }
 
-// Raises found (a CPU 0-d float32) if any of grads holds an inf or NaN, and multiplies them
-// by inv (a CPU 0-d float32) unless inv is undefined (the read-only check). The scaler's
-// state stays on the host. CUDA gradients go through the device kernel per device, into a
-// device flag read back once (the step's one sync; the kernel writes nothing for inv 1).
+// Raises found (0-d float32) if any of grads holds an inf or NaN, and multiplies them by inv
+// (0-d float32 on found's device) unless inv is undefined (the read-only check). Gradients
+// on found's device are checked there with no host read (one launch per list on CUDA);
+// those on another device through a flag of their own, added into found.
 void check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found, const Tensor& inv) {
-  std::vector<Tensor> on_cpu;
-  std::vector<std::pair<Device, std::vector<Tensor>>> on_cuda;
+  std::vector<std::pair<Device, std::vector<Tensor>>> by_device;
   for (const Tensor& g : grads) {
-    if (g.device().is_cpu()) {
-      on_cpu.push_back(g);
-      continue;
-    }
-    auto it = std::find_if(on_cuda.begin(), on_cuda.end(), [&](const auto& e) { return e.first == g.device(); });
-    if (it == on_cuda.end())
-      on_cuda.push_back({g.device(), {g}});
+    auto it = std::find_if(by_device.begin(), by_device.end(), [&](const auto& e) { return e.first == g.device(); });
+    if (it == by_device.end())
+      by_device.push_back({g.device(), {g}});
     else
       it->second.push_back(g);
   }
-  if (!on_cpu.empty()) {
-    if (inv.defined())
-      cpu::amp_non_finite_check_and_unscale_(on_cpu, found, inv);
-    else
-      cpu::amp_non_finite_check(on_cpu, found);
-  }
-  for (const auto& [device, list] : on_cuda) {
-    const Tensor flag = zeros({}, TensorOptions(kFloat32).device(device));
-    gpu::amp_non_finite_check_and_unscale_(
-        list, flag, full({}, inv.defined() ? inv.item_double() : 1.0, TensorOptions(kFloat32).device(device)));
-    if (flag.item_double() != 0.0) *found.data_ptr<float>() = 1.0f;
+  for (const auto& [device, list] : by_device) {
+    const bool here = device == found.device();
+    const Tensor flag = here ? found : scalar_f32(0.0, device);
+    const Tensor factor = !inv.defined() ? Tensor() : here ? inv : inv.to(device);
+    if (device.is_cpu()) {
+      if (factor.defined())
+        cpu::amp_non_finite_check_and_unscale_(list, flag, factor);
+      else
+        cpu::amp_non_finite_check(list, flag);
+    } else {
+      // A scale of exactly 1 makes the kernel a read-only check.
+      gpu::amp_non_finite_check_and_unscale_(list, flag, factor.defined() ? factor : scalar_f32(1.0, device));
+    }
+    if (!here) Tensor(found).copy_(add(found, flag.to(found.device())));
   }
 }
 
@@ -80,22 +80,75 @@ int64_t first_nonfinite(const std::vector<Tensor>& tensors) {
   return -1;
 }
 
+// Flags on their way back from the device: one per step() not yet counted, and the last
+// update()'s refusal flag.
+struct GradScaler::Pending {
+  std::vector<detail::AsyncScalarRead> steps;
+  std::optional<detail::AsyncScalarRead> refused;
+};
+
 GradScaler::GradScaler(GradScalerOptions options)
     : options_(std::move(options)), init_hysteresis_tracker_(options_.hysteresis()) {
   if (options_.enabled()) check_scaler_settings(options_.init_scale(), rule_of(options_));
 }
 
-void GradScaler::lazy_init() {
-  scale_ = scalar_f32(options_.init_scale());
-  growth_tracker_ = scalar_i32(init_growth_tracker_);
-  hysteresis_tracker_ = scalar_i32(init_hysteresis_tracker_);
+void GradScaler::lazy_init(Device device) {
+  scale_ = scalar_f32(0.0, device);
+  inv_scale_ = scalar_f32(0.0, device);
+  set_scale(options_.init_scale());
+  growth_tracker_ = scalar_i32(init_growth_tracker_, device);
+  hysteresis_tracker_ = scalar_i32(init_hysteresis_tracker_, device);
+  if (device.is_cuda()) refused_ = scalar_f32(0.0, device);
+}
+
+void GradScaler::set_scale(double scale) {
+  const float s = static_cast<float>(scale);
+  scale_.fill_(s);
+  inv_scale_.fill_(static_cast<float>(1.0 / static_cast<double>(s)));  // PyTorch: scale.double().reciprocal().float()
+}
+
+GradScaler::Pending& GradScaler::pending() {
+  if (!pending_) pending_ = std::make_shared<Pending>();
+  return *pending_;
+}
+
+void GradScaler::resolve() const {
+  if (!pending_) return;
+  const std::shared_ptr<Pending> p = std::move(pending_);
+  for (const auto& flag : p->steps) {
+    last_step_ = {};
+    if (flag.value() != 0.0f) {
+      ++steps_skipped_;
+      last_step_.skipped = true;
+    } else {
+      ++steps_taken_;
+    }
+  }
+  // The refused update changed nothing, so scale_ is the scale it started from.
+  if (p->refused && p->refused->value() != 0.0f)
+    fail_below_min_scale(static_cast<float>(scale_.item_double()), rule_of(options_));
+}
+
+int64_t GradScaler::steps_taken() const {
+  resolve();
+  return steps_taken_;
+}
+
+int64_t GradScaler::steps_skipped() const {
+  resolve();
+  return steps_skipped_;
+}
+
+const StepReport& GradScaler::last_step() const {
+  resolve();
+  return last_step_;
 }
 
 Tensor GradScaler::scale(const Tensor& output) {
   if (!is_enabled()) return output;
   TC_CHECK(output.defined(), kOp, "scale() got an undefined tensor");
-  if (!scale_.defined()) lazy_init();
-  return mul(output, output.device().is_cpu() ? scale_ : scale_.to(output.device()));
+  if (!scale_.defined()) lazy_init(output.device());
+  return mul(output, output.device() == scale_.device() ? scale_ : scale_.to(output.device()));
 }
 
 std::vector<Tensor> GradScaler::scale(const std::vector<Tensor>& outputs) {
@@ -104,11 +157,6 @@ std::vector<Tensor> GradScaler::scale(const std::vector<Tensor>& outputs) {
   out.reserve(outputs.size());
   for (const Tensor& t : outputs) out.push_back(scale(t));
   return out;
-}
-
-Tensor GradScaler::inv_scale() const {
-  // PyTorch: self._scale.double().reciprocal().float()
-  return scalar_f32(static_cast<float>(1.0 / static_cast<double>(*scale_.data_ptr<float>())));
 }
 
 std::vector<Tensor> GradScaler::collect_grads(optim::Optimizer& optimizer, bool allow_fp16) const {
@@ -134,8 +182,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   // for its fp32-parameter optimizers).
   std::vector<Tensor> grads = collect_grads(optimizer, optimizer.reads_16bit_grads());
   const bool any = !grads.empty();
-  const Tensor inv = inv_scale();
-  Tensor found = scalar_f32(0.0);
+  Tensor found = scalar_f32(0.0, scale_.device());
   // One fused pass per dtype, as PyTorch groups by (device, dtype).
   std::vector<std::pair<DType, std::vector<Tensor>>> by_dtype;
   for (Tensor& g : grads) {
@@ -145,7 +192,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
     else
       it->second.push_back(std::move(g));
   }
-  for (const auto& [dt, list] : by_dtype) check_and_unscale(list, found, inv);
+  for (const auto& [dt, list] : by_dtype) check_and_unscale(list, found, inv_scale_);
   if (reduce_found_inf_) reduce_found_inf_(found);  // every rank, even one without gradients
   // PyTorch records no check for an optimizer without gradients; step() then refuses.
   st.recorded = any;
@@ -161,39 +208,37 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
     return true;
   }
   check_scale_initialized(scale_.defined(), "step");
+  resolve();  // the flags of earlier steps (on CUDA they arrive while the next one is queued)
   auto& st = per_optimizer_.for_step(&optimizer);
 
   const bool fused = st.stage == OptState::Ready;
-  Tensor inv;
   if (fused) {
     // Read-only check now; the optimizer multiplies by inv_scale as it reads each
     // gradient, so gradients are read twice (check, update) and never rewritten.
     // fp16 gradients are fine here, as in PyTorch's fused path.
     std::vector<Tensor> grads = collect_grads(optimizer, /*allow_fp16=*/true);
     if (!grads.empty()) {
-      st.found_inf = scalar_f32(0.0);
+      st.found_inf = scalar_f32(0.0, scale_.device());
       st.recorded = true;
       check_and_unscale(grads, st.found_inf, Tensor());
       if (reduce_found_inf_) reduce_found_inf_(st.found_inf);
     }
-    inv = inv_scale();
   }
   per_optimizer_.check_recorded(st);
-
-  const bool overflow = *st.found_inf.data_ptr<float>() != 0.0f;  // the host read of the step
   st.stage = OptState::Stepped;
+  // The optimizer reads found_inf where it lies and changes nothing when it is set.
+  optimizer.step(optim::AmpStep{fused ? inv_scale_ : Tensor(), st.found_inf});
   last_step_ = {};
-  if (overflow) {
-    // The optimizer is not called at all, so nothing of its state can change.
+  if (scale_.device().is_cuda()) {
+    pending().steps.emplace_back(st.found_inf);
+    return true;
+  }
+  if (*st.found_inf.data_ptr<float>() != 0.0f) {
     ++steps_skipped_;
     last_step_.skipped = true;
     report_overflow(optimizer);
     return false;
   }
-  if (fused)
-    optimizer.step(optim::AmpStep{inv, st.found_inf});
-  else
-    optimizer.step();
   ++steps_taken_;
   return true;
 }
@@ -219,18 +264,32 @@ void GradScaler::update() {
   profiler::detail::Scope rec("GradScaler.update");
   if (!is_enabled()) return;
   check_scale_initialized(scale_.defined(), "update");
-  // PyTorch adds the found_inf flags up; any nonzero sum is an overflow.
-  float found = 0.0f;
-  per_optimizer_.for_each_found_inf([&](const Tensor& f) { found += *f.data_ptr<float>(); });
-  update_scale(*scale_.data_ptr<float>(), *growth_tracker_.data_ptr<int32_t>(),
-               *hysteresis_tracker_.data_ptr<int32_t>(), found != 0.0f, rule_of(options_));
+  if (pending_ && pending_->refused) resolve();  // two updates with no step between them
+  if (scale_.device().is_cuda()) {
+    // PyTorch adds the found_inf flags up; any nonzero sum is an overflow.
+    Tensor total;
+    per_optimizer_.for_each_found_inf([&](const Tensor& f) {
+      const Tensor here = f.device() == scale_.device() ? f : f.to(scale_.device());
+      total = total.defined() ? add(total, here) : here;
+    });
+    gpu::amp_update_scale_(scale_, growth_tracker_, hysteresis_tracker_, inv_scale_, total, refused_,
+                           rule_of(options_));
+    pending().refused.emplace(refused_);
+  } else {
+    float found = 0.0f;
+    per_optimizer_.for_each_found_inf([&](const Tensor& f) { found += *f.data_ptr<float>(); });
+    float& scale = *scale_.data_ptr<float>();
+    update_scale(scale, *growth_tracker_.data_ptr<int32_t>(), *hysteresis_tracker_.data_ptr<int32_t>(), found != 0.0f,
+                 rule_of(options_));
+    set_scale(scale);
+  }
   per_optimizer_.clear();
 }
 
 void GradScaler::update(double new_scale) {
   if (!is_enabled()) return;
   check_scale_initialized(scale_.defined(), "update");
-  scale_.fill_(new_scale);
+  set_scale(new_scale);
   per_optimizer_.clear();
 }
 
@@ -241,12 +300,12 @@ double GradScaler::get_scale() const {
 
 int64_t GradScaler::get_growth_tracker() const {
   if (!is_enabled()) return 0;
-  return growth_tracker_.defined() ? *growth_tracker_.data_ptr<int32_t>() : init_growth_tracker_;
+  return growth_tracker_.defined() ? growth_tracker_.item<int64_t>() : init_growth_tracker_;
 }
 
 int64_t GradScaler::get_hysteresis_tracker() const {
   if (!is_enabled()) return options_.hysteresis();
-  return hysteresis_tracker_.defined() ? *hysteresis_tracker_.data_ptr<int32_t>() : init_hysteresis_tracker_;
+  return hysteresis_tracker_.defined() ? hysteresis_tracker_.item<int64_t>() : init_hysteresis_tracker_;
 }
 
 ScalerState GradScaler::state() const {
@@ -255,6 +314,7 @@ ScalerState GradScaler::state() const {
 
 StateDict GradScaler::state_dict() const {
   if (!is_enabled()) return {};
+  resolve();
   StateDict sd;
   write_scaler_state(
       state(), [&](const char* key, double v) { sd[key] = state_scalar(v); },
@@ -280,6 +340,7 @@ struct StateDictReader {
 
 void GradScaler::load_state_dict(const StateDict& sd) {
   if (!is_enabled()) return;
+  pending_.reset();  // the loaded counts replace those of earlier steps
   StateDictReader reader{sd};
   const ScalerState st = read_scaler_state(reader, state());
   const ScaleRule& r = st.rule;
@@ -291,7 +352,7 @@ void GradScaler::load_state_dict(const StateDict& sd) {
   steps_taken_ = st.steps_taken;
   steps_skipped_ = st.steps_skipped;
   if (scale_.defined()) {
-    scale_.fill_(st.scale);
+    set_scale(st.scale);
     growth_tracker_.fill_(static_cast<double>(st.growth_tracker));
     hysteresis_tracker_.fill_(static_cast<double>(st.hysteresis_tracker));
   }

@@ -34,6 +34,12 @@ void set_current_stream(const Stream&) { unavailable("set_current_stream"); }
 Stream stream_from_pool(int) { unavailable("stream_from_pool"); }
 StreamGuard::StreamGuard(const Stream&) { unavailable("StreamGuard"); }
 StreamGuard::~StreamGuard() = default;
+Event::~Event() = default;
+Event::Event(Event&&) noexcept = default;
+Event& Event::operator=(Event&&) noexcept = default;
+void Event::record(const Stream&) { unavailable("Event::record"); }
+bool Event::query() const { return true; }
+void Event::synchronize() const {}
 
 #else
 
@@ -178,6 +184,52 @@ StreamGuard::StreamGuard(const Stream& stream) : previous_(current_stream(stream
 }
 
 StreamGuard::~StreamGuard() { set_current_stream(previous_); }
+
+Event::~Event() {
+  if (handle_ == nullptr) return;
+  detail::DeviceGuard guard(device_);
+  (void)cudaEventDestroy(static_cast<cudaEvent_t>(handle_));  // no throw from a destructor
+}
+
+Event::Event(Event&& o) noexcept : handle_(o.handle_), device_(o.device_) { o.handle_ = nullptr; }
+
+Event& Event::operator=(Event&& o) noexcept {
+  if (this != &o) {
+    Event old(std::move(*this));
+    handle_ = o.handle_;
+    device_ = o.device_;
+    o.handle_ = nullptr;
+  }
+  return *this;
+}
+
+void Event::record(const Stream& stream) {
+  detail::DeviceGuard guard(stream.device());
+  if (handle_ != nullptr && device_ != stream.device()) *this = Event();
+  if (handle_ == nullptr) {
+    cudaEvent_t e = nullptr;
+    TC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cuda.Event.record");
+    handle_ = e;
+    device_ = stream.device();
+  }
+  TC_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), static_cast<cudaStream_t>(stream.handle())),
+                "cuda.Event.record");
+}
+
+bool Event::query() const {
+  if (handle_ == nullptr) return true;
+  detail::DeviceGuard guard(device_);
+  const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
+  if (err == cudaErrorNotReady) return false;
+  TC_CUDA_CHECK(err, "cuda.Event.query");
+  return true;
+}
+
+void Event::synchronize() const {
+  if (handle_ == nullptr) return;
+  detail::DeviceGuard guard(device_);
+  TC_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)), "cuda.Event.synchronize");
+}
 
 #endif
 

@@ -38,8 +38,12 @@ struct StepArgs {
   int64_t numel = 0;
   const char* grad = nullptr;  // contiguous
   DType grad_dtype = kFloat32;
-  bool scaled = false;  // multiply gradients by inv_scale while reading them
+  bool scaled = false;  // multiply gradients by the inverse scale while reading them
   float inv_scale = 1.0f;
+  // AMP with the scalars where they lie (the parameter's device), read by the kernel:
+  // the inverse scale, and found_inf (nonzero: the step writes nothing). Null: unused.
+  const float* inv_scale_ptr = nullptr;
+  const float* found_inf = nullptr;
   void* weight = nullptr;  // float (double for float64) weights updated in place: the
                            // parameter itself, or its float32 master copy; null in Pure modes
   DType weight_dtype = kFloat32;
@@ -117,6 +121,8 @@ inline gpu::FusedStep device_step(const StepArgs& a, const StateBuffers& state) 
   f.grad_dtype = a.grad_dtype;
   f.scaled = a.scaled;
   f.inv_scale = a.inv_scale;
+  f.inv_scale_ptr = a.inv_scale_ptr;
+  f.found_inf = a.found_inf;
   f.weight = static_cast<float*>(a.weight);
   f.param16 = a.param16;
   f.param_dtype = a.param_dtype;
@@ -138,12 +144,13 @@ void fused_for_each(const StepArgs& a, const StateBuffers& state, Body body) {
   const int64_t gsize = static_cast<int64_t>(element_size(a.grad_dtype));
   const bool pure = a.pure();
   const bool state16 = a.state_dtype != cdt;
+  if (a.found_inf != nullptr && *a.found_inf != 0.0f) return;  // the GradScaler skips this step
+  const C scale = static_cast<C>(a.inv_scale_ptr != nullptr ? *a.inv_scale_ptr : a.inv_scale);
   parallel_for(0, a.numel, kFusedGrain, [&](int64_t begin, int64_t end) {
     alignas(64) C gbuf[cpu::kBlock];
     alignas(64) C wbuf[std::is_same_v<C, float> ? cpu::kBlock : 1];
     alignas(64) C sbuf[std::is_same_v<C, float> ? kMaxState : 1][std::is_same_v<C, float> ? cpu::kBlock : 1];
     C* s[kMaxState] = {};
-    const C scale = static_cast<C>(a.inv_scale);
     for (int64_t j = begin; j < end; j += cpu::kBlock) {
       const int64_t n = std::min(cpu::kBlock, end - j);
       const C* g;

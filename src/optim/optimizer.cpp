@@ -7,6 +7,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "core/async_read.h"
 #include "core/tensor_impl.h"
 #include "optim/fused.h"
 #include "profiler/hooks.h"
@@ -34,8 +35,6 @@ void Optimizer::check_group(const OptimizerParamGroup& g, size_t first_index) co
     TC_CHECK(p.defined(), "optim", "parameter ", i, " is an undefined tensor");
     TC_CHECK(p.is_floating_point(), "optim", "parameter ", i, " has dtype ", dtype_name(p.dtype()),
              "; optimizers update floating tensors only");
-    TC_CHECK(p.device().type == kCPU, "optim", "parameter ", i, " is on ", p.device(),
-             "; this build's optimizers run on the CPU");
     TC_CHECK(p.is_contiguous(), "optim", "parameter ", i, " of shape ", shape_str(p.sizes()),
              " is not contiguous; the fused update needs contiguous parameters");
   }
@@ -106,6 +105,7 @@ bool Optimizer::has_master_weights() const {
 }
 
 void Optimizer::set_weight_update(WeightUpdate u) {
+  resolve_pending();
   TC_CHECK(u == WeightUpdate::MasterFloat32 || u == WeightUpdate::Pure || u == WeightUpdate::PureKahan, "optim",
            "set_weight_update: invalid WeightUpdate value ", static_cast<int>(u));
   if (u == weight_update_) return;
@@ -134,19 +134,69 @@ Tensor& Optimizer::state_buffer(ParamState& state, const std::string& name, cons
   return state.buffers.back().second;
 }
 
-void Optimizer::step() { run_step(nullptr); }
+// What the host did for each parameter of an AMP step before knowing whether the device
+// skipped it, so that a skip can be undone: its step count, and the state the step created
+// (a new entry, a master copy, buffers appended after the first `buffers_before`).
+struct Optimizer::PendingStep {
+  struct Param {
+    const TensorImpl* key;
+    bool new_state, new_master, counted;
+    size_t buffers_before;
+  };
+  tc::detail::AsyncScalarRead found_inf;
+  std::vector<Param> params;
+};
 
-void Optimizer::step(const AmpStep& amp) {
-  TC_CHECK(amp.found_inf.defined() && amp.found_inf.numel() == 1, "optim",
-           "AmpStep.found_inf must be a one-element tensor");
-  TC_CHECK(amp.inv_scale.defined() && amp.inv_scale.numel() == 1, "optim",
-           "AmpStep.inv_scale must be a one-element tensor");
-  // The one host read of the step: an overflow leaves parameters, moments and step counts untouched.
-  if (amp.found_inf.item_double() != 0.0) return;
-  run_step(&amp);
+void Optimizer::resolve_pending() const {
+  if (!pending_) return;
+  const std::shared_ptr<PendingStep> p = std::move(pending_);
+  if (p->found_inf.value() == 0.0f) return;
+  for (auto it = p->params.rbegin(); it != p->params.rend(); ++it) {
+    auto entry = state_.find(it->key);
+    if (entry == state_.end()) continue;
+    if (it->new_state) {
+      state_.erase(entry);
+      continue;
+    }
+    ParamState& s = entry->second;
+    if (it->counted) --s.step;
+    if (it->new_master) s.master = Tensor();
+    s.buffers.resize(it->buffers_before);
+  }
 }
 
-void Optimizer::run_step(const AmpStep* amp) {
+void Optimizer::step() {
+  resolve_pending();
+  run_step(nullptr, nullptr);
+}
+
+void Optimizer::step(const AmpStep& amp) {
+  const Tensor& found = amp.found_inf;
+  TC_CHECK(found.defined() && found.numel() == 1 && found.dtype() == kFloat32, "optim",
+           "AmpStep.found_inf must be a one-element float32 tensor");
+  TC_CHECK(
+      !amp.inv_scale.defined() ||
+          (amp.inv_scale.numel() == 1 && amp.inv_scale.dtype() == kFloat32 && amp.inv_scale.device() == found.device()),
+      "optim", "AmpStep.inv_scale must be a one-element float32 tensor on found_inf's device (", found.device(), ")");
+  resolve_pending();
+  bool one_device = true;
+  for (const auto& g : groups_)
+    for (const auto& p : g.params) one_device = one_device && (!p.grad().defined() || p.device() == found.device());
+  if (!one_device) {
+    // Parameters on several devices: the kernels cannot all read the flag, so the host does.
+    if (found.item_double() == 0.0) run_step(&amp, nullptr);
+    return;
+  }
+  // The kernels read found_inf and write nothing when it is set; the host's bookkeeping is
+  // settled once the flag is back (at once on the CPU).
+  auto pending = std::make_shared<PendingStep>();
+  run_step(&amp, pending.get());
+  pending->found_inf = tc::detail::AsyncScalarRead(found);
+  pending_ = std::move(pending);
+  if (found.device().is_cpu()) resolve_pending();
+}
+
+void Optimizer::run_step(const AmpStep* amp, PendingStep* pending) {
   profiler::detail::Scope rec("optimizer.step");
   // Options may have been changed through param_groups() since the last step.
   for (const auto& g : groups_) check_options(*g.options);
@@ -154,7 +204,13 @@ void Optimizer::run_step(const AmpStep* amp) {
       !(weight_update_ == WeightUpdate::PureKahan && rounding_ == Rounding::Stochastic), "optim",
       "WeightUpdate::PureKahan cannot be combined with Rounding::Stochastic: the compensation buffer carries "
       "the nearest-even rounding error; use Rounding::NearestEven, or WeightUpdate::Pure with stochastic rounding");
-  const float inv_scale = amp ? static_cast<float>(amp->inv_scale.item_double()) : 1.0f;
+  // With `pending` the kernels read inv_scale and found_inf where they lie (the parameters'
+  // device); without it the host has read found_inf (zero) and passes inv_scale by value.
+  const bool scaled = amp != nullptr && amp->inv_scale.defined();
+  const bool on_device = pending != nullptr;
+  const auto* inv_ptr = scaled && on_device ? static_cast<const float*>(amp->inv_scale.raw_data()) : nullptr;
+  const float inv_value = scaled && !on_device ? static_cast<float>(amp->inv_scale.item_double()) : 1.0f;
+  const auto* found_inf = on_device ? static_cast<const float*>(amp->found_inf.raw_data()) : nullptr;
   int64_t index = -1;
   for (auto& g : groups_) {
     for (auto& p : g.params) {
@@ -164,14 +220,18 @@ void Optimizer::run_step(const AmpStep* amp) {
       TC_CHECK(grad_ref.sizes() == p.sizes(), "optim", "gradient of parameter ", index, " has shape ",
                shape_str(grad_ref.sizes()), " but the parameter has shape ", shape_str(p.sizes()));
       const Tensor grad = grad_ref.contiguous();  // the tensor itself unless it is a strided view
-      ParamState& s = state_[p.impl()];
+      auto [entry, new_state] = state_.try_emplace(p.impl());
+      ParamState& s = entry->second;
       const bool half = is_reduced_float(p.dtype());
       const bool pure = half && weight_update_ != WeightUpdate::MasterFloat32;
-      if (half && !pure && !s.master.defined()) s.master = p.to(kFloat32).contiguous().clone();
+      const bool new_master = half && !pure && !s.master.defined();
+      if (new_master) s.master = p.to(kFloat32).contiguous().clone();
       if (pure && weight_update_ == WeightUpdate::PureKahan && !s.compensation.defined())
         s.compensation = zeros(p.sizes(), TensorOptions(p.dtype()).device(p.device()));
       // Saturates: a step count loaded from a file may be INT64_MAX (the bias corrections are 1 long before).
-      if (s.step < std::numeric_limits<int64_t>::max()) ++s.step;
+      const bool counted = s.step < std::numeric_limits<int64_t>::max();
+      if (counted) ++s.step;
+      if (pending != nullptr) pending->params.push_back({p.impl(), new_state, new_master, counted, s.buffers.size()});
 
       detail::StepArgs a;
       a.param = &p;
@@ -179,8 +239,10 @@ void Optimizer::run_step(const AmpStep* amp) {
       a.numel = p.numel();
       a.grad = static_cast<const char*>(grad.raw_data());
       a.grad_dtype = grad.dtype();
-      a.scaled = amp != nullptr;
-      a.inv_scale = inv_scale;
+      a.scaled = scaled;
+      a.inv_scale = inv_value;
+      a.inv_scale_ptr = inv_ptr;
+      a.found_inf = found_inf;
       a.weight = pure ? nullptr : half ? s.master.raw_data() : p.raw_data();
       a.weight_dtype = half ? kFloat32 : p.dtype();
       a.param16 = half ? p.raw_data() : nullptr;

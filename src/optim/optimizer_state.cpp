@@ -57,6 +57,7 @@ void expect_tensor(const Tensor& t, const std::string& key, DType dt, const Shap
 }  // namespace
 
 StateDict Optimizer::state_dict() const {
+  resolve_pending();
   StateDict sd;
   size_t index = 0;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
@@ -87,6 +88,7 @@ StateDict Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const StateDict& sd) {
+  resolve_pending();
   std::vector<const Tensor*> params;
   std::vector<size_t> group_of;
   for (size_t gi = 0; gi < groups_.size(); ++gi)

@@ -7,16 +7,21 @@
 //   bool stepped = scaler.step(opt);          // skipped (false) when a gradient is inf/NaN
 //   scaler.update();
 //
-// The scale (0-d float32) and the growth tracker (0-d int32) are tensors on the device,
-// created at the first scale(). unscale_ makes one fused pass per gradient dtype that
-// multiplies by the inverse scale and records found-inf; step() reads found-inf on the
-// host once. Without an explicit unscale_, step() checks the gradients read-only and
-// hands the inverse scale to the optimizer's fused step, so gradients are never rewritten.
+// The scale (0-d float32), the trackers (0-d int32) and the inverse scale live on the device
+// of the first scale()'s output. unscale_ makes one fused pass per gradient dtype that
+// multiplies by the inverse scale and records found-inf; without an explicit unscale_,
+// step() checks the gradients read-only and hands the inverse scale to the optimizer's
+// fused step, so gradients are never rewritten. The optimizer's kernels read found-inf
+// where it lies and change nothing when it is set, and on CUDA update() runs on the device
+// too (PyTorch's _amp_update_scale_): a step reads nothing back to the host. Each skip is
+// counted when its flag arrives (copied back without waiting), by the next step() or a
+// call that reports (steps_taken, steps_skipped, last_step, state_dict), which waits for it.
 // Each optimizer moves READY -> UNSCALED (unscale_) -> STEPPED (step) -> READY (update),
 // and calls out of that order raise PyTorch's messages.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,9 +49,12 @@ class GradScaler {
   std::vector<Tensor> scale(const std::vector<Tensor>& outputs);
   // Divides the optimizer's gradients by the scale in place (e.g. before clipping).
   void unscale_(optim::Optimizer& optimizer);
-  // Steps the optimizer unless a gradient is inf/NaN; true when it stepped.
+  // Steps the optimizer unless a gradient is inf/NaN; false when it skipped. On CUDA the
+  // host does not wait for the device's answer: it returns true, and a skip shows in
+  // last_step() and steps_skipped(), which wait for it.
   bool step(optim::Optimizer& optimizer);
-  // Grows or backs off the scale from this iteration's found-inf flags ...
+  // Grows or backs off the scale from this iteration's found-inf flags (on CUDA, on the
+  // device: a backoff refused by min_scale raises at the next call that looks) ...
   void update();
   // ... or sets it (the trackers are left as they are, as in PyTorch).
   void update(double new_scale);
@@ -54,9 +62,11 @@ class GradScaler {
   double get_scale() const;  // one host read; init_scale before the first scale(), 1 when disabled
   bool is_enabled() const { return options_.enabled(); }
   const GradScalerOptions& options() const { return options_; }
-  int64_t steps_taken() const { return steps_taken_; }
-  int64_t steps_skipped() const { return steps_skipped_; }
-  const StepReport& last_step() const { return last_step_; }
+  int64_t steps_taken() const;
+  int64_t steps_skipped() const;
+  // A skipped step on CUDA names no gradient (the search would read all of them on the
+  // host): amp::first_nonfinite finds it on request.
+  const StepReport& last_step() const;
   int64_t get_growth_tracker() const;      // host read; 0 before the first scale()
   int64_t get_hysteresis_tracker() const;  // host read; hysteresis before the first scale()
 
@@ -73,23 +83,31 @@ class GradScaler {
   void set_found_inf_reduction(std::function<void(const Tensor&)> reduce) { reduce_found_inf_ = std::move(reduce); }
 
  private:
-  void lazy_init();
+  struct Pending;  // flags on their way back from the device (grad_scaler.cpp)
+  void lazy_init(Device device);
+  void set_scale(double scale);  // scale_ and inv_scale_
+  // Counts the steps whose flags were pending, waiting for them, and raises an update()'s
+  // refusal; const so that the reporting calls can settle their answer first.
+  void resolve() const;
+  Pending& pending();
   ScalerState state() const;  // what state_dict() saves
-  Tensor inv_scale() const;
   std::vector<Tensor> collect_grads(optim::Optimizer& optimizer, bool allow_fp16) const;
   void report_overflow(const optim::Optimizer& optimizer);
 
   GradScalerOptions options_;
   Tensor scale_;               // 0-d float32, created by the first scale()
+  Tensor inv_scale_;           // 0-d float32: float(1 / double(scale)), as PyTorch computes it
   Tensor growth_tracker_;      // 0-d int32
   Tensor hysteresis_tracker_;  // 0-d int32
+  Tensor refused_;             // 0-d float32 on CUDA: set by an update the rule refused
   int64_t init_growth_tracker_ = 0;
   int64_t init_hysteresis_tracker_;
   // found_inf per optimizer: 0-d float32, nonzero when a gradient was not finite.
   OptimizerStates<Tensor> per_optimizer_;
-  int64_t steps_taken_ = 0;
-  int64_t steps_skipped_ = 0;
-  StepReport last_step_;
+  mutable std::shared_ptr<Pending> pending_;
+  mutable int64_t steps_taken_ = 0;
+  mutable int64_t steps_skipped_ = 0;
+  mutable StepReport last_step_;
   std::function<void(const Tensor&)> reduce_found_inf_;
 };
 

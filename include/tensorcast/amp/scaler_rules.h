@@ -83,43 +83,60 @@ inline void check_scaler_settings(double init_scale, const ScaleRule& r) {
 }
 
 // One update of the scale (stored as float32, as PyTorch's) and its int32 trackers, from
-// whether any gradient of the iteration was inf/NaN. Throws, changing nothing, when a
-// backoff would go below min_scale and clamp_min_scale is off.
-inline void update_scale(float& scale, int32_t& growth_tracker, int32_t& hysteresis_tracker, bool found_inf,
-                         const ScaleRule& r) {
+// whether any gradient of the iteration was inf/NaN. Returns false, changing nothing, when a
+// backoff would go below min_scale and clamp_min_scale is off. constexpr (no library calls)
+// so that the CUDA scaler's one-thread kernel runs this very code on the device.
+constexpr bool try_update_scale(float& scale, int32_t& growth_tracker, int32_t& hysteresis_tracker, bool found_inf,
+                                const ScaleRule& r) {
   if (found_inf) {
     // Megatron: each overflow uses up one unit of hysteresis; the scale backs off once none
     // is left (at once when hysteresis is 1, PyTorch's rule). The tracker stops at 0 so that a
     // long run of overflows cannot wrap it around.
-    const int32_t h = std::max<int32_t>(hysteresis_tracker - 1, 0);
+    const int32_t h = hysteresis_tracker - 1 > 0 ? hysteresis_tracker - 1 : 0;
     float next = scale;
     if (h <= 0) {
       next = static_cast<float>(scale * r.backoff_factor);  // float * double, as PyTorch's kernel
       if (r.min_scale > 0.0 && next < r.min_scale) {
-        TC_CHECK(r.clamp_min_scale, kScalerOwner, "the loss scale ", scale, " would back off to ", next,
-                 ", below min_scale ", r.min_scale,
-                 ": gradients keep overflowing at the smallest allowed scale (set "
-                 "clamp_min_scale(true) to stay at min_scale instead)");
+        if (!r.clamp_min_scale) return false;
         next = static_cast<float>(r.min_scale);
       }
     }
     scale = next;
     hysteresis_tracker = h;
     growth_tracker = 0;
-    return;
+    return true;
   }
   // PyTorch tests `== growth_interval`; `>=` differs only for a tracker loaded above the
   // interval, which PyTorch would then never grow from.
   const int64_t successful = static_cast<int64_t>(growth_tracker) + 1;
   if (successful >= r.growth_interval) {
     float next = static_cast<float>(scale * r.growth_factor);
-    if (r.max_scale > 0.0 && next > r.max_scale) next = std::max(scale, static_cast<float>(r.max_scale));
-    if (std::isfinite(next)) scale = next;  // PyTorch: never grow into inf
+    if (r.max_scale > 0.0 && next > r.max_scale) {
+      const float bound = static_cast<float>(r.max_scale);
+      next = scale < bound ? bound : scale;  // std::max(scale, bound)
+    }
+    const float big = std::numeric_limits<float>::max();
+    if (next >= -big && next <= big) scale = next;  // PyTorch: never grow into inf (or NaN)
     growth_tracker = 0;
     hysteresis_tracker = static_cast<int32_t>(r.hysteresis);  // Megatron: growth restores the hysteresis
   } else {
     growth_tracker = static_cast<int32_t>(successful);
   }
+  return true;
+}
+
+// The error of a backoff below min_scale (clamp_min_scale off), from the scale it started at.
+[[noreturn]] inline void fail_below_min_scale(float scale, const ScaleRule& r) {
+  TC_FAIL(kScalerOwner, "the loss scale ", scale, " would back off to ", static_cast<float>(scale * r.backoff_factor),
+          ", below min_scale ", r.min_scale,
+          ": gradients keep overflowing at the smallest allowed scale (set clamp_min_scale(true) to stay at "
+          "min_scale instead)");
+}
+
+// try_update_scale, throwing (and changing nothing) where it refuses.
+inline void update_scale(float& scale, int32_t& growth_tracker, int32_t& hysteresis_tracker, bool found_inf,
+                         const ScaleRule& r) {
+  if (!try_update_scale(scale, growth_tracker, hysteresis_tracker, found_inf, r)) fail_below_min_scale(scale, r);
 }
 
 // PyTorch's assertion when unscale_/step/update come before the first scale().

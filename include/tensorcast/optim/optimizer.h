@@ -27,7 +27,12 @@
 // AMP: step(AmpStep) is the fused path the GradScaler uses. Gradients are multiplied by
 // `inv_scale` as they are read (no separate unscale pass writes them), and when
 // `found_inf` (a 0-d float32 tensor, nonzero = overflow) is set the step changes
-// nothing at all: parameters, moments and step counts stay as they were.
+// nothing at all: parameters, moments, step counts and state stay as they were. The
+// kernels read both scalars where they lie, so on CUDA the step needs no host read: the
+// host counts the step as taken and, if the flag (copied back without waiting) says it
+// was skipped, undoes that bookkeeping at the next call that looks (step, state_dict,
+// load_state_dict, set_weight_update), as PyTorch's fused optimizers keep their step
+// counts on the device.
 #pragma once
 #include <memory>
 #include <optional>
@@ -93,7 +98,7 @@ std::string_view weight_update_name(WeightUpdate u);
 
 // What the GradScaler hands to a fused step.
 struct AmpStep {
-  Tensor inv_scale;  // 0-d float32: gradients are multiplied by it while being read
+  Tensor inv_scale;  // 0-d float32: gradients are multiplied by it while being read; undefined: already unscaled
   Tensor found_inf;  // 0-d float32: nonzero means skip the whole step
 };
 
@@ -187,12 +192,18 @@ class Optimizer {
   std::unique_ptr<OptimizerOptions> defaults_;
 
  private:
-  void run_step(const AmpStep* amp);
+  struct PendingStep;  // an AMP step whose found_inf the host has not read yet (optimizer.cpp)
+  void run_step(const AmpStep* amp, PendingStep* pending);
+  // Reads the flag of a pending AMP step (waiting for its copy if needed) and, when the
+  // step was skipped, undoes what the host counted for it.
+  void resolve_pending() const;
   void check_group(const OptimizerParamGroup& g, size_t first_index) const;
 
   // Keyed by the parameter's TensorImpl: the group holds the Tensor, so the key lives
-  // as long as the entry matters; state_dict numbers parameters in group order.
-  std::unordered_map<const TensorImpl*, ParamState> state_;
+  // as long as the entry matters; state_dict numbers parameters in group order. Mutable:
+  // a pending skipped step is undone on first look, from const state_dict() too.
+  mutable std::unordered_map<const TensorImpl*, ParamState> state_;
+  mutable std::shared_ptr<PendingStep> pending_;
   Rounding rounding_ = Rounding::NearestEven;
   uint64_t seed_ = 0;
   WeightUpdate weight_update_ = WeightUpdate::MasterFloat32;

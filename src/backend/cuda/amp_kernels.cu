@@ -49,7 +49,42 @@ __global__ void unscale_kernel(TensorList list, float* found_inf, const float* i
   if (bad) *found_inf = 1.0f;
 }
 
+__global__ void update_scale_kernel(float* scale, int32_t* growth, int32_t* hysteresis, float* inv_scale,
+                                    const float* found_inf, float* refused, amp::ScaleRule rule) {
+  float s = *scale;
+  int32_t g = *growth, h = *hysteresis;
+  if (!amp::try_update_scale(s, g, h, *found_inf != 0.0f, rule)) {
+    *refused = 1.0f;
+    return;
+  }
+  *refused = 0.0f;
+  *scale = s;
+  *growth = g;
+  *hysteresis = h;
+  *inv_scale = static_cast<float>(1.0 / static_cast<double>(s));  // PyTorch: scale.double().reciprocal().float()
+}
+
 }  // namespace
+
+void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& hysteresis_tracker,
+                       const Tensor& inv_scale, const Tensor& found_inf, const Tensor& refused,
+                       const amp::ScaleRule& rule) {
+  constexpr const char* kOp = "GradScaler.update";
+  const Device device = scale.device();
+  for (const Tensor* t : {&scale, &growth_tracker, &hysteresis_tracker, &inv_scale, &found_inf, &refused})
+    TC_CHECK(t->defined() && t->numel() == 1 && t->device() == device, kOp,
+             "the scaler's state must be one-element tensors on ", device);
+  TC_CHECK(device.is_cuda() && scale.dtype() == kFloat32 && inv_scale.dtype() == kFloat32 &&
+               found_inf.dtype() == kFloat32 && refused.dtype() == kFloat32 && growth_tracker.dtype() == kInt32 &&
+               hysteresis_tracker.dtype() == kInt32,
+           kOp, "expected float32 scale, inv_scale, found_inf and refused, int32 trackers, on a CUDA device");
+  DeviceGuard guard(device);
+  update_scale_kernel<<<1, 1, 0, current_raw_stream(device)>>>(
+      static_cast<float*>(scale.raw_data()), static_cast<int32_t*>(growth_tracker.raw_data()),
+      static_cast<int32_t*>(hysteresis_tracker.raw_data()), static_cast<float*>(inv_scale.raw_data()),
+      static_cast<const float*>(found_inf.raw_data()), static_cast<float*>(refused.raw_data()), rule);
+  TC_CUDA_CHECK(cudaGetLastError(), kOp);
+}
 
 void amp_non_finite_check_and_unscale_(const std::vector<Tensor>& grads, const Tensor& found_inf,
                                        const Tensor& inv_scale) {

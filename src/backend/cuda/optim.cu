@@ -2,7 +2,8 @@
 // (widened, times the AMP inverse scale), runs the shared per-element update on the float32
 // weight and state, and writes the 16-bit parameter back rounded to nearest even or
 // stochastically (the CPU's hash of the element index, so the CPU's bits). Every element
-// is read and written once, in one launch per parameter.
+// is read and written once, in one launch per parameter; a step the GradScaler flagged
+// (found_inf set, read on the device) returns before touching anything.
 #include "backend/cuda/convert.cuh"
 #include "backend/cuda/launch.h"
 #include "backend/cuda/optim.h"
@@ -12,9 +13,11 @@ namespace {
 
 template <class Kernel>
 __global__ void fused_step_kernel(FusedStep a, int64_t grad_es, int64_t param_es, Kernel k) {
+  if (a.found_inf != nullptr && *a.found_inf != 0.0f) return;  // the GradScaler skips this step
+  const float inv_scale = a.inv_scale_ptr != nullptr ? *a.inv_scale_ptr : a.inv_scale;
   for (int64_t i = global_index(); i < a.numel; i += grid_stride()) {
     float g = load_as<float>(static_cast<const char*>(a.grad) + i * grad_es, a.grad_dtype);
-    if (a.scaled) g *= a.inv_scale;
+    if (a.scaled) g *= inv_scale;
     float* s[3];
 #pragma unroll
     for (int j = 0; j < 3; ++j) s[j] = a.state[j] ? a.state[j] + i : nullptr;

@@ -13,8 +13,12 @@ struct FusedStep {
   int64_t numel = 0;
   const void* grad = nullptr;  // contiguous, any floating dtype
   DType grad_dtype = kFloat32;
-  bool scaled = false;  // multiply gradients by inv_scale while reading them (AMP)
+  bool scaled = false;  // multiply gradients by the inverse scale while reading them (AMP)
   float inv_scale = 1.0f;
+  // AMP without a host read: the inverse scale and found_inf (nonzero: skip, write nothing)
+  // on the device, read by the kernel; null when not used.
+  const float* inv_scale_ptr = nullptr;
+  const float* found_inf = nullptr;
   float* weight = nullptr;  // float32 weights updated in place: the parameter or its master copy
   void* param16 = nullptr;  // the 16-bit parameter written back from weight, or null
   DType param_dtype = kFloat32;

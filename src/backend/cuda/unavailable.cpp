@@ -108,6 +108,10 @@ void fused_adam_step(const FusedStep&, const optim::detail::AdamScalars<float>&,
 void amp_non_finite_check_and_unscale_(const std::vector<Tensor>&, const Tensor&, const Tensor&) {
   unavailable("GradScaler");
 }
+void amp_update_scale_(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                       const amp::ScaleRule&) {
+  unavailable("GradScaler.update");
+}
 void embedding_indices(const Tensor&, const Tensor&, int64_t) { unavailable("embedding"); }
 void embedding_gather(const Tensor&, const Tensor&, const Tensor&) { unavailable("embedding"); }
 void embedding_scatter_add(const Tensor&, const Tensor&, const Tensor&) { unavailable("embedding"); }
