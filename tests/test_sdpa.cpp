@@ -9,6 +9,7 @@
 
 #include "common/testing.h"
 #include "tensorcast/allocator.h"
+#include "tensorcast/gemm16.h"
 
 namespace tc {
 namespace {
@@ -52,32 +53,37 @@ TEST(Sdpa, FusedMatchesCompositeAndFloat64) {
     os.back() = c.v.back();
     const Tensor g = uniform(os, kFloat64, -1, 1, 4);
     const Result ref = run(q, k, v, g, c.causal, true);  // float64: the composite
-    for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
-      const Result fused = run(q.to(dt), k.to(dt), v.to(dt), g, c.causal, false);
-      const Result comp = run(q.to(dt), k.to(dt), v.to(dt), g, c.causal, true);
-      auto err = [](const Tensor& a, const Tensor& b) {
-        double m = 0;
-        const std::vector<double> x = a.to_vector(), y = b.to_vector();
-        for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
-        return m;
-      };
-      const std::pair<Tensor, Tensor> pairs[] = {
-          {fused.out, ref.out}, {fused.dq, ref.dq}, {fused.dk, ref.dk}, {fused.dv, ref.dv}};
-      const std::pair<Tensor, Tensor> comp_pairs[] = {
-          {comp.out, ref.out}, {comp.dq, ref.dq}, {comp.dk, ref.dk}, {comp.dv, ref.dv}};
-      const char* names[] = {"out", "dq", "dk", "dv"};
-      for (int t = 0; t < 4; ++t) {
-        const double e_fused = err(pairs[t].first, pairs[t].second);
-        const double e_comp = err(comp_pairs[t].first, comp_pairs[t].second);
-        const double scale = err(zeros_like(pairs[t].second), pairs[t].second);
-        // The fused kernel rounds once per output; the composite rounds scores, weights and
-        // products in `dt`: the fused error is at most the composite's (plus float32 noise).
-        EXPECT_LE(e_fused, std::max(1.5 * e_comp, 1e-5 * scale))
-            << shape_str(c.q) << " " << dtype_name(dt) << " " << names[t] << ": fused " << e_fused << ", composite "
-            << e_comp;
-        EXPECT_EQ(pairs[t].first.dtype(), dt);
+    // 16-bit inputs take the product path where this CPU multiplies them natively (kNative;
+    // elsewhere both settings give the fused kernel), the fused kernel under kFloat32.
+    for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kNative})
+      for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
+        set_cpu_gemm16(mode);
+        const Result fused = run(q.to(dt), k.to(dt), v.to(dt), g, c.causal, false);
+        set_cpu_gemm16(Gemm16::kAuto);
+        const Result comp = run(q.to(dt), k.to(dt), v.to(dt), g, c.causal, true);
+        auto err = [](const Tensor& a, const Tensor& b) {
+          double m = 0;
+          const std::vector<double> x = a.to_vector(), y = b.to_vector();
+          for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+          return m;
+        };
+        const std::pair<Tensor, Tensor> pairs[] = {
+            {fused.out, ref.out}, {fused.dq, ref.dq}, {fused.dk, ref.dk}, {fused.dv, ref.dv}};
+        const std::pair<Tensor, Tensor> comp_pairs[] = {
+            {comp.out, ref.out}, {comp.dq, ref.dq}, {comp.dk, ref.dk}, {comp.dv, ref.dv}};
+        const char* names[] = {"out", "dq", "dk", "dv"};
+        for (int t = 0; t < 4; ++t) {
+          const double e_fused = err(pairs[t].first, pairs[t].second);
+          const double e_comp = err(comp_pairs[t].first, comp_pairs[t].second);
+          const double scale = err(zeros_like(pairs[t].second), pairs[t].second);
+          // The fused kernel rounds once per output; the composite rounds scores, weights and
+          // products in `dt`: the fused error is at most the composite's (plus float32 noise).
+          EXPECT_LE(e_fused, std::max(1.5 * e_comp, 1e-5 * scale))
+              << shape_str(c.q) << " " << dtype_name(dt) << " " << gemm16_name(mode) << " " << names[t] << ": fused "
+              << e_fused << ", composite " << e_comp;
+          EXPECT_EQ(pairs[t].first.dtype(), dt);
+        }
       }
-    }
   }
 }
 
@@ -100,6 +106,21 @@ TEST(Sdpa, FusedKeepsNoScoreMatrix) {
   const int64_t base = memory_stats().current_bytes;
   const Tensor out = scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true);
   EXPECT_EQ(memory_stats().peak_bytes - base, 4 * 4 * 1024 * 16 * 2 + 4 * 4 * 1024 * 4);
+}
+
+// The product path (16-bit inputs, a native 16-bit GEMM) holds the float32 scores of a
+// chunk of the batch at a time: here 1 MiB for 4 of the 16 entries, not the 4 MiB of all.
+TEST(Sdpa, ProductPathBoundsItsScoreMemory) {
+  if (cpu_gemm16_path(kBFloat16) != Gemm16::kNative) GTEST_SKIP() << "no native bf16 GEMM on this CPU";
+  set_cpu_gemm16(Gemm16::kNative);
+  const Tensor q = uniform({16, 4, 128, 64}, kBFloat16, -1, 1, 8);
+  reset_peak_memory_stats();
+  const int64_t base = memory_stats().current_bytes;
+  const Tensor out = scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true);
+  set_cpu_gemm16(Gemm16::kAuto);
+  const int64_t out_bytes = 16 * 4 * 128 * 64 * 2, chunk_scores = 4 * 4 * 128 * 128;
+  EXPECT_LE(memory_stats().peak_bytes - base, out_bytes + chunk_scores * (4 + 2));  // float32 scores, bf16 P
+  EXPECT_GT(memory_stats().peak_bytes - base, out_bytes);                           // it did take that path
 }
 
 TEST(Sdpa, AutocastRunsIn16Bit) {

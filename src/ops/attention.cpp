@@ -1,18 +1,21 @@
 // scaled_dot_product_attention: the fused kernel (backend/cpu/attention.h) with its
 // recomputing backward, or PyTorch's math composite where the kernel does not apply. On
-// CUDA: a math path on the device's products and softmax kernels with float32 scores
-// (attention_cuda below), or the composite.
+// CUDA, and on CPUs with a native 16-bit GEMM (AMX, AVX512-BF16): a product path on the
+// device's GEMMs with float32 scores (attention_products below), or the composite.
 #include "backend/cpu/attention.h"
 
 #include <cmath>
 #include <limits>
 
+#include "backend/cpu/dnnl_matmul.h"
+#include "backend/cpu/softmax.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/softmax.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "ops/pointwise.h"
 #include "tensorcast/autograd.h"
+#include "tensorcast/gemm16.h"
 #include "tensorcast/ops.h"
 
 namespace tc::impl {
@@ -61,15 +64,29 @@ bool broadcasts_to(const Tensor& mask, const Shape& shape) {
   return true;
 }
 
-// The float32 probabilities softmax(scale q k^T, masked) (..., L, S) on the device: the
-// product writes float32 scores (16-bit inputs on Tensor Cores), scaled, masked and
-// softmaxed in float32.
-Tensor attention_probs(const Tensor& qd, const Tensor& kd, const Tensor& mask, bool causal, double scale) {
+// c = a @ b on the tensors' device (any strides; float32 c for 16-bit a, b: unrounded sums).
+void mm(const Tensor& a, const Tensor& b, const Tensor& c) {
+  if (c.device().is_cuda())
+    gpu::matmul_into(a, b, Tensor(), c, kOp);
+  else
+    cpu::matmul_into(a, b, Tensor(), c, kOp);
+}
+
+// softmax(scale q k^T, masked) (..., L, S) as `dt`: the product writes float32 scores
+// (16-bit inputs on Tensor Cores or the CPU's 16-bit kernel), scaled, masked and softmaxed
+// in float32 and rounded once to dt (float32, or the inputs' 16-bit dtype). No mask on the
+// CPU (cpu::sdpa_probs does scale, causal mask, softmax and rounding in one pass per row).
+Tensor attention_probs(const Tensor& qd, const Tensor& kd, const Tensor& mask, bool causal, double scale, DType dt) {
   const Device dev = qd.device();
   Shape ssz(qd.sizes().begin(), qd.sizes().end() - 1);
   ssz.push_back(kd.size(-2));
   const Tensor scores = make_tensor(ssz, kFloat32, dev);
-  gpu::matmul_into(qd, kd.transpose(-2, -1), Tensor(), scores, kOp);
+  mm(qd, kd.transpose(-2, -1), scores);
+  if (dev.is_cpu()) {
+    const Tensor P = dt == kFloat32 ? scores : make_tensor(ssz, dt, dev);
+    cpu::sdpa_probs(P, scores, scale, causal);
+    return P;
+  }
   Tensor logits = impl::mul(scores, scale);
   const Tensor minus_inf = full({}, -std::numeric_limits<double>::infinity(), TensorOptions(kFloat32).device(dev));
   if (causal)
@@ -80,53 +97,84 @@ Tensor attention_probs(const Tensor& qd, const Tensor& kd, const Tensor& mask, b
     logits = impl::add(logits, mask.to(kFloat32));
   const Tensor P = make_tensor(ssz, kFloat32, dev);
   gpu::softmax_forward(P, logits, P.dim() - 1, false);
-  return P;
+  return dt == kFloat32 ? P : P.to(dt);
 }
 
-// The CUDA path for q, k, v of one 16-bit or float32 dtype with the same batch dims, no
-// dropout and a constant mask (or none): the probabilities above, rounded once to the
-// inputs' dtype for the product with v (FlashAttention's rounding points). Like
-// FlashAttention's, the backward recomputes them rather than keeping an (..., L, S) matrix
-// alive from the forward to the backward: dv = P^T g, dP = g v^T (float32), dS = softmax's
-// backward (float32) times scale, rounded once, dq = dS k, dk = dS^T q. The (L, S) matrices
-// exist within each of the two passes: a math path's peak, not a fused kernel's.
-Tensor attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
-                      double scale) {
+// The product path's batch chunks: calls f(first, count) over the leading dim so that a
+// chunk's (..., L, S) float32 scores stay within kChunkScores elements on the CPU (cache
+// sized; the path is taken only where one batch entry fits kMaxScores). CUDA, a mask, or
+// no batch dim: one chunk.
+constexpr int64_t kChunkScores = int64_t{1} << 18;
+constexpr int64_t kMaxScores = int64_t{1} << 20;
+
+int64_t scores_per_entry(const Tensor& q, const Tensor& k) {
+  return q.dim() >= 3 ? q.numel() / q.size(0) / q.size(-1) * k.size(-2) : q.size(-2) * k.size(-2);
+}
+
+template <class F>
+void for_chunks(const Tensor& q, const Tensor& k, bool one_chunk, F f) {
+  if (one_chunk || q.dim() < 3) {
+    f(0, -1);
+    return;
+  }
+  const int64_t B = q.size(0), n = std::max<int64_t>(1, kChunkScores / std::max<int64_t>(1, scores_per_entry(q, k)));
+  for (int64_t b = 0; b < B; b += n) f(b, std::min(n, B - b));
+}
+
+// Entries [first, first + count) of t along dim 0 (count -1: all of t).
+Tensor chunk(const Tensor& t, int64_t first, int64_t count) {
+  return count < 0 || !t.defined() ? t : t.narrow(0, first, count);
+}
+
+// The path for q, k, v of one 16-bit or float32 dtype with the same batch dims, no dropout
+// and a constant mask (or none), on CUDA, and on a CPU that multiplies 16-bit matrices
+// natively (there its products run an order of magnitude faster than the fused kernel's
+// float32 tiles): the probabilities above, rounded once to the inputs' dtype for the
+// product with v (FlashAttention's rounding points). Like FlashAttention's, the backward
+// recomputes them rather than keeping an (..., L, S) matrix alive from the forward to the
+// backward: dv = P^T g, dP = g v^T (float32), dS = softmax's backward (float32) times
+// scale, rounded once, dq = dS k, dk = dS^T q. (L, S) matrices exist within each pass, for
+// a chunk of the batch at a time on the CPU.
+Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
+                          double scale) {
   const Device dev = q.device();
   const DType dt = q.dtype();
+  const bool one_chunk = dev.is_cuda() || mask.defined();
   const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach(), md = mask.defined() ? mask.detach() : Tensor();
-  Tensor Pd = attention_probs(qd, kd, md, causal, scale);
-  if (dt != kFloat32) Pd = Pd.to(dt);
+  // The output's memory is (B, L, H, Ev) for a 4-d (B, H, L, Ev) result, so that merging
+  // the heads afterwards, out.transpose(1, 2).reshape(B, L, H * Ev), is a view.
   Shape osz(q.sizes().begin(), q.sizes().end() - 1);
   osz.push_back(v.size(-1));
-  Tensor out = make_tensor(osz, dt, dev);
-  gpu::matmul_into(Pd, vd, Tensor(), out, kOp);
-  return record(kOp, out, {q, k, v},
-                [qd, kd, vd, md, causal, scale, dt, dev](const Tensor& g_in, const std::vector<bool>& needs) {
-                  const Tensor g = g_in.to(dt);
-                  const Tensor P = attention_probs(qd, kd, md, causal, scale);
-                  Tensor dq, dk, dv;
-                  if (needs[2]) {
-                    const Tensor Pd = dt == kFloat32 ? P : P.to(dt);
-                    dv = make_tensor(vd.sizes(), dt, dev);
-                    gpu::matmul_into(Pd.transpose(-2, -1), g, Tensor(), dv, kOp);
-                  }
-                  if (needs[0] || needs[1]) {
-                    const Tensor dP = make_tensor(P.sizes(), kFloat32, dev), dS = make_tensor(P.sizes(), kFloat32, dev);
-                    gpu::matmul_into(g, vd.transpose(-2, -1), Tensor(), dP, kOp);
-                    gpu::softmax_backward(dS, dP, P, P.dim() - 1, false);
-                    const Tensor dSd = impl::mul(dS, scale).to(dt);
-                    if (needs[0]) {
-                      dq = make_tensor(qd.sizes(), dt, dev);
-                      gpu::matmul_into(dSd, kd, Tensor(), dq, kOp);
-                    }
-                    if (needs[1]) {
-                      dk = make_tensor(kd.sizes(), dt, dev);
-                      gpu::matmul_into(dSd.transpose(-2, -1), qd, Tensor(), dk, kOp);
-                    }
-                  }
-                  return std::vector<Tensor>{dq, dk, dv};
-                });
+  const Tensor out = osz.size() == 4 ? make_tensor({osz[0], osz[2], osz[1], osz[3]}, dt, dev).transpose(1, 2)
+                                     : make_tensor(osz, dt, dev);
+  for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
+    mm(attention_probs(chunk(qd, b, n), chunk(kd, b, n), md, causal, scale, dt), chunk(vd, b, n), chunk(out, b, n));
+  });
+  return record(
+      kOp, out, {q, k, v},
+      [qd, kd, vd, md, causal, scale, dt, dev, one_chunk](const Tensor& g_in, const std::vector<bool>& needs) {
+        const Tensor g = g_in.to(dt);
+        auto grad = [&](bool needed, const Tensor& like) {
+          return needed ? make_tensor(like.sizes(), dt, dev) : Tensor();
+        };
+        const Tensor dq = grad(needs[0], qd), dk = grad(needs[1], kd), dv = grad(needs[2], vd);
+        for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
+          const Tensor qc = chunk(qd, b, n), kc = chunk(kd, b, n), vc = chunk(vd, b, n), gc = chunk(g, b, n);
+          const Tensor P = attention_probs(qc, kc, md, causal, scale, kFloat32);
+          if (dv.defined()) mm((dt == kFloat32 ? P : P.to(dt)).transpose(-2, -1), gc, chunk(dv, b, n));
+          if (!dq.defined() && !dk.defined()) return;
+          const Tensor dP = make_tensor(P.sizes(), kFloat32, dev), dS = make_tensor(P.sizes(), kFloat32, dev);
+          mm(gc, vc.transpose(-2, -1), dP);
+          if (dev.is_cuda())
+            gpu::softmax_backward(dS, dP, P, P.dim() - 1, false);
+          else
+            cpu::softmax_backward(dS, dP, P, P.dim() - 1, false);
+          const Tensor dSd = impl::mul(dS, scale).to(dt);
+          if (dq.defined()) mm(dSd, kc, chunk(dq, b, n));
+          if (dk.defined()) mm(dSd.transpose(-2, -1), qc, chunk(dk, b, n));
+        });
+        return std::vector<Tensor>{dq, dk, dv};
+      });
 }
 
 }  // namespace
@@ -161,7 +209,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     const bool direct = dropout_p == 0 && q.dtype() != kFloat64 && same_batch(q, k) && same_batch(q, v) &&
                         q.numel() > 0 && k.numel() > 0 && v.numel() > 0 &&
                         (!attn_mask.defined() || (!attn_mask.requires_grad() && broadcasts_to(attn_mask, ssz)));
-    return direct ? attention_cuda(q, k, v, attn_mask, is_causal, s)
+    return direct ? attention_products(q, k, v, attn_mask, is_causal, s)
                   : attention_math(q, k, v, attn_mask, dropout_p, is_causal, s);
   }
   const bool fused = !attn_mask.defined() && dropout_p == 0 && q.dtype() != kFloat64 && same_batch(q, k) &&
@@ -169,6 +217,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (!fused) {
     return attention_math(q, k, v, attn_mask, dropout_p, is_causal, s);
   }
+  if (is_reduced_float(q.dtype()) && k.numel() > 0 && cpu_gemm16_path(q.dtype()) == Gemm16::kNative &&
+      scores_per_entry(q, k) <= kMaxScores)
+    return attention_products(q, k, v, Tensor(), is_causal, s);
 
   // The output's memory is (batch..., L, H, Ev) for a 4-d (B, H, L, Ev) result (as
   // PyTorch's CPU flash kernel), so merging the heads afterwards, out.transpose(1, 2)

@@ -82,6 +82,43 @@ TC_SIMD_CLONES void scale_row(float* x, float a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= a;
 }
 
+// y[0, m) = softmax(sc * x[0, m)) and y[m, n) = 0, in three vectorized passes over a row
+// that stays in L1 (lane arrays, so the max and the sum vectorize without fast-math; the
+// max ignores NaN, which still poisons the row through exp and the sum, as row_max's).
+TC_SIMD_CLONES void softmax_scaled_row(const float* x, float* y, int64_t m, int64_t n, float sc) {
+  constexpr int kL = 16;
+  float mx[kL], acc[kL] = {};
+  for (int k = 0; k < kL; ++k) mx[k] = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  for (; j + kL <= m; j += kL)
+    for (int k = 0; k < kL; ++k) {
+      const float v = x[j + k] * sc;
+      y[j + k] = v;
+      mx[k] = v > mx[k] ? v : mx[k];
+    }
+  for (; j < m; ++j) {
+    y[j] = x[j] * sc;
+    mx[0] = y[j] > mx[0] ? y[j] : mx[0];
+  }
+  float M = mx[0];
+  for (int k = 1; k < kL; ++k) M = mx[k] > M ? mx[k] : M;
+  for (j = 0; j + kL <= m; j += kL)
+    for (int k = 0; k < kL; ++k) {
+      const float e = fast_exp(y[j + k] - M);
+      y[j + k] = e;
+      acc[k] += e;
+    }
+  for (; j < m; ++j) {
+    y[j] = fast_exp(y[j] - M);
+    acc[0] += y[j];
+  }
+  float sum = 0.f;
+  for (int k = 0; k < kL; ++k) sum += acc[k];
+  const float inv = 1.f / sum;
+  for (j = 0; j < m; ++j) y[j] *= inv;
+  for (; j < n; ++j) y[j] = 0.f;
+}
+
 int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 // A (..., rows, cols) tensor: the element offset of each batch index, and row/col strides.
@@ -232,6 +269,26 @@ void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const T
         tile_accumulate(p, ldk, g.m_max, vr, Evp, Evp, o, Evp);
         for (int64_t r = 0; r < g.rows; ++r) O.store(b, g0 + r, o + r * Evp);
       }
+    }
+  });
+}
+
+void sdpa_probs(const Tensor& p, const Tensor& s, double scale, bool causal) {
+  const int64_t S = s.size(-1), L = s.size(-2), rows = S > 0 ? s.numel() / S : 0;
+  const float* sp = s.data_ptr<float>();
+  const DType dt = p.dtype();
+  const float sc = static_cast<float>(scale);
+  parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(S, 1)), [&](int64_t r0, int64_t r1) {
+    float* buf = buffer(0, S);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t m = visible(causal, r % L, S);
+      const float* x = sp + r * S;
+      float* y = dt == kFloat32 ? static_cast<float*>(p.raw_data()) + r * S : buf;
+      softmax_scaled_row(x, y, m, S, sc);
+      if (dt == kBFloat16)
+        float_to_bf16(y, static_cast<BFloat16*>(p.raw_data()) + r * S, S);
+      else if (dt == kFloat16)
+        float_to_half(y, static_cast<Half*>(p.raw_data()) + r * S, S);
     }
   });
 }

@@ -25,4 +25,10 @@ void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const T
 void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
                    const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double scale, bool causal);
 
+// The probabilities of the product path (ops/attention.cpp, where this CPU multiplies 16-bit
+// matrices natively): p = softmax(scale * s) along the last dim of the float32 scores s
+// (..., L, S), keys j > i at probability 0 under `causal`. s contiguous; p contiguous, of
+// s's shape, float32 (may be s itself) or 16-bit (rounded once). One pass per row.
+void sdpa_probs(const Tensor& p, const Tensor& s, double scale, bool causal);
+
 }  // namespace tc::cpu
