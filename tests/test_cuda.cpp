@@ -772,6 +772,51 @@ TEST(Cuda, AnMlpTrainsOnTheDeviceAsOnTheCpu) {
   }
 }
 
+// A small GPT (embeddings with positions, causal attention, GELU MLP, layer norms, the lm
+// head) trained on the device with bf16 autocast and fp16 + GradScaler, against the CPU:
+// the same losses to the 16-bit products' rounding. Also a root gradient made on the
+// device (sum(...).backward() and scale(loss).backward(), not only the losses' own), and
+// the gradients of select/narrow views of a device tensor.
+TEST(Cuda, AGptTrainsOnTheDeviceAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  for (DType dt : {kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    auto losses = [&](Device d) {
+      manual_seed(14);
+      nn::GPT net(nn::GPTConfig().vocab_size(64).context(32).layers(2).heads(2).width(64));
+      net->to(d);
+      optim::AdamW opt(net->parameters(), optim::AdamWOptions(3e-3));
+      amp::GradScaler scaler(amp::GradScalerOptions().init_scale(1024).enabled(dt == kFloat16));
+      const Tensor x = randint(0, 64, {4, 32}).to(d), y = randint(0, 64, {4, 32}).to(d);
+      std::vector<double> out;
+      for (int step = 0; step < 4; ++step) {
+        opt.zero_grad();
+        Tensor loss;
+        {
+          amp::AutocastGuard guard(d.type, dt);
+          loss = cross_entropy(net->forward(x).reshape({-1, 64}), y.reshape({-1}));
+        }
+        scaler.scale(loss * 1.0).backward();  // a root that is not the loss op itself
+        scaler.step(opt);
+        scaler.update();
+        out.push_back(loss.item<double>());
+      }
+      return out;
+    };
+    const std::vector<double> want = losses(Device(kCPU)), got = losses(kGpu);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-2 * std::fabs(want[i])) << "step " << i;
+  }
+  const Tensor w = randn({3, 5}).to(kGpu).requires_grad_();
+  sum(mul(w.select(0, 1), 2.0) + w.narrow(1, 0, 2).sum()).backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().device(), kGpu);
+  const std::vector<double> g = w.grad().to_vector();
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 5; ++j)
+      EXPECT_EQ(g[static_cast<size_t>(i * 5 + j)], (i == 1 ? 2.0 : 0.0) + (j < 2 ? 5.0 : 0.0)) << i << "," << j;
+}
+
 // fp16 autocast with a GradScaler on the device, against the CPU: an initial scale of 2^40
 // overflows the fp16 gradients, so the first steps are skipped and the scale backs off
 // both devices skip the same steps, end on the same scale and similar losses.

@@ -105,16 +105,18 @@ struct SliceNode final : Node {
   std::function<Tensor(const Tensor&)> part;
   Shape in_shape;
   DType in_dtype = kFloat32;
+  Device in_device;
   std::vector<Tensor> apply(const Tensor& grad) override {
     profiler::detail::Scope rec(name, " backward");
-    Tensor gi = zeros(in_shape, in_dtype);
+    Tensor gi = zeros(in_shape, TensorOptions(in_dtype).device(in_device));
     part(gi).copy_(grad);
     return {gi};
   }
   // Adds `grad` into `buffer`'s part in place when the engine's buffer for the input is
   // exclusively the engine's. Returns false when it is not usable.
   bool add_into(Tensor& buffer, const Tensor& grad) {
-    if (!buffer.defined() || !exclusively_held(buffer, 1) || buffer.dtype() != in_dtype || buffer.sizes() != in_shape)
+    if (!buffer.defined() || !exclusively_held(buffer, 1) || buffer.dtype() != in_dtype || buffer.sizes() != in_shape ||
+        buffer.device() != in_device)
       return false;
     profiler::detail::Scope rec(name, " backward (into buffer)");
     part(buffer).add_(grad);
@@ -192,6 +194,7 @@ Tensor record_slice(const char* name, const Tensor& out, const Tensor& in, std::
   node->part = std::move(part);
   node->in_shape = in.sizes();
   node->in_dtype = edge_for(in).dtype;
+  node->in_device = in.device();
   node->next.push_back(edge_for(in));
   out.impl()->grad_fn = std::move(node);
   return out;
@@ -277,11 +280,13 @@ Tensor default_root_grad(const Tensor& root, const Tensor& gradient, const char*
   if (gradient.defined()) {
     TC_CHECK(gradient.sizes() == root.sizes(), op, "gradient has shape ", shape_str(gradient.sizes()),
              " but the output has shape ", shape_str(root.sizes()));
+    TC_CHECK(gradient.device() == root.device(), op, "gradient is on ", gradient.device(), " but the output is on ",
+             root.device());
     return gradient.dtype() == root.dtype() ? gradient : gradient.to(root.dtype());
   }
   TC_CHECK(root.numel() == 1, op, "grad can be implicitly created only for scalar outputs; the output has shape ",
            shape_str(root.sizes()));
-  return ones(root.sizes(), root.dtype());
+  return ones(root.sizes(), TensorOptions(root.dtype()).device(root.device()));
 }
 
 }  // namespace

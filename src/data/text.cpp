@@ -56,7 +56,7 @@ TextDataset::TextDataset(Tensor bytes, int64_t context, std::optional<int64_t> s
            "TextDataset needs a 1-d uint8 tensor of bytes, got ",
            bytes.defined() ? std::string(dtype_name(bytes.dtype())) + " " + shape_str(bytes.sizes())
                            : "an undefined tensor");
-  bytes_ = bytes.detach().contiguous();
+  bytes_ = bytes.detach().to(Device(kCPU)).contiguous();  // read on the host by get/get_batch
   init(context, stride, "the text");
 }
 

@@ -75,7 +75,7 @@ Tensor GPTImpl::forward(const Tensor& idx) {
   const int64_t T = idx.size(1);
   TC_CHECK(T >= 1 && T <= config.context(), "nn", "GPT: sequence length ", T, " of input ", shape_str(idx.sizes()),
            " exceeds the context ", config.context());
-  const Tensor pos = tc::arange(static_cast<double>(T), kInt64);
+  const Tensor pos = tc::arange(static_cast<double>(T), TensorOptions(kInt64).device(idx.device()));
   Tensor x = drop->forward(wte->forward(idx) + wpe->forward(pos));  // (B, T, d) + (T, d)
   if (!blocks->is_empty()) x = blocks->forward(x);
   return lm_head->forward(ln_f->forward(x));

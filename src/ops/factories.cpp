@@ -101,7 +101,7 @@ Tensor rand(const Shape& size, TensorOptions o) {
   std::lock_guard<std::mutex> lock(g.mutex);
   Tensor t = fill_generated(make_tensor(size, o.dtype(), o.device()), [&](int64_t) { return g.uniform(); });
   if (is_reduced_float(o.dtype())) {  // rounding may reach 1.0; keep the [0, 1) promise
-    t = where(ge(t, 1.0), zeros({}, o.dtype()), t);
+    t = where(ge(t, 1.0), zeros({}, TensorOptions(o.dtype()).device(o.device())), t);
   }
   return finish(t, o);
 }
@@ -132,22 +132,22 @@ Tensor randint(int64_t low, int64_t high, const Shape& size, TensorOptions o) {
   Generator& g = default_generator();
   std::lock_guard<std::mutex> lock(g.mutex);
   const auto range = static_cast<uint64_t>(high - low);
-  Tensor t = make_tensor(size, kInt64, o.device());
+  Tensor t = make_tensor(size, kInt64);  // drawn on the host, then moved: the CPU's values on any device
   int64_t* p = t.data_ptr<int64_t>();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = low + static_cast<int64_t>(g.engine() % range);
-  return finish(o.dtype() == kInt64 ? t : t.to(o.dtype()), o);
+  return finish((o.dtype() == kInt64 ? t : t.to(o.dtype())).to(o.device()), o);
 }
 
 Tensor randperm(int64_t n, TensorOptions o) {
   TC_CHECK(n >= 0, "randperm", "n must be non-negative, got ", n);
   Generator& g = default_generator();
   std::lock_guard<std::mutex> lock(g.mutex);
-  Tensor t = make_tensor({n}, kInt64, o.device());
+  Tensor t = make_tensor({n}, kInt64);  // drawn on the host, then moved
   int64_t* p = t.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) p[i] = i;
   for (int64_t i = n - 1; i > 0; --i)  // Fisher-Yates
     std::swap(p[i], p[static_cast<int64_t>(g.engine() % static_cast<uint64_t>(i + 1))]);
-  return finish(o.dtype() == kInt64 ? t : t.to(o.dtype()), o);
+  return finish((o.dtype() == kInt64 ? t : t.to(o.dtype())).to(o.device()), o);
 }
 
 Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), TensorOptions(t.dtype()).device(t.device())); }
@@ -180,7 +180,7 @@ template Tensor tensor<BFloat16>(const std::vector<BFloat16>&, const Shape&, std
 template Tensor tensor<Half>(const std::vector<Half>&, const Shape&, std::optional<DType>);
 
 Tensor tensor(std::initializer_list<double> values, TensorOptions o) {
-  return finish(tensor(std::vector<double>(values), {}, o.dtype()), o);
+  return finish(tensor(std::vector<double>(values), {}, o.dtype()).to(o.device()), o);
 }
 
 Tensor scalar_tensor(double value, TensorOptions o) { return full({}, value, o); }

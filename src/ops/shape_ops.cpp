@@ -66,7 +66,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     std::vector<Tensor> grads(needs.size());
     for (size_t i = 0; i < needs.size(); ++i) {
       if (!needs[i]) continue;
-      grads[i] = skip[i] ? zeros({0}, g.dtype()) : g.narrow(d, starts[i], lens[i]);
+      grads[i] = skip[i] ? zeros({0}, TensorOptions(g.dtype()).device(g.device())) : g.narrow(d, starts[i], lens[i]);
     }
     return grads;
   });

@@ -202,7 +202,7 @@ void Optimizer::load_state_dict(const StateDict& sd) {
   const Tensor& seed_t = state_at(sd, "rounding.seed", "optim");
   TC_CHECK(seed_t.dtype() == kInt64 && seed_t.numel() == 1, "optim",
            "state dict entry 'rounding.seed' must be an int64 scalar");
-  const int64_t seed = *static_cast<const int64_t*>(seed_t.contiguous().raw_data());
+  const int64_t seed = *static_cast<const int64_t*>(seed_t.to(Device(kCPU)).contiguous().raw_data());
 
   for (size_t gi = 0; gi < groups_.size(); ++gi) groups_[gi].options = std::move(options[gi]);
   state_ = std::move(state);
