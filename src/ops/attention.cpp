@@ -141,12 +141,14 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
   const DType dt = q.dtype();
   const bool one_chunk = dev.is_cuda() || mask.defined();
   const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach(), md = mask.defined() ? mask.detach() : Tensor();
-  // The output's memory is (B, L, H, Ev) for a 4-d (B, H, L, Ev) result, so that merging
-  // the heads afterwards, out.transpose(1, 2).reshape(B, L, H * Ev), is a view.
+  // On the CPU the output's memory is (B, L, H, Ev) for a 4-d (B, H, L, Ev) result, so
+  // that merging the heads afterwards, out.transpose(1, 2).reshape(B, L, H * Ev), is a view
+  // (cuBLASLt writes only outputs whose batch dims share one stride).
   Shape osz(q.sizes().begin(), q.sizes().end() - 1);
   osz.push_back(v.size(-1));
-  const Tensor out = osz.size() == 4 ? make_tensor({osz[0], osz[2], osz[1], osz[3]}, dt, dev).transpose(1, 2)
-                                     : make_tensor(osz, dt, dev);
+  const Tensor out = osz.size() == 4 && dev.is_cpu()
+                         ? make_tensor({osz[0], osz[2], osz[1], osz[3]}, dt, dev).transpose(1, 2)
+                         : make_tensor(osz, dt, dev);
   for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
     mm(attention_probs(chunk(qd, b, n), chunk(kd, b, n), md, causal, scale, dt), chunk(vd, b, n), chunk(out, b, n));
   });

@@ -185,13 +185,14 @@ void make_layout(cublasLtMatrixLayout_t& layout, cudaDataType_t type, uint64_t r
   }
 }
 
-// c[.., j] += bias[j] for a float32 c and a 16-bit bias (cuBLASLt's epilogue wants the
-// output's dtype); c holds the unrounded float32 product, so this rounds once.
-template <class B>
-__global__ void add_bias_kernel(float* c, const B* bias, int64_t bias_stride, int64_t rows, int64_t cols, int64_t ld) {
+// c[.., j] += bias[j] where cuBLASLt's bias epilogue does not apply: a float32 c with a
+// 16-bit bias (the epilogue wants the output's dtype; c holds the unrounded float32
+// product, so this rounds once), and float64 (no epilogues for it in cuBLASLt).
+template <class C, class B>
+__global__ void add_bias_kernel(C* c, const B* bias, int64_t bias_stride, int64_t rows, int64_t cols, int64_t ld) {
   for (int64_t i = global_index(); i < rows * cols; i += grid_stride()) {
     const int64_t r = i / cols, j = i % cols;
-    c[r * ld + j] += static_cast<float>(bias[j * bias_stride]);
+    c[r * ld + j] += static_cast<C>(bias[j * bias_stride]);
   }
 }
 
@@ -226,7 +227,7 @@ void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
   const bool dbl = a.dtype() == kFloat64;
   const cublasComputeType_t compute = dbl ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   const cudaDataType_t scale_type = dbl ? CUDA_R_64F : CUDA_R_32F;
-  const bool fused_bias = bias.defined() && bias.dtype() == c.dtype();
+  const bool fused_bias = bias.defined() && bias.dtype() == c.dtype() && !dbl;
   const void* bias_ptr = fused_bias ? bias.raw_data() : nullptr;
   TC_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == m), op, "bias must be 1-d of size ", m);
   Tensor bias_contig = bias;
@@ -311,11 +312,17 @@ void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
   if (bias.defined() && !fused_bias) {
     const int64_t rows = batch_count * n;  // c is one (rows x m) matrix with row stride ldc when batches are packed
     TC_CHECK(batch_count == 1 || stride_c == n * ldc, op, "a bias of another dtype needs a packed output");
-    TC_CHECK(c.dtype() == kFloat32, op, "a bias must have the output's dtype");
-    dispatch_dtype(bias.dtype(), [&]<class B>() {
-      add_bias_kernel<B><<<blocks_for(rows * m), kThreads, 0, stream>>>(
-          static_cast<float*>(c.raw_data()), static_cast<const B*>(bias.raw_data()), bias.stride(0), rows, m, ldc);
-    });
+    TC_CHECK(c.dtype() == kFloat32 || (dbl && bias.dtype() == kFloat64), op, "a bias must have the output's dtype");
+    if (dbl) {
+      add_bias_kernel<double, double><<<blocks_for(rows * m), kThreads, 0, stream>>>(
+          static_cast<double*>(c.raw_data()), static_cast<const double*>(bias.raw_data()), bias.stride(0), rows, m,
+          ldc);
+    } else {
+      dispatch_dtype(bias.dtype(), [&]<class B>() {
+        add_bias_kernel<float, B><<<blocks_for(rows * m), kThreads, 0, stream>>>(
+            static_cast<float*>(c.raw_data()), static_cast<const B*>(bias.raw_data()), bias.stride(0), rows, m, ldc);
+      });
+    }
     TC_CUDA_CHECK(cudaGetLastError(), op);
   }
 }
