@@ -83,16 +83,33 @@ __global__ void ln_backward_dx_kernel(Raw dx, Raw g, Raw x, const C* mean, const
   }
 }
 
-// dweight[j] = sum_r g*xhat, dbias[j] = sum_r g: one thread per column, rows in order.
+// dweight[j] = sum_r g*xhat and dbias[j] = sum_r g in two deterministic stages, so that
+// the M rows (16k for a GPT-2 batch) spread over the device instead of one thread per
+// column walking them all: block (x, p) sums rows [p * rows_per_part, ...) of a tile of
+// columns in double into part p; then one thread per column adds the parts in order.
 template <class C>
-__global__ void ln_backward_params_kernel(Raw dw, Raw db, Raw g, Raw x, const C* mean, const C* rstd, int64_t M,
-                                          int64_t N) {
+__global__ void ln_params_partial_kernel(double* part_w, double* part_b, Raw g, Raw x, const C* mean, const C* rstd,
+                                         int64_t M, int64_t N, int64_t rows_per_part) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= N) return;
+  const int64_t p = blockIdx.y, r0 = p * rows_per_part, r1 = r0 + rows_per_part < M ? r0 + rows_per_part : M;
+  double sw = 0, sb = 0;
+  for (int64_t r = r0; r < r1; ++r) {
+    const C gi = at<C>(g, r * N + j);
+    sw += static_cast<double>(gi * ((at<C>(x, r * N + j) - mean[r]) * rstd[r]));
+    sb += static_cast<double>(gi);
+  }
+  part_w[p * N + j] = sw;
+  part_b[p * N + j] = sb;
+}
+
+__global__ void ln_params_finish_kernel(Raw dw, Raw db, const double* part_w, const double* part_b, int64_t parts,
+                                        int64_t N) {
   for (int64_t j = global_index(); j < N; j += grid_stride()) {
     double sw = 0, sb = 0;
-    for (int64_t r = 0; r < M; ++r) {
-      const C gi = at<C>(g, r * N + j);
-      sw += static_cast<double>(gi * ((at<C>(x, r * N + j) - mean[r]) * rstd[r]));
-      sb += static_cast<double>(gi);
+    for (int64_t p = 0; p < parts; ++p) {
+      sw += part_w[p * N + j];
+      sb += part_b[p * N + j];
     }
     if (dw.p) store_from<double>(dw.p + j * dw.es, dw.dt, sw);
     if (db.p) store_from<double>(db.p + j * db.es, db.dt, sb);
@@ -294,9 +311,18 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     if (dx.defined() && M > 0)
       ln_backward_dx_kernel<C>
           <<<row_blocks(M), row_threads(N), 0, stream>>>(raw(dx), raw(g), raw(x), mu, rs, raw(weight), M, N);
-    if (dweight.defined() || dbias.defined())  // zeros when there are no rows
-      ln_backward_params_kernel<C>
-          <<<blocks_for(N), kThreads, 0, stream>>>(raw(dweight), raw(dbias), raw(g), raw(x), mu, rs, M, N);
+    if (dweight.defined() || dbias.defined()) {                                  // zeros when there are no rows
+      const int64_t rows_per_part = std::max<int64_t>(32, (M + 65534) / 65535);  // gridDim.y <= 65535
+      const int64_t parts = (M + rows_per_part - 1) / rows_per_part;
+      const Tensor part = make_tensor({2, std::max<int64_t>(parts, 1), N}, kFloat64, x.device());
+      double* pw = static_cast<double*>(part.raw_data());
+      double* pb = pw + std::max<int64_t>(parts, 1) * N;
+      if (parts > 0)
+        ln_params_partial_kernel<C>
+            <<<dim3(static_cast<unsigned>((N + kThreads - 1) / kThreads), static_cast<unsigned>(parts)), kThreads, 0,
+               stream>>>(pw, pb, raw(g), raw(x), mu, rs, M, N, rows_per_part);
+      ln_params_finish_kernel<<<blocks_for(N), kThreads, 0, stream>>>(raw(dweight), raw(dbias), pw, pb, parts, N);
+    }
   });
   TC_CUDA_CHECK(cudaGetLastError(), "layer_norm_backward");
 }
