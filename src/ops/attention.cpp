@@ -74,17 +74,21 @@ void mm(const Tensor& a, const Tensor& b, const Tensor& c) {
 
 // softmax(scale q k^T, masked) (..., L, S) as `dt`: the product writes float32 scores
 // (16-bit inputs on Tensor Cores or the CPU's 16-bit kernel), scaled, masked and softmaxed
-// in float32 and rounded once to dt (float32, or the inputs' 16-bit dtype). No mask on the
-// CPU (cpu::sdpa_probs does scale, causal mask, softmax and rounding in one pass per row).
+// in float32 and rounded once to dt (float32, or the inputs' 16-bit dtype). Without a mask
+// sdpa_probs does the scale, causal mask, softmax and rounding in one pass per row (the
+// CPU's path takes no mask).
 Tensor attention_probs(const Tensor& qd, const Tensor& kd, const Tensor& mask, bool causal, double scale, DType dt) {
   const Device dev = qd.device();
   Shape ssz(qd.sizes().begin(), qd.sizes().end() - 1);
   ssz.push_back(kd.size(-2));
   const Tensor scores = make_tensor(ssz, kFloat32, dev);
   mm(qd, kd.transpose(-2, -1), scores);
-  if (dev.is_cpu()) {
+  if (!mask.defined()) {
     const Tensor P = dt == kFloat32 ? scores : make_tensor(ssz, dt, dev);
-    cpu::sdpa_probs(P, scores, scale, causal);
+    if (dev.is_cpu())
+      cpu::sdpa_probs(P, scores, scale, causal);
+    else
+      gpu::sdpa_probs(P, scores, scale, causal);
     return P;
   }
   Tensor logits = impl::mul(scores, scale);
@@ -165,13 +169,17 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
           const Tensor P = attention_probs(qc, kc, md, causal, scale, kFloat32);
           if (dv.defined()) mm((dt == kFloat32 ? P : P.to(dt)).transpose(-2, -1), gc, chunk(dv, b, n));
           if (!dq.defined() && !dk.defined()) return;
-          const Tensor dP = make_tensor(P.sizes(), kFloat32, dev), dS = make_tensor(P.sizes(), kFloat32, dev);
+          const Tensor dP = make_tensor(P.sizes(), kFloat32, dev);
           mm(gc, vc.transpose(-2, -1), dP);
-          if (dev.is_cuda())
-            gpu::softmax_backward(dS, dP, P, P.dim() - 1, false);
-          else
+          Tensor dSd;  // scale * softmax's backward, rounded once to dt
+          if (dev.is_cuda()) {
+            dSd = make_tensor(P.sizes(), dt, dev);
+            gpu::sdpa_probs_backward(dSd, dP, P, scale);
+          } else {
+            const Tensor dS = make_tensor(P.sizes(), kFloat32, dev);
             cpu::softmax_backward(dS, dP, P, P.dim() - 1, false);
-          const Tensor dSd = impl::mul(dS, scale).to(dt);
+            dSd = impl::mul(dS, scale).to(dt);
+          }
           if (dq.defined()) mm(dSd, kc, chunk(dq, b, n));
           if (dk.defined()) mm(dSd.transpose(-2, -1), qc, chunk(dk, b, n));
         });

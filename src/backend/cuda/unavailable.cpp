@@ -58,6 +58,10 @@ void bce_with_logits_backward(const Tensor&, const Tensor&, const Tensor&, const
 }
 void softmax_forward(const Tensor&, const Tensor&, int64_t, bool) { unavailable("softmax"); }
 void softmax_backward(const Tensor&, const Tensor&, const Tensor&, int64_t, bool) { unavailable("softmax"); }
+void sdpa_probs(const Tensor&, const Tensor&, double, bool) { unavailable("scaled_dot_product_attention"); }
+void sdpa_probs_backward(const Tensor&, const Tensor&, const Tensor&, double) {
+  unavailable("scaled_dot_product_attention");
+}
 ClassTargets class_targets(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, const char* op) { unavailable(op); }
 void cross_entropy_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const ClassTargets&, double,
                            bool) {
