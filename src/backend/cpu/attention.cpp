@@ -82,26 +82,27 @@ TC_SIMD_CLONES void scale_row(float* x, float a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= a;
 }
 
-// y[0, m) = softmax(sc * x[0, m)) and y[m, n) = 0, in three vectorized passes over a row
-// that stays in L1 (lane arrays, so the max and the sum vectorize without fast-math; the
-// max ignores NaN, which still poisons the row through exp and the sum, as row_max's).
-TC_SIMD_CLONES void softmax_scaled_row(const float* x, float* y, int64_t m, int64_t n, float sc) {
+// y[0, m) = softmax(sc * x[0, m)) and y[m, n) = 0 (y does not alias x), in three passes over
+// a row that stays in L1: 16-lane vectors for the scaled copy and its max (a NaN is ignored
+// by the max, as row_max's, and still poisons the row through exp and the sum), lane
+// arrays for exp and the sum, which the compiler vectorizes.
+TC_SIMD_CLONES void softmax_scaled_row(const float* __restrict x, float* __restrict y, int64_t m, int64_t n, float sc) {
   constexpr int kL = 16;
-  float mx[kL], acc[kL] = {};
-  for (int k = 0; k < kL; ++k) mx[k] = -std::numeric_limits<float>::infinity();
+  v16 vmax;
+  for (int k = 0; k < kL; ++k) vmax[k] = -std::numeric_limits<float>::infinity();
   int64_t j = 0;
-  for (; j + kL <= m; j += kL)
-    for (int k = 0; k < kL; ++k) {
-      const float v = x[j + k] * sc;
-      y[j + k] = v;
-      mx[k] = v > mx[k] ? v : mx[k];
-    }
+  for (; j + kL <= m; j += kL) {
+    const v16 v = TC_LOAD16(x + j) * sc;
+    TC_STORE16(y + j, v);
+    vmax = v > vmax ? v : vmax;
+  }
+  float M = -std::numeric_limits<float>::infinity();
+  for (int k = 0; k < kL; ++k) M = vmax[k] > M ? vmax[k] : M;
   for (; j < m; ++j) {
     y[j] = x[j] * sc;
-    mx[0] = y[j] > mx[0] ? y[j] : mx[0];
+    M = y[j] > M ? y[j] : M;
   }
-  float M = mx[0];
-  for (int k = 1; k < kL; ++k) M = mx[k] > M ? mx[k] : M;
+  float acc[kL] = {};
   for (j = 0; j + kL <= m; j += kL)
     for (int k = 0; k < kL; ++k) {
       const float e = fast_exp(y[j + k] - M);
@@ -283,12 +284,13 @@ void sdpa_probs(const Tensor& p, const Tensor& s, double scale, bool causal) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t m = visible(causal, r % L, S);
       const float* x = sp + r * S;
-      float* y = dt == kFloat32 ? static_cast<float*>(p.raw_data()) + r * S : buf;
-      softmax_scaled_row(x, y, m, S, sc);
+      softmax_scaled_row(x, buf, m, S, sc);  // p may be s itself: through buf
       if (dt == kBFloat16)
-        float_to_bf16(y, static_cast<BFloat16*>(p.raw_data()) + r * S, S);
+        float_to_bf16(buf, static_cast<BFloat16*>(p.raw_data()) + r * S, S);
       else if (dt == kFloat16)
-        float_to_half(y, static_cast<Half*>(p.raw_data()) + r * S, S);
+        float_to_half(buf, static_cast<Half*>(p.raw_data()) + r * S, S);
+      else
+        std::memcpy(static_cast<float*>(p.raw_data()) + r * S, buf, static_cast<size_t>(S) * sizeof(float));
     }
   });
 }
