@@ -117,7 +117,7 @@ train_table() { # KIND (train or infer): bench_cuda_train's lines beside torch_t
     "$work/tc_train.txt" "$work/torch_train.txt"
   if [ "$1" = train ] && grep -q '^mfu ' "$work/tc_train.txt"; then
     echo
-    echo "Model FLOPs utilization of tensorcast's step (llm.c's count, over 990 TFLOP/s):"
+    echo "Model FLOPs utilization of tensorcast's step (llm.c's count, over the bf16 dense peak of 990 TFLOP/s, for every precision):"
     echo
     awk '$1 == "mfu" { printf "- %s %s: %s%%\n", $2, $3, $4 }' "$work/tc_train.txt"
   fi

@@ -5,7 +5,8 @@ Prints one line per shape and dtype in bench_cuda_gemm's format:
     gemm <dtype> <M> <N> <K> <TFLOP/s>
 
 C = A @ B with A M x K and B K x N, random normal data (products of zeros run faster),
-3 warm-up products, then the median of 10 products timed one by one with CUDA events.
+3 warm-up samples, then the median of 10 samples, each 10 products back to back between two
+CUDA events (bench_cuda_gemm times 10 between two device synchronizations).
 fp32 is true fp32: TF32 is off, as in tensorcast's fp32 GEMM.
 
     python3 bench/device/torch_gemm.py [--sizes 8192,4096] [--dtypes bf16,fp16,fp32] [--device cuda]
@@ -21,7 +22,7 @@ import time
 import torch
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-WARMUP, REPEATS = 3, 10
+WARMUP, REPEATS, PER_SAMPLE = 3, 10, 10
 
 
 def seconds_per_product(a, b, c, device):
@@ -29,13 +30,15 @@ def seconds_per_product(a, b, c, device):
         if device == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            torch.matmul(a, b, out=c)
+            for _ in range(PER_SAMPLE):
+                torch.matmul(a, b, out=c)
             end.record()
             end.synchronize()
-            return start.elapsed_time(end) / 1e3
+            return start.elapsed_time(end) / 1e3 / PER_SAMPLE
         t0 = time.perf_counter()
-        torch.matmul(a, b, out=c)
-        return time.perf_counter() - t0
+        for _ in range(PER_SAMPLE):
+            torch.matmul(a, b, out=c)
+        return (time.perf_counter() - t0) / PER_SAMPLE
 
     for _ in range(WARMUP):
         once()
