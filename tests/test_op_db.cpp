@@ -10,8 +10,8 @@
 //   autocast        the policy table says what PyTorch's lists say (docs/amp-policy.md),
 //                   and inside an autocast region the op really runs in that dtype.
 // Test names read Ops/OpDb.Checks/<op>[_<variant>]_<dtype>_<device>; CUDA cases skip without
-// a GPU, and for the ops the CUDA backend has no kernel for yet; on CUDA only the forward
-// check runs so far. OpDbCoverage: every op of tensorcast/ops.def has an entry. OpDbSelfTest:
+// a GPU, and run every check above on the device (gradcheck's differences evaluated there).
+// OpDbCoverage: every op of tensorcast/ops.def has an entry. OpDbSelfTest:
 // the checks do fail on broken entries (a wrong kernel, a wrong gradient, a kernel that
 // ignores strides, a policy turned passthrough), and no tolerance passes a 5% error.
 #include <gtest/gtest-spi.h>
