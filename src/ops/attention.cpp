@@ -8,7 +8,6 @@
 #include <limits>
 
 #include "backend/cpu/dnnl_matmul.h"
-#include "backend/cpu/softmax.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/softmax.h"
 #include "core/tensor_impl.h"
@@ -171,15 +170,11 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
           if (!dq.defined() && !dk.defined()) return;
           const Tensor dP = make_tensor(P.sizes(), kFloat32, dev);
           mm(gc, vc.transpose(-2, -1), dP);
-          Tensor dSd;  // scale * softmax's backward, rounded once to dt
-          if (dev.is_cuda()) {
-            dSd = make_tensor(P.sizes(), dt, dev);
+          const Tensor dSd = make_tensor(P.sizes(), dt, dev);  // scale * softmax's backward, rounded once
+          if (dev.is_cuda())
             gpu::sdpa_probs_backward(dSd, dP, P, scale);
-          } else {
-            const Tensor dS = make_tensor(P.sizes(), kFloat32, dev);
-            cpu::softmax_backward(dS, dP, P, P.dim() - 1, false);
-            dSd = impl::mul(dS, scale).to(dt);
-          }
+          else
+            cpu::sdpa_probs_backward(dSd, dP, P, scale);
           if (dq.defined()) mm(dSd, kc, chunk(dq, b, n));
           if (dk.defined()) mm(dSd.transpose(-2, -1), qc, chunk(dk, b, n));
         });

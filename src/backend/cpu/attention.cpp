@@ -120,6 +120,20 @@ TC_SIMD_CLONES void softmax_scaled_row(const float* __restrict x, float* __restr
   for (; j < n; ++j) y[j] = 0.f;
 }
 
+// y[j] = sc * p[j] * (g[j] - sum_k g[k] p[k]) over a row of n.
+TC_SIMD_CLONES void softmax_backward_scaled_row(const float* __restrict g, const float* __restrict p,
+                                                float* __restrict y, int64_t n, float sc) {
+  constexpr int kL = 16;
+  float acc[kL] = {};
+  int64_t j = 0;
+  for (; j + kL <= n; j += kL)
+    for (int k = 0; k < kL; ++k) acc[k] += g[j + k] * p[j + k];
+  for (; j < n; ++j) acc[0] += g[j] * p[j];
+  float sum = 0.f;
+  for (int k = 0; k < kL; ++k) sum += acc[k];
+  for (j = 0; j < n; ++j) y[j] = sc * (p[j] * (g[j] - sum));
+}
+
 int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 // A (..., rows, cols) tensor: the element offset of each batch index, and row/col strides.
@@ -291,6 +305,25 @@ void sdpa_probs(const Tensor& p, const Tensor& s, double scale, bool causal) {
         float_to_half(buf, static_cast<Half*>(p.raw_data()) + r * S, S);
       else
         std::memcpy(static_cast<float*>(p.raw_data()) + r * S, buf, static_cast<size_t>(S) * sizeof(float));
+    }
+  });
+}
+
+void sdpa_probs_backward(const Tensor& ds, const Tensor& dp, const Tensor& p, double scale) {
+  const int64_t S = p.size(-1), rows = S > 0 ? p.numel() / S : 0;
+  const float* pp = p.data_ptr<float>();
+  const float* gp = dp.data_ptr<float>();
+  const DType dt = ds.dtype();
+  const float sc = static_cast<float>(scale);
+  parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(S, 1)), [&](int64_t r0, int64_t r1) {
+    float* buf = buffer(0, S);
+    for (int64_t r = r0; r < r1; ++r) {
+      float* y = dt == kFloat32 ? static_cast<float*>(ds.raw_data()) + r * S : buf;
+      softmax_backward_scaled_row(gp + r * S, pp + r * S, y, S, sc);
+      if (dt == kBFloat16)
+        float_to_bf16(buf, static_cast<BFloat16*>(ds.raw_data()) + r * S, S);
+      else if (dt == kFloat16)
+        float_to_half(buf, static_cast<Half*>(ds.raw_data()) + r * S, S);
     }
   });
 }

@@ -30,5 +30,9 @@ void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
 // (..., L, S), keys j > i at probability 0 under `causal`. s contiguous; p contiguous, of
 // s's shape, float32 (may be s itself) or 16-bit (rounded once). One pass per row.
 void sdpa_probs(const Tensor& p, const Tensor& s, double scale, bool causal);
+// Its backward to the scores, scaled and rounded once: ds = scale * p * (dp - sum(dp * p))
+// per row, from float32 p and dp (contiguous, p's shape) into ds (contiguous, float32 or
+// 16-bit): softmax's backward, the scale and the cast in one pass.
+void sdpa_probs_backward(const Tensor& ds, const Tensor& dp, const Tensor& p, double scale);
 
 }  // namespace tc::cpu
