@@ -923,7 +923,8 @@ TEST(CudaScaler, StateStaysOnTheDeviceAndMatchesTheCpu) {
 }
 
 // A backoff below min_scale is refused on the device (the scale stays) and raised by the
-// next call that looks, as on the CPU it is raised by update() itself.
+// next step() or update() (on the CPU update() itself raises); the reporting calls do not
+// raise it, and update(new_scale) would drop it.
 TEST(CudaScaler, RefusedBackoffRaisesAtTheNextCall) {
   SKIP_WITHOUT_GPU();
   Tensor p = randn({16}).to(kGpu).requires_grad_();
@@ -936,9 +937,16 @@ TEST(CudaScaler, RefusedBackoffRaisesAtTheNextCall) {
     scaler.step(opt);
     scaler.update();  // the second would back off to 0.5
   }
-  testing::expect_error([&] { (void)scaler.steps_skipped(); }, {"[GradScaler]", "below min_scale 1"});
+  EXPECT_EQ(scaler.steps_skipped(), 2);  // counts without raising
+  opt.zero_grad();
+  scaler.scale(sum(mul(p, c))).backward();
+  testing::expect_error(
+      [&] {
+        scaler.step(opt);
+        scaler.update();
+      },
+      {"[GradScaler]", "below min_scale 1"});
   EXPECT_EQ(scaler.get_scale(), 1.0);
-  EXPECT_EQ(scaler.steps_skipped(), 2);  // raised once; the counts stand
 }
 
 // cuda::Event marks a point of a stream; AsyncScalarRead brings a device value back behind it.

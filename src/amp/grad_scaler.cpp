@@ -112,35 +112,42 @@ GradScaler::Pending& GradScaler::pending() {
   return *pending_;
 }
 
-void GradScaler::resolve() const {
+void GradScaler::count_steps(bool wait) const {
   if (!pending_) return;
-  const std::shared_ptr<Pending> p = std::move(pending_);
-  for (const auto& flag : p->steps) {
+  auto& steps = pending_->steps;
+  size_t done = 0;
+  for (; done < steps.size() && (wait || steps[done].ready()); ++done) {
     last_step_ = {};
-    if (flag.value() != 0.0f) {
+    if (steps[done].value() != 0.0f) {
       ++steps_skipped_;
       last_step_.skipped = true;
     } else {
       ++steps_taken_;
     }
   }
+  steps.erase(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+void GradScaler::raise_refused(bool wait) {
+  if (!pending_ || !pending_->refused || !(wait || pending_->refused->ready())) return;
+  const bool refused = pending_->refused->value() != 0.0f;
+  pending_->refused.reset();
   // The refused update changed nothing, so scale_ is the scale it started from.
-  if (p->refused && p->refused->value() != 0.0f)
-    fail_below_min_scale(static_cast<float>(scale_.item_double()), rule_of(options_));
+  if (refused) fail_below_min_scale(static_cast<float>(scale_.item_double()), rule_of(options_));
 }
 
 int64_t GradScaler::steps_taken() const {
-  resolve();
+  count_steps(/*wait=*/true);
   return steps_taken_;
 }
 
 int64_t GradScaler::steps_skipped() const {
-  resolve();
+  count_steps(/*wait=*/true);
   return steps_skipped_;
 }
 
 const StepReport& GradScaler::last_step() const {
-  resolve();
+  count_steps(/*wait=*/true);
   return last_step_;
 }
 
@@ -208,7 +215,11 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
     return true;
   }
   check_scale_initialized(scale_.defined(), "step");
-  resolve();  // the flags of earlier steps (on CUDA they arrive while the next one is queued)
+  // Earlier steps' flags that have arrived (on CUDA while later work is queued: nothing
+  // waits here, so a second optimizer's step() does not wait for the first one's), and the
+  // last update()'s refusal once known.
+  count_steps(/*wait=*/false);
+  raise_refused(/*wait=*/false);
   auto& st = per_optimizer_.for_step(&optimizer);
 
   const bool fused = st.stage == OptState::Ready;
@@ -264,7 +275,7 @@ void GradScaler::update() {
   profiler::detail::Scope rec("GradScaler.update");
   if (!is_enabled()) return;
   check_scale_initialized(scale_.defined(), "update");
-  if (pending_ && pending_->refused) resolve();  // two updates with no step between them
+  raise_refused(/*wait=*/true);  // the previous update's, before this one replaces it (one iteration old)
   if (scale_.device().is_cuda()) {
     // PyTorch adds the found_inf flags up; any nonzero sum is an overflow.
     Tensor total;
@@ -289,6 +300,7 @@ void GradScaler::update() {
 void GradScaler::update(double new_scale) {
   if (!is_enabled()) return;
   check_scale_initialized(scale_.defined(), "update");
+  if (pending_) pending_->refused.reset();  // the new scale replaces whatever was refused
   set_scale(new_scale);
   per_optimizer_.clear();
 }
@@ -314,7 +326,7 @@ ScalerState GradScaler::state() const {
 
 StateDict GradScaler::state_dict() const {
   if (!is_enabled()) return {};
-  resolve();
+  count_steps(/*wait=*/true);
   StateDict sd;
   write_scaler_state(
       state(), [&](const char* key, double v) { sd[key] = state_scalar(v); },

@@ -188,11 +188,13 @@ void Optimizer::step(const AmpStep& amp) {
     return;
   }
   // The kernels read found_inf and write nothing when it is set; the host's bookkeeping is
-  // settled once the flag is back (at once on the CPU).
+  // settled once the flag is back (at once on the CPU). The flag is final before the step
+  // (the scaler's check wrote it), so its copy starts first, and the record is in place
+  // before any parameter is counted: a throw midway still leaves it to be undone.
   auto pending = std::make_shared<PendingStep>();
-  run_step(&amp, pending.get());
   pending->found_inf = tc::detail::AsyncScalarRead(found);
-  pending_ = std::move(pending);
+  pending_ = pending;
+  run_step(&amp, pending.get());
   if (found.device().is_cpu()) resolve_pending();
 }
 

@@ -54,7 +54,7 @@ class GradScaler {
   // last_step() and steps_skipped(), which wait for it.
   bool step(optim::Optimizer& optimizer);
   // Grows or backs off the scale from this iteration's found-inf flags (on CUDA, on the
-  // device: a backoff refused by min_scale raises at the next call that looks) ...
+  // device: a backoff refused by min_scale raises at a following step() or update()) ...
   void update();
   // ... or sets it (the trackers are left as they are, as in PyTorch).
   void update(double new_scale);
@@ -86,9 +86,13 @@ class GradScaler {
   struct Pending;  // flags on their way back from the device (grad_scaler.cpp)
   void lazy_init(Device device);
   void set_scale(double scale);  // scale_ and inv_scale_
-  // Counts the steps whose flags were pending, waiting for them, and raises an update()'s
-  // refusal; const so that the reporting calls can settle their answer first.
-  void resolve() const;
+  // Counts the steps whose flags have come back (all of them, waiting, with `wait`); const
+  // so that the reporting calls can settle their answer first. Not thread-safe, like the
+  // rest of the scaler.
+  void count_steps(bool wait) const;
+  // Raises the last update()'s refusal (a backoff below min_scale) once its flag is back
+  // (waiting for it with `wait`); only step() and update() raise it.
+  void raise_refused(bool wait);
   Pending& pending();
   ScalerState state() const;  // what state_dict() saves
   std::vector<Tensor> collect_grads(optim::Optimizer& optimizer, bool allow_fp16) const;

@@ -311,8 +311,10 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     if (dx.defined() && M > 0)
       ln_backward_dx_kernel<C>
           <<<row_blocks(M), row_threads(N), 0, stream>>>(raw(dx), raw(g), raw(x), mu, rs, raw(weight), M, N);
-    if (dweight.defined() || dbias.defined()) {                                  // zeros when there are no rows
-      const int64_t rows_per_part = std::max<int64_t>(32, (M + 65534) / 65535);  // gridDim.y <= 65535
+    if (dweight.defined() || dbias.defined()) {  // zeros when there are no rows
+      // At most 1024 parts (well within gridDim.y), of at least 32 rows: the scratch stays
+      // small (1024 x N x 16 bytes) and the second stage short.
+      const int64_t rows_per_part = std::max<int64_t>(32, (M + 1023) / 1024);
       const int64_t parts = (M + rows_per_part - 1) / rows_per_part;
       const Tensor part = make_tensor({2, std::max<int64_t>(parts, 1), N}, kFloat64, x.device());
       double* pw = static_cast<double*>(part.raw_data());
