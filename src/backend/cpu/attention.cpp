@@ -288,44 +288,46 @@ void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const T
   });
 }
 
-void sdpa_probs(const Tensor& p, const Tensor& s, double scale, bool causal) {
-  const int64_t S = s.size(-1), L = s.size(-2), rows = S > 0 ? s.numel() / S : 0;
-  const float* sp = s.data_ptr<float>();
-  const DType dt = p.dtype();
-  const float sc = static_cast<float>(scale);
+namespace {
+
+// The row pass of the product path: row(r, buf) computes row r (S floats) into buf, which
+// is then stored into the contiguous `out` (float32, or rounded once to 16 bits).
+template <class Row>
+void for_each_score_row(const Tensor& out, int64_t S, Row row) {
+  const int64_t rows = S > 0 ? out.numel() / S : 0;
+  const DType dt = out.dtype();
   parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(S, 1)), [&](int64_t r0, int64_t r1) {
     float* buf = buffer(0, S);
     for (int64_t r = r0; r < r1; ++r) {
-      const int64_t m = visible(causal, r % L, S);
-      const float* x = sp + r * S;
-      softmax_scaled_row(x, buf, m, S, sc);  // p may be s itself: through buf
+      row(r, buf);
       if (dt == kBFloat16)
-        float_to_bf16(buf, static_cast<BFloat16*>(p.raw_data()) + r * S, S);
+        float_to_bf16(buf, static_cast<BFloat16*>(out.raw_data()) + r * S, S);
       else if (dt == kFloat16)
-        float_to_half(buf, static_cast<Half*>(p.raw_data()) + r * S, S);
+        float_to_half(buf, static_cast<Half*>(out.raw_data()) + r * S, S);
       else
-        std::memcpy(static_cast<float*>(p.raw_data()) + r * S, buf, static_cast<size_t>(S) * sizeof(float));
+        std::memcpy(static_cast<float*>(out.raw_data()) + r * S, buf, static_cast<size_t>(S) * sizeof(float));
     }
   });
 }
 
+}  // namespace
+
+void sdpa_probs(const Tensor& p, const Tensor& s, double scale, bool causal) {
+  const int64_t S = s.size(-1), L = s.size(-2);
+  const float* sp = s.data_ptr<float>();
+  const float sc = static_cast<float>(scale);
+  // Through buf: p may be s itself.
+  for_each_score_row(
+      p, S, [&](int64_t r, float* buf) { softmax_scaled_row(sp + r * S, buf, visible(causal, r % L, S), S, sc); });
+}
+
 void sdpa_probs_backward(const Tensor& ds, const Tensor& dp, const Tensor& p, double scale) {
-  const int64_t S = p.size(-1), rows = S > 0 ? p.numel() / S : 0;
+  const int64_t S = p.size(-1);
   const float* pp = p.data_ptr<float>();
   const float* gp = dp.data_ptr<float>();
-  const DType dt = ds.dtype();
   const float sc = static_cast<float>(scale);
-  parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(S, 1)), [&](int64_t r0, int64_t r1) {
-    float* buf = buffer(0, S);
-    for (int64_t r = r0; r < r1; ++r) {
-      float* y = dt == kFloat32 ? static_cast<float*>(ds.raw_data()) + r * S : buf;
-      softmax_backward_scaled_row(gp + r * S, pp + r * S, y, S, sc);
-      if (dt == kBFloat16)
-        float_to_bf16(buf, static_cast<BFloat16*>(ds.raw_data()) + r * S, S);
-      else if (dt == kFloat16)
-        float_to_half(buf, static_cast<Half*>(ds.raw_data()) + r * S, S);
-    }
-  });
+  for_each_score_row(ds, S,
+                     [&](int64_t r, float* buf) { softmax_backward_scaled_row(gp + r * S, pp + r * S, buf, S, sc); });
 }
 
 void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
