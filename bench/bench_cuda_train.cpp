@@ -127,26 +127,27 @@ void restore(Bench& b) {
   for (size_t i = 0; i < params.size(); ++i) Tensor(params[i]).copy_(b.initial[i]);
 }
 
-// precision: "fp32", "bf16" (autocast) or "fp16" (autocast with a GradScaler).
+// One training step on a batch. precision: "fp32", "bf16" (autocast) or "fp16" (autocast
+// with the GradScaler, which is disabled otherwise).
+void train_step(const Bench& b, optim::Optimizer& opt, amp::GradScaler& scaler, const std::string& precision,
+                const Tensor& x, const Tensor& y) {
+  opt.zero_grad();
+  Tensor loss;
+  {
+    amp::AutocastGuard autocast(kCUDA, precision == "fp16" ? kFloat16 : kBFloat16, precision != "fp32");
+    loss = loss_of(b.forward(x), y);
+  }
+  scaler.scale(loss).backward();
+  scaler.step(opt);
+  scaler.update();
+}
+
 void train(Bench& b, const std::string& model, const std::string& precision) {
   restore(b);
   b.module->train();
-  const bool amp16 = precision != "fp32";
-  const DType dt = precision == "fp16" ? kFloat16 : kBFloat16;
-  const Tensor &x = b.x, &y = b.y;
   optim::AdamW opt(b.module->parameters(), optim::AdamWOptions(1e-3));
   amp::GradScaler scaler(amp::GradScalerOptions().enabled(precision == "fp16"));
-  auto step = [&] {
-    opt.zero_grad();
-    Tensor loss;
-    {
-      amp::AutocastGuard autocast(kCUDA, dt, amp16);
-      loss = loss_of(b.forward(x), y);
-    }
-    scaler.scale(loss).backward();
-    scaler.step(opt);
-    scaler.update();
-  };
+  auto step = [&] { train_step(b, opt, scaler, precision, b.x, b.y); };
   const double ms = time_ms(step, b.warmup, b.steps, /*reset_peak=*/true);
   std::printf("train %s %s %lld %.3f %.1f\n", model.c_str(), precision.c_str(), static_cast<long long>(b.batch), ms,
               static_cast<double>(memory_stats(kGpu).peak_bytes) / (1 << 20));
@@ -175,8 +176,6 @@ void fashion_mnist(const std::string& dir, int64_t epochs, const std::string& pr
   const data::FashionMNIST train_set(dir, /*train=*/true), test_set(dir, /*train=*/false);
   Bench b = make("cnn");
   b.module->to(kGpu);
-  const bool amp16 = precision != "fp32";
-  const DType dt = precision == "fp16" ? kFloat16 : kBFloat16;
   data::DataLoader loader(train_set, data::DataLoaderOptions().batch_size(128).shuffle(true).seed(0).pin_memory(true));
   optim::AdamW opt(b.module->parameters(), optim::AdamWOptions(1e-3).weight_decay(0.0));
   optim::CosineAnnealingLR schedule(opt, epochs * static_cast<int64_t>(loader.size()));
@@ -184,16 +183,8 @@ void fashion_mnist(const std::string& dir, int64_t epochs, const std::string& pr
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t epoch = 0; epoch < epochs; ++epoch)
     for (auto& batch : loader) {
-      const Tensor x = batch.data.to(kGpu, true), y = batch.target.to(kGpu, true);  // pinned: asynchronous
-      opt.zero_grad();
-      Tensor loss;
-      {
-        amp::AutocastGuard autocast(kCUDA, dt, amp16);
-        loss = cross_entropy(b.forward(x), y);
-      }
-      scaler.scale(loss).backward();
-      scaler.step(opt);
-      scaler.update();
+      // Pinned batches: the copies are asynchronous.
+      train_step(b, opt, scaler, precision, batch.data.to(kGpu, true), batch.target.to(kGpu, true));
       schedule.step();
     }
   cuda::synchronize();
@@ -204,7 +195,7 @@ void fashion_mnist(const std::string& dir, int64_t epochs, const std::string& pr
   const int64_t n = test_set.size();
   for (int64_t i = 0; i < n; i += 1000) {
     const int64_t m = std::min<int64_t>(1000, n - i);
-    amp::AutocastGuard autocast(kCUDA, dt, amp16);
+    amp::AutocastGuard autocast(kCUDA, precision == "fp16" ? kFloat16 : kBFloat16, precision != "fp32");
     const Tensor logits = b.forward(test_set.images().narrow(0, i, m).to(kGpu));
     correct += eq(argmax(logits, 1), test_set.targets().narrow(0, i, m).to(kGpu)).to(kFloat32).sum().item<double>();
   }

@@ -180,7 +180,7 @@ report() {
     fi
     if [ -s "$OUT/ctest.log" ]; then
       echo
-      echo "## Tests: ctest -R '[Cc]uda' (ctest.log): test_cuda and the op table's CUDA cases"
+      echo "## Tests: ctest -R '[Cc]uda' (ctest.log): test_cuda, test_cuda_training and the op table's CUDA cases"
       echo
       echo '```'
       ctest_summary
@@ -273,7 +273,7 @@ note=$cudnn_note stage configure 90 "$OUT/build.log" env LD_LIBRARY_PATH="$carry
 # Only what runs here: the CUDA tests and the benchmarks (CI runs the CPU suite of the
 # same build); -k 0: past a file that fails to compile, so what did build still runs.
 stage build 300 "$OUT/build.log" env LD_LIBRARY_PATH="$carry_libs" \
-  cmake --build "$build" -j "$(nproc)" --target test_cuda test_op_db bench_cuda_gemm bench_cuda_train -- -k 0
+  cmake --build "$build" -j "$(nproc)" --target test_cuda test_cuda_training test_op_db bench_cuda_gemm bench_cuda_train -- -k 0
 
 # --- tests ---------------------------------------------------------------------------------
 # 8 tests at a time with 2 OpenMP threads each: CI's 2-core machine runs the CPU tests on
