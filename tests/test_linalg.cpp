@@ -18,6 +18,7 @@
 #include "tensorcast/allocator.h"
 #include "tensorcast/gemm16.h"
 #include "tensorcast/parallel.h"
+#include "tensorcast/profiler.h"
 
 namespace tc {
 namespace {
@@ -409,6 +410,77 @@ void expect_exact_error(const std::function<void()>& f, const std::string& messa
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), message);
   }
+}
+
+// ---- linear_activation ------------------------------------------------------------------
+
+Tensor composed(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& act) {
+  const Tensor h = linear(x, w, b);
+  return act == "relu" ? relu(h) : gelu(h, act == "gelu" ? "none" : "tanh");
+}
+
+TEST(LinearActivation, FusedEpilogueIsOnePassAndOneRounding) {
+  // Without a graph the activation runs in oneDNN's epilogue on the float32 accumulators:
+  // the profile shows linear_activation alone, allocating just its output, and the 16-bit
+  // result is within one 16-bit ulp of the float32 result (one rounding of oneDNN's own
+  // erf/tanh, which may differ from tensorcast's in the last float32 bits). ReLU commutes
+  // with rounding, so there the fused and composed results are bit-identical.
+  const Tensor x32 = uniform({64, 48}, kFloat32, -2, 2, 301), w32 = uniform({96, 48}, kFloat32, -0.3, 0.3, 302),
+               b32 = uniform({96}, kFloat32, -1, 1, 303);
+  for (Gemm16 mode : {Gemm16::kNative, Gemm16::kFloat32}) {
+    if (mode == Gemm16::kNative && !cpu::native_matmul(kBFloat16)) continue;
+    Gemm16Mode m(mode);
+    for (const std::string act : {"relu", "gelu", "gelu_tanh"}) {
+      SCOPED_TRACE(act + " on the " + std::string(gemm16_name(mode)) + " kernel");
+      const Tensor x = x32.to(kBFloat16), w = w32.to(kBFloat16), b = b32.to(kBFloat16);
+      profiler::Profile prof;
+      const Tensor y = linear_activation(x, w, b, act);
+      prof.stop();
+      std::map<std::string, profiler::OpStat> stats;
+      for (const profiler::OpStat& st : prof.key_averages()) stats[st.name] = st;
+      EXPECT_EQ(stats.count("gelu") + stats.count("relu") + stats.count("linear"), 0u);
+      if (mode == Gemm16::kNative) EXPECT_EQ(stats["linear_activation"].self_alloc_bytes, 64 * 96 * 2);
+      // The float32 activation of the float32 product of the same bf16 values, rounded once.
+      const Tensor want = linear_activation(x.to(kFloat32), w.to(kFloat32), b.to(kFloat32), act).to(kBFloat16);
+      const Tensor f = composed(x.to(kFloat32), w.to(kFloat32), b.to(kFloat32), act);
+      EXPECT_TRUE(all_close(linear_activation(x.to(kFloat32), w.to(kFloat32), b.to(kFloat32), act), f.to_vector(),
+                            Tol{1e-6, 1e-6}));
+      EXPECT_TRUE(all_close(y, want.to_vector(), Tol{0, 0x1p-7}));
+      if (act == "relu") EXPECT_TRUE(testing::equal(y, composed(x, w, b, act)));
+    }
+  }
+}
+
+TEST(LinearActivation, WithAGraphItIsTheComposition) {
+  // Recorded, the op is activation(linear(...)): values and every gradient bit-identical.
+  for (DType dt : {kFloat32, kBFloat16}) {
+    for (const std::string act : {"relu", "gelu", "gelu_tanh"}) {
+      SCOPED_TRACE(act + " " + std::string(dtype_name(dt)));
+      auto leaves = [&] {
+        return std::vector<Tensor>{uniform({3, 5, 24}, dt, -2, 2, 311).requires_grad_(),
+                                   uniform({40, 24}, dt, -0.5, 0.5, 312).requires_grad_(),
+                                   uniform({40}, dt, -1, 1, 313).requires_grad_()};
+      };
+      const std::vector<Tensor> a = leaves(), b = leaves();
+      const Tensor g = uniform({3, 5, 40}, dt, -1, 1, 314);
+      const Tensor ya = linear_activation(a[0], a[1], a[2], act), yb = composed(b[0], b[1], b[2], act);
+      EXPECT_TRUE(testing::equal(ya, yb));
+      ya.backward(g);
+      yb.backward(g);
+      for (int i = 0; i < 3; ++i) EXPECT_TRUE(testing::equal(a[i].grad(), b[i].grad())) << "input " << i;
+    }
+  }
+}
+
+TEST(LinearActivation, Errors) {
+  const Tensor x = zeros({2, 4}), w = zeros({3, 4});
+  expect_exact_error([&] { linear_activation(x, w, Tensor(), "tanh"); },
+                     "[linear_activation] activation must be \"relu\", \"gelu\" or \"gelu_tanh\", got \"tanh\"");
+  expect_exact_error(
+      [&] {
+        linear_activation(x, zeros({3, 5}), Tensor(), "relu");
+      },
+      "[linear_activation] shapes (2, 4) and (3, 5) cannot be multiplied");
 }
 
 TEST(Linalg, ErrorMessages) {

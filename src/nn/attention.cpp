@@ -42,7 +42,13 @@ MLPImpl::MLPImpl(int64_t width, double dropout) : Module("MLP") {
   drop = register_module("drop", Dropout(dropout));
 }
 
-Tensor MLPImpl::forward(const Tensor& x) { return drop->forward(proj->forward(act->forward(fc->forward(x)))); }
+// fc and act as one op (tc::linear_activation: GELU in the GEMM's epilogue when no graph is
+// recorded); the same value as act->forward(fc->forward(x)) but for the 16-bit rounding.
+Tensor MLPImpl::forward(const Tensor& x) {
+  const Tensor h =
+      tc::linear_activation(x, fc->weight, fc->bias, act->options.approximate() == "tanh" ? "gelu_tanh" : "gelu");
+  return drop->forward(proj->forward(h));
+}
 
 BlockImpl::BlockImpl(const GPTConfig& c) : Module("Block") {
   ln1 = register_module("ln1", LayerNorm(c.width()));

@@ -132,6 +132,41 @@ void add_linalg(std::vector<OpInfo>& db) {
     for (size_t i = s.size() - 4; i < s.size(); ++i) s[i].gradcheck = false;
     return s;
   }));
+  // linear + activation: the forward samples run without a graph, so they check the GEMM's
+  // fused epilogue; gradcheck runs the recorded composition.
+  const std::pair<const char*, double (*)(double)> acts[] = {
+      {"relu", [](double v) { return std::max(v, 0.0); }},
+      {"gelu", [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
+      {"gelu_tanh",
+       [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); }}};
+  for (const auto& [name, fn] : acts) {
+    db.push_back(entry("linear_activation", name, L, {0, 1, 2}, [name, fn](DType dt) {
+      std::vector<Sample> s;
+      auto add = [&](const std::string& desc, const Tensor& x, const Tensor& w, const Tensor& b) {
+        s.push_back(make(
+            desc, {x, w, b}, [name](const Ts& in) { return Ts{linear_activation(in[0], in[1], in[2], name)}; },
+            [fn](const Ts& in) {
+              RefOut r = ref_linear(in[0], in[1], in[2]);
+              for (double& v : r.values) v = fn(v);
+              return Refs{r};
+            },
+            acc_of(w.size(1) + 1, std::max(max_abs(x) * max_abs(w), b.defined() ? max_abs(b) : 0.0))));
+      };
+      add("3-d input with bias", U({2, 3, 4}, dt, -2, 2, 121), U({5, 4}, dt, -1, 1, 122), U({5}, dt, -3, 3, 123));
+      add("no bias", U({3, 4}, dt, -2, 2, 124), U({5, 4}, dt, -1, 1, 125), Tensor());
+      add("1-d input", U({4}, dt, -2, 2, 126), U({5, 4}, dt, -1, 1, 127), U({5}, dt, -3, 3, 128));
+      add("transposed input", Ut({6, 4}, dt, -2, 2, 129), U({5, 4}, dt, -1, 1, 130), U({5}, dt, -3, 3, 131));
+      add("k = 0 (bias only)", U({2, 0}, dt, -2, 2, 132), U({3, 0}, dt, -1, 1, 133), U({3}, dt, -3, 3, 134));
+      add("no rows", U({0, 4}, dt, -2, 2, 135), U({3, 4}, dt, -1, 1, 136), U({3}, dt, -3, 3, 137));
+      // Enough rows for oneDNN's GEMM (a few rows go to the matrix-vector kernel, unfused).
+      const Tensor w = U({40, 24}, dt, -1, 1, 138), b = U({40}, dt, -3, 3, 139);
+      add("larger", U({4, 16, 24}, dt, -2, 2, 140), w, b);
+      add("larger without bias", U({64, 24}, dt, -2, 2, 141), w, Tensor());
+      add("larger transposed", Ut({64, 24}, dt, -2, 2, 142), w, b);
+      for (size_t i = s.size() - 3; i < s.size(); ++i) s[i].gradcheck = false;
+      return s;
+    }));
+  }
 }
 
 // ------------------------------------------------------------------ convolution and pooling

@@ -131,13 +131,14 @@ dnnl::memory::desc bias_desc(const Tensor& bias, int64_t nd, const char* op) {
 
 // The cached primitive for this geometry (creating it on a miss); an entry without a
 // primitive when oneDNN refuses the problem (e.g. float16 without CPU support).
-Entry lookup(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op) {
+Entry lookup(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op, Activation act) {
   Key k;
   k.reserve(64);
   append_geometry(k, a);
   append_geometry(k, b);
   append_geometry(k, c);
   k.push_back(bias.defined() ? bias.stride(0) : -1);
+  k.push_back(static_cast<int64_t>(act));
   // Some oneDNN kernels fix their work split at creation: a primitive belongs to a thread count.
   k.push_back(get_num_threads());
   if (auto e = cache().find(k)) return *e;
@@ -150,6 +151,15 @@ Entry lookup(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor&
     dnnl::primitive_attr attr;
     // A caller-owned scratchpad lets several threads run one cached primitive at once.
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (act != Activation::kNone) {
+      dnnl::post_ops po;
+      po.append_eltwise(1.f,
+                        act == Activation::kRelu   ? dnnl::algorithm::eltwise_relu
+                        : act == Activation::kGelu ? dnnl::algorithm::eltwise_gelu_erf
+                                                   : dnnl::algorithm::eltwise_gelu_tanh,
+                        0.f, 0.f);
+      attr.set_post_ops(po);
+    }
     dnnl::matmul::primitive_desc pd(d, attr, dnnl_engine());
     // A reference (scalar) 16-bit kernel is far slower than the float32 detour.
     if (is_reduced_float(c.dtype()) && is_reference_impl(pd.impl_info_str())) return cache().insert(k, std::move(e));
@@ -178,8 +188,9 @@ void* scratchpad(size_t bytes) {
   return buf.p;
 }
 
-bool run_dnnl(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op) {
-  const Entry e = lookup(a, b, bias, c, op);
+bool run_dnnl(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op,
+              Activation act = Activation::kNone) {
+  const Entry e = lookup(a, b, bias, c, op, act);
   if (!e.prim) return false;
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl_memory(a, dnnl_desc(a, op))},
                                              {DNNL_ARG_WEIGHTS, dnnl_memory(b, dnnl_desc(b, op))},
@@ -248,18 +259,22 @@ bool probe_native(DType dt) {
   if (dt == kFloat64) return false;
   float buf[4] = {};  // never read: only the primitive is created (from_blob: no memory statistics)
   const Tensor t = from_blob(buf, {2, 2}, TensorOptions(dt));
-  return lookup(t, t, Tensor(), t, "matmul").prim.has_value();
+  return lookup(t, t, Tensor(), t, "matmul", Activation::kNone).prim.has_value();
 }
 
 // A 16-bit product on the float32 kernel: float32 copies of the operands in their own
 // layouts (widening is exact), float32 accumulation, and c rounded once (written directly
-// when c is float32). The copies come from the caching allocator.
-void run_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op) {
+// when c is float32). The copies come from the caching allocator. Returns whether act was
+// applied (matmul_into).
+bool run_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op,
+                 Activation act) {
   const Tensor a32 = cast_dense(a, kFloat32), b32 = cast_dense(b, kFloat32), bias32 = cast_dense(bias, kFloat32);
   const Tensor c32 = c.dtype() == kFloat32 ? c : make_tensor(c.sizes(), kFloat32);
-  TC_CHECK(run_dnnl(a32, b32, bias32, c32, op), op, "oneDNN has no float32 matmul for ", shape_str(a.sizes()), " x ",
-           shape_str(b.sizes()));
+  const bool applied = act != Activation::kNone && run_dnnl(a32, b32, bias32, c32, op, act);
+  TC_CHECK(applied || run_dnnl(a32, b32, bias32, c32, op), op, "oneDNN has no float32 matmul for ",
+           shape_str(a.sizes()), " x ", shape_str(b.sizes()));
   if (!c32.is_same(c)) copy_into(c, c32);
+  return applied;
 }
 
 // Whether the float32 kernel pays for its conversions: widening costs a pass over every
@@ -320,21 +335,23 @@ Tensor widen_for_gemm(const Tensor& t) {
 size_t matmul_cache_size() { return cache().size(); }
 void clear_matmul_cache() { cache().clear(); }
 
-void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& c, const char* op) {
-  if (c.numel() == 0) return;
+bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& c, const char* op,
+                 Activation act) {
+  if (c.numel() == 0) return true;
   const DType dt = c.dtype();
   if (a_in.size(-1) == 0) {  // an empty sum: the bias, or zeros
     if (bias.defined())
       copy_into(c, bias);
     else
       fill_zero(c);
-    return;
+    return act == Activation::kNone;
   }
+  const bool fuse = act != Activation::kNone;
   const Tensor a = canonical(a_in), b = canonical(b_in);
-  if (gemv_into(a, b, bias, c)) return;  // a few rows: the weight streamed once
+  if (gemv_into(a, b, bias, c)) return !fuse;  // a few rows: the weight streamed once
   if (dt == kFloat64) {
     matmul_f64(a, b, bias, c);
-    return;
+    return !fuse;
   }
   TC_CHECK(dt == kFloat32 || dt == kBFloat16 || dt == kFloat16, op, "expected a floating dtype, got ", dtype_name(dt));
   if (is_reduced_float(a.dtype()) || is_reduced_float(b.dtype()) || is_reduced_float(dt)) {
@@ -343,16 +360,19 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     // kAuto keeps matrix-vector-like products native; an explicit kFloat32 widens them all.
     const bool wide = a.dtype() != b.dtype() || (cpu_gemm16_path(d16) == Gemm16::kFloat32 &&
                                                  (get_cpu_gemm16() == Gemm16::kFloat32 || worth_widening(a, b, c)));
-    if (wide || !run_dnnl(a, b, bias, c, op)) run_widened(a, b, bias, c, op);
-    return;
+    if (!wide && run_dnnl(a, b, bias, c, op, act)) return true;
+    if (!wide && fuse && run_dnnl(a, b, bias, c, op)) return false;
+    return run_widened(a, b, bias, c, op, act);
   }
-  if (run_dnnl(a, b, bias, c, op)) return;
+  if (run_dnnl(a, b, bias, c, op, act)) return true;
+  if (fuse && run_dnnl(a, b, bias, c, op)) return false;
   // oneDNN refused these strides: retry once on dense copies.
   const Tensor cc = c.is_contiguous() ? c : make_tensor(c.sizes(), dt);
   const Tensor bc = bias.defined() ? as_contiguous(bias) : Tensor();
   TC_CHECK(run_dnnl(as_contiguous(a), as_contiguous(b), bc, cc, op), op, "oneDNN has no matmul for ",
            shape_str(a.sizes()), " x ", shape_str(b.sizes()), " in ", dtype_name(dt));
   if (!cc.is_same(c)) copy_into(c, cc);
+  return !fuse;
 }
 
 }  // namespace tc::cpu

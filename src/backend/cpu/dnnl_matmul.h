@@ -19,7 +19,14 @@ namespace tc::cpu {
 // hold widened 16-bit values (widen_for_gemm); c has the dtype too, or is float32 for
 // 16-bit inputs (the float32 accumulators are written without rounding). Inputs may have any strides (transposed views
 // are not copied); c is written in place and must not overlap a or b. k == 0 gives bias (or zeros).
-void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op);
+//
+// act: an activation for oneDNN to apply to the float32 accumulators (+ bias) before c is
+// written (a post-op: one pass, one rounding). Returns whether it was applied; where it was
+// not (float64, the matrix-vector kernel, k == 0, a problem oneDNN fuses nothing into) c
+// holds the plain product and the caller applies the activation.
+enum class Activation { kNone, kRelu, kGelu, kGeluTanh };
+bool matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op,
+                 Activation act = Activation::kNone);
 
 // t widened to float32 when 16-bit products of its dtype run on the float32 kernel (so an
 // operand used by several products is widened once), else t itself.
