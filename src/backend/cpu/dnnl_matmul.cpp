@@ -262,19 +262,28 @@ bool probe_native(DType dt) {
   return lookup(t, t, Tensor(), t, "matmul", Activation::kNone).prim.has_value();
 }
 
+// The product with act as oneDNN's post-op where oneDNN fuses it, else without: whether act
+// was applied, or nullopt when oneDNN has no primitive for the problem at all.
+std::optional<bool> run_dnnl_fused(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
+                                   const char* op, Activation act) {
+  if (run_dnnl(a, b, bias, c, op, act)) return true;
+  if (act != Activation::kNone && run_dnnl(a, b, bias, c, op)) return false;
+  return std::nullopt;
+}
+
 // A 16-bit product on the float32 kernel: float32 copies of the operands in their own
 // layouts (widening is exact), float32 accumulation, and c rounded once (written directly
 // when c is float32). The copies come from the caching allocator. Returns whether act was
-// applied (matmul_into).
+// applied.
 bool run_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op,
                  Activation act) {
   const Tensor a32 = cast_dense(a, kFloat32), b32 = cast_dense(b, kFloat32), bias32 = cast_dense(bias, kFloat32);
   const Tensor c32 = c.dtype() == kFloat32 ? c : make_tensor(c.sizes(), kFloat32);
-  const bool applied = act != Activation::kNone && run_dnnl(a32, b32, bias32, c32, op, act);
-  TC_CHECK(applied || run_dnnl(a32, b32, bias32, c32, op), op, "oneDNN has no float32 matmul for ",
-           shape_str(a.sizes()), " x ", shape_str(b.sizes()));
+  const std::optional<bool> applied = run_dnnl_fused(a32, b32, bias32, c32, op, act);
+  TC_CHECK(applied.has_value(), op, "oneDNN has no float32 matmul for ", shape_str(a.sizes()), " x ",
+           shape_str(b.sizes()));
   if (!c32.is_same(c)) copy_into(c, c32);
-  return applied;
+  return *applied;
 }
 
 // Whether the float32 kernel pays for its conversions: widening costs a pass over every
@@ -360,12 +369,11 @@ bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     // kAuto keeps matrix-vector-like products native; an explicit kFloat32 widens them all.
     const bool wide = a.dtype() != b.dtype() || (cpu_gemm16_path(d16) == Gemm16::kFloat32 &&
                                                  (get_cpu_gemm16() == Gemm16::kFloat32 || worth_widening(a, b, c)));
-    if (!wide && run_dnnl(a, b, bias, c, op, act)) return true;
-    if (!wide && fuse && run_dnnl(a, b, bias, c, op)) return false;
+    if (!wide)
+      if (const std::optional<bool> applied = run_dnnl_fused(a, b, bias, c, op, act)) return *applied;
     return run_widened(a, b, bias, c, op, act);
   }
-  if (run_dnnl(a, b, bias, c, op, act)) return true;
-  if (fuse && run_dnnl(a, b, bias, c, op)) return false;
+  if (const std::optional<bool> applied = run_dnnl_fused(a, b, bias, c, op, act)) return *applied;
   // oneDNN refused these strides: retry once on dense copies.
   const Tensor cc = c.is_contiguous() ? c : make_tensor(c.sizes(), dt);
   const Tensor bc = bias.defined() ? as_contiguous(bias) : Tensor();

@@ -21,9 +21,9 @@ namespace tc::cpu {
 // are not copied); c is written in place and must not overlap a or b. k == 0 gives bias (or zeros).
 //
 // act: an activation for oneDNN to apply to the float32 accumulators (+ bias) before c is
-// written (a post-op: one pass, one rounding). Returns whether it was applied; where it was
-// not (float64, the matrix-vector kernel, k == 0, a problem oneDNN fuses nothing into) c
-// holds the plain product and the caller applies the activation.
+// written (a post-op: one pass, one rounding). Returns false when act was asked for and not
+// applied (float64, the matrix-vector kernel, k == 0, a problem oneDNN fuses nothing into):
+// c then holds the plain product and the caller applies the activation.
 enum class Activation { kNone, kRelu, kGelu, kGeluTanh };
 bool matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op,
                  Activation act = Activation::kNone);
