@@ -483,6 +483,122 @@ TEST(LinearActivation, Errors) {
       "[linear_activation] shapes (2, 4) and (3, 5) cannot be multiplied");
 }
 
+// ---- the multiply epilogue and mlp ---------------------------------------------------------
+
+TEST(MatmulEpilogue, MultiplyByATensorIsOneGemm) {
+  // c = (a @ b + bias) * mul with mul in oneDNN's epilogue, against float64: applied on
+  // oneDNN's float32 and native 16-bit kernels, and right whether or not it was applied.
+  for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
+    for (Gemm16 mode : {Gemm16::kNative, Gemm16::kFloat32}) {
+      if (dt == kFloat32 && mode == Gemm16::kFloat32) continue;
+      if (mode == Gemm16::kNative && dt != kFloat32 && !cpu::native_matmul(dt)) continue;
+      Gemm16Mode m(mode);
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " on the " + std::string(gemm16_name(mode)) + " kernel");
+      const Tensor a = uniform({64, 48}, dt, -1, 1, 401), b = uniform({48, 96}, dt, -1, 1, 402),
+                   bias = uniform({96}, dt, -1, 1, 403), mul = uniform({64, 96}, dt, -2, 2, 404);
+      const Tensor c = zeros({64, 96}, TensorOptions(dt));
+      const bool applied = cpu::matmul_into(a, b, bias, c, "test", cpu::Activation::kNone, mul);
+      if (dt == kFloat32 || mode == Gemm16::kNative) EXPECT_TRUE(applied);
+      const Tensor want = mul.to(kFloat64) * linear(a.to(kFloat64), b.to(kFloat64).t(), bias.to(kFloat64));
+      const Tensor got = applied ? c : c * mul;
+      const double u = dt == kFloat32 ? 0x1p-23 : dt == kFloat16 ? 0x1p-11 : 0x1p-8;
+      EXPECT_TRUE(all_close(got, want.to_vector(), Tol{4 * u * max_abs(want), 2 * u}));
+    }
+  }
+}
+
+Tensor composed_mlp(const std::vector<Tensor>& p, const std::string& act) {
+  return linear(composed(p[0], p[1], p[2], act), p[3], p[4]);
+}
+
+TEST(Mlp, RecordedMatchesTheFloat64Composition) {
+  // The training path (one node, act' written by the forward and applied in the backward
+  // GEMM's epilogue): output and all five gradients against the float64 composition, in
+  // float32 and bfloat16 on both 16-bit kernels, at sizes oneDNN's GEMMs run (not the
+  // matrix-vector kernel). Dropping the act' factor fails every input's gradient but w2's.
+  for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
+    for (Gemm16 mode : {Gemm16::kNative, Gemm16::kFloat32}) {
+      if (dt == kFloat32 && mode == Gemm16::kFloat32) continue;
+      if (mode == Gemm16::kNative && dt != kFloat32 && !cpu::native_matmul(dt)) continue;
+      Gemm16Mode m(mode);
+      for (const std::string act : {"relu", "gelu", "gelu_tanh"}) {
+        SCOPED_TRACE(act + " " + std::string(dtype_name(dt)) + " on the " + std::string(gemm16_name(mode)) + " kernel");
+        const std::vector<Tensor> init{uniform({4, 16, 24}, dt, -2, 2, 411), uniform({40, 24}, dt, -0.5, 0.5, 412),
+                                       uniform({40}, dt, -1, 1, 413), uniform({16, 40}, dt, -0.5, 0.5, 414),
+                                       uniform({16}, dt, -1, 1, 415)};
+        std::vector<Tensor> p, q;
+        for (const Tensor& t : init) {
+          p.push_back(t.detach().requires_grad_());
+          q.push_back(t.to(kFloat64).requires_grad_());
+        }
+        const Tensor g = uniform({4, 16, 16}, dt, -1, 1, 416);
+        const Tensor y = mlp(p[0], p[1], p[2], p[3], p[4], act), want = composed_mlp(q, act);
+        y.backward(g);
+        want.backward(g.to(kFloat64));
+        const double rel = dt == kFloat32 ? 1e-5 : 0x1p-6;
+        EXPECT_TRUE(all_close(y, want.to_vector(), Tol{rel * max_abs(want), rel}));
+        for (size_t i = 0; i < 5; ++i) {
+          ASSERT_TRUE(p[i].grad().defined()) << "input " << i;
+          EXPECT_EQ(p[i].grad().dtype(), dt);
+          EXPECT_TRUE(all_close(p[i].grad(), q[i].grad().to_vector(), Tol{rel * max_abs(q[i].grad()), rel}))
+              << "gradient of input " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Mlp, TrainingIsOneNodeWithoutAnActivationPass) {
+  // Forward and backward show mlp and its backward only: no linear, gelu or mul records,
+  // and the backward allocates exactly the five gradients and its two bias ones-rows (the
+  // multiply by gelu' is the GEMM's epilogue, not a tensor of its own).
+  if (!cpu::native_matmul(kBFloat16)) GTEST_SKIP() << "no native bfloat16 GEMM on this CPU";
+  Gemm16Mode m(Gemm16::kNative);
+  const int64_t rows = 64, in = 24, hid = 40, out = 16;
+  std::vector<Tensor> p{uniform({rows, in}, kBFloat16, -2, 2, 421), uniform({hid, in}, kBFloat16, -0.5, 0.5, 422),
+                        uniform({hid}, kBFloat16, -1, 1, 423), uniform({out, hid}, kBFloat16, -0.5, 0.5, 424),
+                        uniform({out}, kBFloat16, -1, 1, 425)};
+  for (Tensor& t : p) t.requires_grad_();
+  const Tensor g = uniform({rows, out}, kBFloat16, -1, 1, 426);
+  profiler::Profile prof;
+  mlp(p[0], p[1], p[2], p[3], p[4], "gelu").backward(g);
+  prof.stop();
+  std::map<std::string, profiler::OpStat> stats;
+  for (const profiler::OpStat& st : prof.key_averages()) stats[st.name] = st;
+  for (const char* name : {"linear", "gelu", "gelu backward", "mul", "linear backward"})
+    EXPECT_EQ(stats.count(name), 0u) << name;
+  ASSERT_EQ(stats.count("mlp backward"), 1u);
+  const int64_t grads = rows * in + hid * in + hid + out * hid + out, gh = rows * hid, ones_rows = 2 * rows;
+  EXPECT_EQ(stats["mlp backward"].self_alloc_bytes, 2 * (grads + gh + ones_rows));
+  // forward: h (overwritten by gelu'(h)), y and the output
+  EXPECT_EQ(stats["mlp"].self_alloc_bytes, 2 * (2 * rows * hid + rows * out));
+}
+
+TEST(Mlp, WithoutAGraphItIsLinearActivationThenLinear) {
+  for (DType dt : {kFloat32, kBFloat16})
+    for (const std::string act : {"relu", "gelu", "gelu_tanh"}) {
+      SCOPED_TRACE(act + " " + std::string(dtype_name(dt)));
+      const Tensor x = uniform({3, 20, 24}, dt, -2, 2, 431), w1 = uniform({40, 24}, dt, -0.5, 0.5, 432),
+                   b1 = uniform({40}, dt, -1, 1, 433), w2 = uniform({16, 40}, dt, -0.5, 0.5, 434);
+      EXPECT_TRUE(testing::equal(mlp(x, w1, b1, w2, Tensor(), act), linear(linear_activation(x, w1, b1, act), w2)));
+    }
+}
+
+TEST(Mlp, Errors) {
+  const Tensor x = zeros({2, 4}), w1 = zeros({3, 4}), w2 = zeros({5, 3});
+  expect_exact_error([&] { mlp(x, w1, Tensor(), w2, Tensor(), "silu"); },
+                     "[mlp] activation must be \"relu\", \"gelu\" or \"gelu_tanh\", got \"silu\"");
+  expect_exact_error(
+      [&] {
+        mlp(x, w1, Tensor(), zeros({5, 4}), Tensor(), "gelu");
+      },
+      "[mlp] expected a 2-D proj_weight (out_features, 3) for fc_weight (3, 4), got (5, 4)");
+  expect_exact_error([&] { mlp(x, w1, Tensor(), w2.to(kBFloat16), Tensor(), "gelu"); },
+                     "[mlp] expected both inputs to have the same dtype, got float32 and bfloat16");
+  expect_exact_error([&] { mlp(x, w1, Tensor(), w2, zeros({3}), "gelu"); },
+                     "[mlp] expected bias of shape (5,), got (3,)");
+}
+
 TEST(Linalg, ErrorMessages) {
   Tensor x = zeros({64, 784}), w = zeros({10, 784});
   expect_exact_error([&] { matmul(x, w); }, "[matmul] shapes (64, 784) and (10, 784) cannot be multiplied");

@@ -140,6 +140,8 @@ constexpr bool has_cuda_kernel(OpId op) {
     case OpId::mm:
     case OpId::bmm:
     case OpId::linear:
+    case OpId::linear_activation:  // the compositions on CUDA
+    case OpId::mlp:
     // embedding.cu, dropout.cu; attention on the products and softmax kernels
     case OpId::embedding:
     case OpId::dropout:

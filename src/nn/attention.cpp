@@ -42,12 +42,13 @@ MLPImpl::MLPImpl(int64_t width, double dropout) : Module("MLP") {
   drop = register_module("drop", Dropout(dropout));
 }
 
-// fc and act as one op (tc::linear_activation: GELU in the GEMM's epilogue when no graph is
-// recorded); the same value as act->forward(fc->forward(x)) but for the 16-bit rounding.
+// fc, act and proj as one op (tc::mlp): GELU in the GEMM's epilogue when no graph is
+// recorded, and without a pass of its own in training; the same value as
+// proj->forward(act->forward(fc->forward(x))) but for the 16-bit rounding.
 Tensor MLPImpl::forward(const Tensor& x) {
-  const Tensor h =
-      tc::linear_activation(x, fc->weight, fc->bias, act->options.approximate() == "tanh" ? "gelu_tanh" : "gelu");
-  return drop->forward(proj->forward(h));
+  const Tensor h = tc::mlp(x, fc->weight, fc->bias, proj->weight, proj->bias,
+                           act->options.approximate() == "tanh" ? "gelu_tanh" : "gelu");
+  return drop->forward(h);
 }
 
 BlockImpl::BlockImpl(const GPTConfig& c) : Module("Block") {

@@ -55,11 +55,11 @@ void check_product(const char* op, const Tensor& a, const Tensor& b, const Tenso
 
 // a @ b (+ bias) with batch broadcasting, into a new contiguous tensor; not recorded.
 // out_dtype: c's dtype; a wider one than a's (fp32 for bf16 inputs) makes oneDNN write
-// the float32 accumulators without rounding them to 16 bits. act: an activation for the
-// CPU GEMM's epilogue; *applied says whether it ran (cpu::matmul_into).
+// the float32 accumulators without rounding them to 16 bits. act, mul: an epilogue for the
+// CPU GEMM, c = act(a @ b + bias) * mul; *applied says whether it ran (cpu::matmul_into).
 Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias, const char* op,
                std::optional<DType> out_dtype = std::nullopt, cpu::Activation act = cpu::Activation::kNone,
-               bool* applied = nullptr) {
+               bool* applied = nullptr, const Tensor& mul = Tensor()) {
   const int64_t nd = std::max(a.dim(), b.dim());
   const Tensor ap = pad_dims(a, nd), bp = pad_dims(b, nd);
   Shape out(static_cast<size_t>(nd));
@@ -68,11 +68,11 @@ Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias, const char*
   out[nd - 1] = bp.size(-1);
   Tensor c = make_tensor(out, out_dtype.value_or(a.dtype()), a.device());
   const Tensor ad = ap.detach(), bd = bp.detach(), biasd = bias.defined() ? bias.detach() : Tensor();
-  bool done = act == cpu::Activation::kNone;
+  bool done = act == cpu::Activation::kNone && !mul.defined();
   if (c.device().is_cuda())
     gpu::matmul_into(ad, bd, biasd, c, op);
   else
-    done = cpu::matmul_into(ad, bd, biasd, c, op, act);
+    done = cpu::matmul_into(ad, bd, biasd, c, op, act, mul);
   if (applied != nullptr) *applied = done;
   return c;
 }
@@ -167,20 +167,62 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 
 namespace {
 
-// linear's argument checks, for `op` (linear or linear_activation).
+void check_bias(const char* op, const Tensor& bias, const Tensor& weight) {
+  if (!bias.defined()) return;
+  TC_CHECK(bias.device() == weight.device(), op, "expected bias on ", weight.device(), ", got ", bias.device());
+  TC_CHECK(bias.dtype() == weight.dtype(), op, "expected bias to have dtype ", dtype_name(weight.dtype()), ", got ",
+           dtype_name(bias.dtype()));
+  TC_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), op, "expected bias of shape ",
+           shape_str({weight.size(0)}), ", got ", shape_str(bias.sizes()));
+}
+
+// linear's argument checks, for `op` (linear, linear_activation, mlp).
 void check_linear(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias) {
   check_pair(op, input, weight);
   TC_CHECK(input.dim() >= 1, op, "expected an input with at least 1 dim, got ", shape_str(input.sizes()));
   TC_CHECK(weight.dim() == 2, op, "expected a 2-D weight (out_features, in_features), got ", shape_str(weight.sizes()));
   check_dtypes(op, input, weight);
   if (input.size(-1) != weight.size(1)) fail_shapes(op, input, weight);
-  if (bias.defined()) {
-    TC_CHECK(bias.device() == weight.device(), op, "expected bias on ", weight.device(), ", got ", bias.device());
-    TC_CHECK(bias.dtype() == weight.dtype(), op, "expected bias to have dtype ", dtype_name(weight.dtype()), ", got ",
-             dtype_name(bias.dtype()));
-    TC_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), op, "expected bias of shape ",
-             shape_str({weight.size(0)}), ", got ", shape_str(bias.sizes()));
+  check_bias(op, bias, weight);
+}
+
+// What linear's backward needs of its forward: x2 = the input as (rows, in_f), the weight,
+// and the dtype each gradient is consumed in (autograd/nodes.h: under autocast the fp32
+// weight and bias get fp32 gradients straight from the GEMM).
+struct LinearSaved {
+  Tensor x2, w;
+  bool has_bias = false;
+  DType gx_dt, gw_dt, gb_dt;
+  LinearSaved(const Tensor& x2_, const Tensor& input, const Tensor& weight, const Tensor& bias)
+      : x2(x2_),
+        w(weight.detach()),
+        has_bias(bias.defined()),
+        gx_dt(autograd::detail::grad_dtype(input)),
+        gw_dt(autograd::detail::grad_dtype(weight)),
+        gb_dt(autograd::detail::grad_dtype(bias)) {}
+
+  // {dL/dx2, dL/dw, dL/dbias} (those asked for; the others undefined) from g2 = dL/dout, (rows, out_f),
+  // already in the dtype the products read (widen_for_gemm: g2 feeds up to three of them).
+  std::vector<Tensor> grads(const Tensor& g2, bool need_x, bool need_w, bool need_b, const char* op) const {
+    std::vector<Tensor> r(3);
+    if (need_x) r[0] = product(g2, w, Tensor(), op, gx_dt);       // g @ W
+    if (need_w) r[1] = product(g2.t(), x2, Tensor(), op, gw_dt);  // g^T @ x
+    if (has_bias && need_b)                                       // column sums of g
+      r[2] = product(ones({1, g2.size(0)}, TensorOptions(g2.dtype()).device(w.device())), g2, Tensor(), op, gb_dt)
+                 .view({w.size(0)});
+    return r;
   }
+};
+
+// input's leading dims flattened into the GEMM's rows (a view for the usual contiguous input).
+Tensor as_rows(const Tensor& input) {
+  const int64_t rows = shape_numel(Shape(input.sizes().begin(), input.sizes().end() - 1));  // explicit: may be 0
+  return input.detach().reshape({rows, input.size(-1)});
+}
+
+Shape with_last(Shape s, int64_t last) {
+  s.back() = last;
+  return s;
 }
 
 }  // namespace
@@ -188,37 +230,38 @@ void check_linear(const char* op, const Tensor& input, const Tensor& weight, con
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const char* op = "linear";
   check_linear(op, input, weight, bias);
-  const int64_t in_f = weight.size(1), out_f = weight.size(0);
-  const bool has_bias = bias.defined();
-  // Leading dims flatten into the GEMM's rows (a view for the usual contiguous input);
-  // the weight is read transposed through its strides.
-  const int64_t rows = shape_numel(Shape(input.sizes().begin(), input.sizes().end() - 1));
-  const Tensor x2 = input.detach().reshape({rows, in_f});
-  const Tensor w = weight.detach();
-  Shape out_shape = input.sizes();
-  out_shape.back() = out_f;
-  Tensor out = product(x2, w.t(), has_bias ? bias.detach() : Tensor(), op).view(out_shape);
+  const LinearSaved saved(as_rows(input), input, weight, bias);
+  // The weight is read transposed through its strides.
+  Tensor out = product(saved.x2, saved.w.t(), bias.defined() ? bias.detach() : Tensor(), op)
+                   .view(with_last(input.sizes(), weight.size(0)));
   std::vector<Tensor> inputs{input, weight};
-  if (has_bias) inputs.push_back(bias);
-  // The gradients are written in the dtype they are consumed in (autograd/nodes.h): under
-  // autocast the fp32 weight and bias get fp32 gradients straight from the GEMM.
-  const DType gx_dt = autograd::detail::grad_dtype(input), gw_dt = autograd::detail::grad_dtype(weight),
-              gb_dt = autograd::detail::grad_dtype(bias);
-  return record(op, out, inputs,
-                [x2, w, in_shape = input.sizes(), rows, out_f, has_bias, gx_dt, gw_dt, gb_dt, op](
-                    const Tensor& g_in, const std::vector<bool>& n) {
-                  // g feeds up to three products: on the float32 kernel it is widened once, here.
-                  const Tensor g2 = cpu::widen_for_gemm(g_in.to(w.dtype()).reshape({rows, out_f}));
-                  std::vector<Tensor> grads(has_bias ? 3 : 2);
-                  if (n[0]) grads[0] = product(g2, w, Tensor(), op, gx_dt).view(in_shape);  // g @ W
-                  if (n[1]) grads[1] = product(g2.t(), x2, Tensor(), op, gw_dt);            // g^T @ x
-                  if (has_bias && n[2])                                                     // column sums of g
-                    grads[2] =
-                        product(ones({1, rows}, TensorOptions(g2.dtype()).device(w.device())), g2, Tensor(), op, gb_dt)
-                            .view({out_f});
-                  return grads;
-                });
+  if (bias.defined()) inputs.push_back(bias);
+  return record(op, out, inputs, [saved, in_shape = input.sizes(), op](const Tensor& g_in, const std::vector<bool>& n) {
+    const Tensor g2 = cpu::widen_for_gemm(g_in.to(saved.w.dtype()).reshape({saved.x2.size(0), saved.w.size(0)}));
+    std::vector<Tensor> grads = saved.grads(g2, n[0], n[1], saved.has_bias && n[2], op);
+    if (grads[0].defined()) grads[0] = grads[0].view(in_shape);
+    if (!saved.has_bias) grads.pop_back();
+    return grads;
+  });
 }
+
+namespace {
+
+cpu::Activation parse_activation(const char* op, std::string_view activation) {
+  if (activation == "relu") return cpu::Activation::kRelu;
+  if (activation == "gelu") return cpu::Activation::kGelu;
+  if (activation == "gelu_tanh") return cpu::Activation::kGeluTanh;
+  TC_FAIL(op, "activation must be \"relu\", \"gelu\" or \"gelu_tanh\", got \"", activation, "\"");
+}
+
+// The activation as its own (recorded) op.
+Tensor apply(cpu::Activation act, const Tensor& h) {
+  return act == cpu::Activation::kRelu ? impl::relu(h) : impl::gelu(h, act == cpu::Activation::kGelu ? "none" : "tanh");
+}
+
+bool records(std::initializer_list<Tensor> ts) { return is_grad_enabled() && autograd::any_requires_grad(ts); }
+
+}  // namespace
 
 // The composition (what autograd records, and what every path computes) is
 // activation(linear(input, weight, bias)). Without a graph to record, the CPU runs the
@@ -226,26 +269,71 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 // instead of two, and a 16-bit result rounded once instead of twice.
 Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor& bias, std::string_view activation) {
   const char* op = "linear_activation";
-  TC_CHECK(activation == "relu" || activation == "gelu" || activation == "gelu_tanh", op,
-           "activation must be \"relu\", \"gelu\" or \"gelu_tanh\", got \"", activation, "\"");
-  auto act = [&](const Tensor& h) {
-    return activation == "relu" ? impl::relu(h) : impl::gelu(h, activation == "gelu" ? "none" : "tanh");
-  };
+  const cpu::Activation act = parse_activation(op, activation);
   check_linear(op, input, weight, bias);
-  if (input.device().is_cuda() || (is_grad_enabled() && autograd::any_requires_grad({input, weight, bias})))
-    return act(impl::linear(input, weight, bias));
-  const int64_t in_f = weight.size(1), out_f = weight.size(0);
-  const int64_t rows = shape_numel(Shape(input.sizes().begin(), input.sizes().end() - 1));
-  Shape out_shape = input.sizes();
-  out_shape.back() = out_f;
-  const cpu::Activation epilogue = activation == "relu"   ? cpu::Activation::kRelu
-                                   : activation == "gelu" ? cpu::Activation::kGelu
-                                                          : cpu::Activation::kGeluTanh;
+  if (input.device().is_cuda() || records({input, weight, bias})) return apply(act, impl::linear(input, weight, bias));
   bool applied = false;
-  const Tensor h = product(input.detach().reshape({rows, in_f}), weight.detach().t(),
-                           bias.defined() ? bias.detach() : Tensor(), op, std::nullopt, epilogue, &applied)
-                       .view(out_shape);
-  return applied ? h : act(h);
+  const Tensor h = product(as_rows(input), weight.detach().t(), bias.defined() ? bias.detach() : Tensor(), op,
+                           std::nullopt, act, &applied)
+                       .view(with_last(input.sizes(), weight.size(0)));
+  return applied ? h : apply(act, h);
+}
+
+// linear(activation(linear(x, W1, b1)), W2, b2). Without a graph: linear_activation then
+// linear. Recorded on the CPU, one node whose backward needs no pass of its own for the
+// activation: the forward's one pass over h = x W1^T + b1 writes y = act(h) and, over h,
+// d = act'(h); the backward's product g W2 takes "* d" as a oneDNN post-op, so
+// dL/dh = (g W2) * d comes out of the GEMM (where oneDNN cannot fuse it, one multiply).
+// It saves x, d, y and the weights, as the composition saves x, h and y. d is rounded to
+// h's dtype (a 16-bit gradient differs from the composition's by its rounding order).
+Tensor mlp(const Tensor& input, const Tensor& fc_weight, const Tensor& fc_bias, const Tensor& proj_weight,
+           const Tensor& proj_bias, std::string_view activation) {
+  const char* op = "mlp";
+  const cpu::Activation act = parse_activation(op, activation);
+  check_linear(op, input, fc_weight, fc_bias);
+  TC_CHECK(proj_weight.defined() && proj_weight.dim() == 2 && proj_weight.size(1) == fc_weight.size(0), op,
+           "expected a 2-D proj_weight (out_features, ", fc_weight.size(0), ") for fc_weight ",
+           shape_str(fc_weight.sizes()), ", got ",
+           proj_weight.defined() ? shape_str(proj_weight.sizes()) : "an undefined tensor");
+  check_pair(op, input, proj_weight);
+  check_dtypes(op, input, proj_weight);
+  check_bias(op, proj_bias, proj_weight);
+  if (input.device().is_cuda() || !records({input, fc_weight, fc_bias, proj_weight, proj_bias}))
+    return impl::linear(impl::linear_activation(input, fc_weight, fc_bias, activation), proj_weight, proj_bias);
+
+  const LinearSaved fc(as_rows(input), input, fc_weight, fc_bias);
+  Tensor d = product(fc.x2, fc.w.t(), fc_bias.defined() ? fc_bias.detach() : Tensor(), op);  // h, then act'(h)
+  const Tensor y = make_tensor(d.sizes(), d.dtype());
+  cpu::activation_and_derivative(y, d, act);
+  const LinearSaved proj(y, y, proj_weight, proj_bias);  // (y's own gradient is dL/dh's business)
+  Tensor out = product(y, proj.w.t(), proj_bias.defined() ? proj_bias.detach() : Tensor(), op)
+                   .view(with_last(input.sizes(), proj_weight.size(0)));
+  std::vector<Tensor> inputs{input, fc_weight};
+  if (fc_bias.defined()) inputs.push_back(fc_bias);
+  inputs.push_back(proj_weight);
+  if (proj_bias.defined()) inputs.push_back(proj_bias);
+  return record(
+      op, out, inputs, [fc, proj, d, in_shape = input.sizes(), op](const Tensor& g_in, const std::vector<bool>& n) {
+        // n: input, fc_weight, [fc_bias], proj_weight, [proj_bias]
+        const size_t ip = fc.has_bias ? 3 : 2;
+        const bool need_fc = n[0] || n[1] || (fc.has_bias && n[2]);
+        const Tensor g2 = cpu::widen_for_gemm(g_in.to(proj.w.dtype()).reshape({proj.x2.size(0), proj.w.size(0)}));
+        const std::vector<Tensor> gp = proj.grads(g2, false, n[ip], proj.has_bias && n[ip + 1], op);
+        std::vector<Tensor> fcg(3);
+        if (need_fc) {
+          // dL/dh = (g W2) * act'(h), in the dtype fc's products read (float32 when g2 is widened).
+          bool fused = false;
+          Tensor gh = product(g2, proj.w, Tensor(), op, g2.dtype(), cpu::Activation::kNone, &fused, d);
+          if (!fused) gh = impl::mul(gh, d.to(gh.dtype()));
+          fcg = fc.grads(gh, n[0], n[1], fc.has_bias && n[2], op);
+          if (fcg[0].defined()) fcg[0] = fcg[0].view(in_shape);
+        }
+        std::vector<Tensor> grads{fcg[0], fcg[1]};
+        if (fc.has_bias) grads.push_back(fcg[2]);
+        grads.push_back(gp[1]);
+        if (proj.has_bias) grads.push_back(gp[2]);
+        return grads;
+      });
 }
 
 }  // namespace tc::impl

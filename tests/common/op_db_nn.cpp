@@ -166,6 +166,62 @@ void add_linalg(std::vector<OpInfo>& db) {
       for (size_t i = s.size() - 3; i < s.size(); ++i) s[i].gradcheck = false;
       return s;
     }));
+    // mlp: linear(activation(linear(x, w1, b1)), w2, b2). The forward samples run without a
+    // graph (linear_activation then linear); gradcheck runs the recorded one-node path (its
+    // fused GEMM epilogue is checked at larger sizes in test_linalg).
+    db.push_back(entry("mlp", name, L, {0, 1, 2, 3, 4}, [name, fn](DType dt) {
+      std::vector<Sample> s;
+      auto add = [&](const std::string& desc, const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
+                     const Tensor& b2) {
+        auto hidden = [fn](const Ts& in) {
+          RefOut r = ref_linear(in[0], in[1], in[2]);
+          for (double& v : r.values) v = fn(v);
+          return r;
+        };
+        // The hidden activations are rounded to dt before the second product: each output
+        // is off by up to u * sum_j |y_j w2_j| (u: dt's unit roundoff).
+        const RefOut h = hidden({x, w1, b1});
+        const std::vector<double> w2v = w2.to_vector();
+        const int64_t nh = w2.size(1), no = w2.size(0), nr = nh == 0 ? 0 : static_cast<int64_t>(h.values.size()) / nh;
+        double max_h = 0, spread = 0;
+        for (double v : h.values) max_h = std::max(max_h, std::fabs(v));
+        for (int64_t i = 0; i < nr; ++i)
+          for (int64_t o = 0; o < no; ++o) {
+            double sum = 0;
+            for (int64_t j = 0; j < nh; ++j) sum += std::fabs(h.values[i * nh + j] * w2v[o * nh + j]);
+            spread = std::max(spread, sum);
+          }
+        Sample sm = make(
+            desc, {x, w1, b1, w2, b2},
+            [name](const Ts& in) { return Ts{mlp(in[0], in[1], in[2], in[3], in[4], name)}; },
+            [hidden](const Ts& in) {
+              const RefOut r = hidden(in);
+              const Tensor y = tensor(r.values, {static_cast<int64_t>(r.values.size())}, kFloat64).reshape(r.shape);
+              return Refs{ref_linear(y, in[3], in[4])};
+            },
+            acc_of(w1.size(1) + 1, std::max(max_abs(x) * max_abs(w1), b1.defined() ? max_abs(b1) : 0.0)) *
+                    (static_cast<double>(nh) * max_abs(w2)) +
+                acc_of(nh + 1, std::max(max_h * max_abs(w2), b2.defined() ? max_abs(b2) : 0.0)));
+        Tol t = tol_for(dt, 4);
+        t.atol += (dt == kBFloat16 ? 0x1p-9 : dt == kFloat16 ? 0x1p-12 : 0.0) * spread;
+        sm.tol = t;
+        s.push_back(sm);
+      };
+      add("3-d input with biases", U({2, 3, 4}, dt, -2, 2, 151), U({5, 4}, dt, -1, 1, 152), U({5}, dt, -1, 1, 153),
+          U({3, 5}, dt, -1, 1, 154), U({3}, dt, -1, 1, 155));
+      add("no biases", U({3, 4}, dt, -2, 2, 156), U({5, 4}, dt, -1, 1, 157), Tensor(), U({3, 5}, dt, -1, 1, 158),
+          Tensor());
+      add("1-d input, fc bias only", U({4}, dt, -2, 2, 159), U({5, 4}, dt, -1, 1, 160), U({5}, dt, -1, 1, 161),
+          U({3, 5}, dt, -1, 1, 162), Tensor());
+      add("transposed input and proj weight", Ut({6, 4}, dt, -2, 2, 163), U({5, 4}, dt, -1, 1, 164),
+          U({5}, dt, -1, 1, 165), Ut({3, 5}, dt, -1, 1, 166), U({3}, dt, -1, 1, 167));
+      add("no rows", U({0, 4}, dt, -2, 2, 168), U({5, 4}, dt, -1, 1, 169), U({5}, dt, -1, 1, 170),
+          U({3, 5}, dt, -1, 1, 171), U({3}, dt, -1, 1, 172));
+      add("larger", U({4, 16, 24}, dt, -2, 2, 173), U({40, 24}, dt, -0.5, 0.5, 174), U({40}, dt, -1, 1, 175),
+          U({16, 40}, dt, -0.5, 0.5, 176), U({16}, dt, -1, 1, 177));
+      s.back().gradcheck = false;
+      return s;
+    }));
   }
 }
 

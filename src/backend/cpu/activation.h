@@ -5,6 +5,10 @@
 
 namespace tc::cpu {
 
+// An activation fused into another kernel: a GEMM's epilogue (dnnl_matmul.h), or
+// activation_and_derivative below.
+enum class Activation { kNone, kRelu, kGelu, kGeluTanh };
+
 // out = gelu(x), x broadcast to out's shape; the tanh approximation when tanh_approx.
 // float64 and 64-bit integer operands compute in double with std::erf/tanh, the rest in
 // float32 with the ISA-cloned loops, rounding once to out's dtype.
@@ -12,5 +16,10 @@ void gelu(const Tensor& out, const Tensor& x, bool tanh_approx);
 
 // dx = g * gelu'(x), g and x broadcast to dx's shape.
 void gelu_backward(const Tensor& dx, const Tensor& g, const Tensor& x, bool tanh_approx);
+
+// The forward pass of an activation whose backward is a product: y = act(h) and, in h's
+// place, act'(h) (for ReLU 1 where h > 0, else 0, as relu's backward). y and h contiguous,
+// one floating dtype; computed in float32 (double for float64) and rounded once each.
+void activation_and_derivative(const Tensor& y, const Tensor& h, Activation act);
 
 }  // namespace tc::cpu

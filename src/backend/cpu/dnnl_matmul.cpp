@@ -131,7 +131,8 @@ dnnl::memory::desc bias_desc(const Tensor& bias, int64_t nd, const char* op) {
 
 // The cached primitive for this geometry (creating it on a miss); an entry without a
 // primitive when oneDNN refuses the problem (e.g. float16 without CPU support).
-Entry lookup(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op, Activation act) {
+Entry lookup(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op, Activation act,
+             const Tensor& mul) {
   Key k;
   k.reserve(64);
   append_geometry(k, a);
@@ -139,6 +140,7 @@ Entry lookup(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor&
   append_geometry(k, c);
   k.push_back(bias.defined() ? bias.stride(0) : -1);
   k.push_back(static_cast<int64_t>(act));
+  if (mul.defined()) append_geometry(k, mul);
   // Some oneDNN kernels fix their work split at creation: a primitive belongs to a thread count.
   k.push_back(get_num_threads());
   if (auto e = cache().find(k)) return *e;
@@ -151,15 +153,15 @@ Entry lookup(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor&
     dnnl::primitive_attr attr;
     // A caller-owned scratchpad lets several threads run one cached primitive at once.
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (act != Activation::kNone) {
-      dnnl::post_ops po;
+    dnnl::post_ops po;
+    if (act != Activation::kNone)
       po.append_eltwise(1.f,
                         act == Activation::kRelu   ? dnnl::algorithm::eltwise_relu
                         : act == Activation::kGelu ? dnnl::algorithm::eltwise_gelu_erf
                                                    : dnnl::algorithm::eltwise_gelu_tanh,
                         0.f, 0.f);
-      attr.set_post_ops(po);
-    }
+    if (mul.defined()) po.append_binary(dnnl::algorithm::binary_mul, dnnl_desc(mul, op));
+    if (po.len() > 0) attr.set_post_ops(po);
     dnnl::matmul::primitive_desc pd(d, attr, dnnl_engine());
     // A reference (scalar) 16-bit kernel is far slower than the float32 detour.
     if (is_reduced_float(c.dtype()) && is_reference_impl(pd.impl_info_str())) return cache().insert(k, std::move(e));
@@ -189,14 +191,17 @@ void* scratchpad(size_t bytes) {
 }
 
 bool run_dnnl(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op,
-              Activation act = Activation::kNone) {
-  const Entry e = lookup(a, b, bias, c, op, act);
+              Activation act = Activation::kNone, const Tensor& mul = Tensor()) {
+  const Entry e = lookup(a, b, bias, c, op, act, mul);
   if (!e.prim) return false;
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl_memory(a, dnnl_desc(a, op))},
                                              {DNNL_ARG_WEIGHTS, dnnl_memory(b, dnnl_desc(b, op))},
                                              {DNNL_ARG_DST, dnnl_memory(c, dnnl_desc(c, op))}};
   if (bias.defined())
     args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_desc(bias, c.dim(), op), dnnl_engine(), bias.raw_data()));
+  if (mul.defined())  // the binary post-op's index in the chain: after the activation, if any
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(act == Activation::kNone ? 0 : 1) | DNNL_ARG_SRC_1,
+                 dnnl_memory(mul, dnnl_desc(mul, op)));
   if (e.scratchpad_bytes > 0) {
     dnnl::memory::desc sd({static_cast<dnnl::memory::dim>(e.scratchpad_bytes)}, dnnl::memory::data_type::u8, {1});
     args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(sd, dnnl_engine(), scratchpad(e.scratchpad_bytes)));
@@ -259,27 +264,28 @@ bool probe_native(DType dt) {
   if (dt == kFloat64) return false;
   float buf[4] = {};  // never read: only the primitive is created (from_blob: no memory statistics)
   const Tensor t = from_blob(buf, {2, 2}, TensorOptions(dt));
-  return lookup(t, t, Tensor(), t, "matmul", Activation::kNone).prim.has_value();
+  return lookup(t, t, Tensor(), t, "matmul", Activation::kNone, Tensor()).prim.has_value();
 }
 
-// The product with act as oneDNN's post-op where oneDNN fuses it, else without: whether act
-// was applied, or nullopt when oneDNN has no primitive for the problem at all.
+// The product with the epilogue (act, mul) as oneDNN's post-ops where oneDNN fuses them,
+// else without: whether it was applied, or nullopt when oneDNN has no primitive for the
+// problem at all.
 std::optional<bool> run_dnnl_fused(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c,
-                                   const char* op, Activation act) {
-  if (run_dnnl(a, b, bias, c, op, act)) return true;
-  if (act != Activation::kNone && run_dnnl(a, b, bias, c, op)) return false;
+                                   const char* op, Activation act, const Tensor& mul) {
+  if (run_dnnl(a, b, bias, c, op, act, mul)) return true;
+  if ((act != Activation::kNone || mul.defined()) && run_dnnl(a, b, bias, c, op)) return false;
   return std::nullopt;
 }
 
 // A 16-bit product on the float32 kernel: float32 copies of the operands in their own
 // layouts (widening is exact), float32 accumulation, and c rounded once (written directly
-// when c is float32). The copies come from the caching allocator. Returns whether act was
-// applied.
-bool run_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op,
-                 Activation act) {
+// when c is float32). The copies come from the caching allocator. Returns whether the
+// epilogue was applied.
+bool run_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op, Activation act,
+                 const Tensor& mul) {
   const Tensor a32 = cast_dense(a, kFloat32), b32 = cast_dense(b, kFloat32), bias32 = cast_dense(bias, kFloat32);
   const Tensor c32 = c.dtype() == kFloat32 ? c : make_tensor(c.sizes(), kFloat32);
-  const std::optional<bool> applied = run_dnnl_fused(a32, b32, bias32, c32, op, act);
+  const std::optional<bool> applied = run_dnnl_fused(a32, b32, bias32, c32, op, act, cast_dense(mul, kFloat32));
   TC_CHECK(applied.has_value(), op, "oneDNN has no float32 matmul for ", shape_str(a.sizes()), " x ",
            shape_str(b.sizes()));
   if (!c32.is_same(c)) copy_into(c, c32);
@@ -345,7 +351,7 @@ size_t matmul_cache_size() { return cache().size(); }
 void clear_matmul_cache() { cache().clear(); }
 
 bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& c, const char* op,
-                 Activation act) {
+                 Activation act, const Tensor& mul_in) {
   if (c.numel() == 0) return true;
   const DType dt = c.dtype();
   if (a_in.size(-1) == 0) {  // an empty sum: the bias, or zeros
@@ -353,15 +359,18 @@ bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
       copy_into(c, bias);
     else
       fill_zero(c);
-    return act == Activation::kNone;
+    return act == Activation::kNone && !mul_in.defined();
   }
-  const bool fuse = act != Activation::kNone;
+  const bool fuse = act != Activation::kNone || mul_in.defined();
   const Tensor a = canonical(a_in), b = canonical(b_in);
   if (gemv_into(a, b, bias, c)) return !fuse;  // a few rows: the weight streamed once
   if (dt == kFloat64) {
     matmul_f64(a, b, bias, c);
     return !fuse;
   }
+  // The multiplier is read in the destination's dtype: oneDNN 2.x accepts a float16 one
+  // on CPUs without float16 math and reads it wrong (MatmulEpilogue test).
+  const Tensor mul = cast_dense(mul_in, dt);
   TC_CHECK(dt == kFloat32 || dt == kBFloat16 || dt == kFloat16, op, "expected a floating dtype, got ", dtype_name(dt));
   if (is_reduced_float(a.dtype()) || is_reduced_float(b.dtype()) || is_reduced_float(dt)) {
     // Float32 operands of a 16-bit product hold widened 16-bit values (widen_for_gemm).
@@ -370,10 +379,10 @@ bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     const bool wide = a.dtype() != b.dtype() || (cpu_gemm16_path(d16) == Gemm16::kFloat32 &&
                                                  (get_cpu_gemm16() == Gemm16::kFloat32 || worth_widening(a, b, c)));
     if (!wide)
-      if (const std::optional<bool> applied = run_dnnl_fused(a, b, bias, c, op, act)) return *applied;
-    return run_widened(a, b, bias, c, op, act);
+      if (const std::optional<bool> applied = run_dnnl_fused(a, b, bias, c, op, act, mul)) return *applied;
+    return run_widened(a, b, bias, c, op, act, mul);
   }
-  if (const std::optional<bool> applied = run_dnnl_fused(a, b, bias, c, op, act)) return *applied;
+  if (const std::optional<bool> applied = run_dnnl_fused(a, b, bias, c, op, act, mul)) return *applied;
   // oneDNN refused these strides: retry once on dense copies.
   const Tensor cc = c.is_contiguous() ? c : make_tensor(c.sizes(), dt);
   const Tensor bc = bias.defined() ? as_contiguous(bias) : Tensor();

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstddef>
 
+#include "backend/cpu/activation.h"
 #include "tensorcast/tensor.h"
 
 namespace tc::cpu {
@@ -20,13 +21,13 @@ namespace tc::cpu {
 // 16-bit inputs (the float32 accumulators are written without rounding). Inputs may have any strides (transposed views
 // are not copied); c is written in place and must not overlap a or b. k == 0 gives bias (or zeros).
 //
-// act: an activation for oneDNN to apply to the float32 accumulators (+ bias) before c is
-// written (a post-op: one pass, one rounding). Returns false when act was asked for and not
-// applied (float64, the matrix-vector kernel, k == 0, a problem oneDNN fuses nothing into):
-// c then holds the plain product and the caller applies the activation.
-enum class Activation { kNone, kRelu, kGelu, kGeluTanh };
+// act, mul: an epilogue for oneDNN to apply to the float32 accumulators (+ bias) before c
+// is written (post-ops: one pass, one rounding): c = act(a @ b + bias) * mul, mul undefined
+// or of c's shape (any floating dtype and strides). Returns false when an epilogue was asked
+// for and not applied (float64, the matrix-vector kernel, k == 0, a problem oneDNN fuses
+// nothing into): c then holds the plain product and the caller applies the epilogue.
 bool matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op,
-                 Activation act = Activation::kNone);
+                 Activation act = Activation::kNone, const Tensor& mul = Tensor());
 
 // t widened to float32 when 16-bit products of its dtype run on the float32 kernel (so an
 // operand used by several products is widened once), else t itself.
