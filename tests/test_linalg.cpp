@@ -485,26 +485,33 @@ TEST(LinearActivation, Errors) {
 
 // ---- the multiply epilogue and mlp ---------------------------------------------------------
 
-TEST(MatmulEpilogue, MultiplyByATensorIsOneGemm) {
-  // c = (a @ b + bias) * mul with mul in oneDNN's epilogue, against float64: applied on
-  // oneDNN's float32 and native 16-bit kernels, and right whether or not it was applied.
-  for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
+// Calls f(dt, mode) for float32 and each 16-bit dtype on each of its kernels this CPU has
+// (native, and the float32 kernel over widened copies), with that kernel selected.
+void for_each_gemm_kernel(const std::function<void(DType, Gemm16)>& f) {
+  for (DType dt : {kFloat32, kBFloat16, kFloat16})
     for (Gemm16 mode : {Gemm16::kNative, Gemm16::kFloat32}) {
       if (dt == kFloat32 && mode == Gemm16::kFloat32) continue;
       if (mode == Gemm16::kNative && dt != kFloat32 && !cpu::native_matmul(dt)) continue;
       Gemm16Mode m(mode);
       SCOPED_TRACE(std::string(dtype_name(dt)) + " on the " + std::string(gemm16_name(mode)) + " kernel");
-      const Tensor a = uniform({64, 48}, dt, -1, 1, 401), b = uniform({48, 96}, dt, -1, 1, 402),
-                   bias = uniform({96}, dt, -1, 1, 403), mul = uniform({64, 96}, dt, -2, 2, 404);
-      const Tensor c = zeros({64, 96}, TensorOptions(dt));
-      const bool applied = cpu::matmul_into(a, b, bias, c, "test", cpu::Activation::kNone, mul);
-      if (dt == kFloat32 || mode == Gemm16::kNative) EXPECT_TRUE(applied);
-      const Tensor want = mul.to(kFloat64) * linear(a.to(kFloat64), b.to(kFloat64).t(), bias.to(kFloat64));
-      const Tensor got = applied ? c : c * mul;
-      const double u = dt == kFloat32 ? 0x1p-23 : dt == kFloat16 ? 0x1p-11 : 0x1p-8;
-      EXPECT_TRUE(all_close(got, want.to_vector(), Tol{4 * u * max_abs(want), 2 * u}));
+      f(dt, mode);
     }
-  }
+}
+
+TEST(MatmulEpilogue, MultiplyByATensorIsOneGemm) {
+  // c = (a @ b + bias) * mul with mul in oneDNN's epilogue, against float64: applied on
+  // oneDNN's float32 and native 16-bit kernels, and right whether or not it was applied.
+  for_each_gemm_kernel([](DType dt, Gemm16 mode) {
+    const Tensor a = uniform({64, 48}, dt, -1, 1, 401), b = uniform({48, 96}, dt, -1, 1, 402),
+                 bias = uniform({96}, dt, -1, 1, 403), mul = uniform({64, 96}, dt, -2, 2, 404);
+    const Tensor c = zeros({64, 96}, TensorOptions(dt));
+    const bool applied = cpu::matmul_into(a, b, bias, c, "test", cpu::Activation::kNone, mul);
+    if (dt == kFloat32 || mode == Gemm16::kNative) EXPECT_TRUE(applied);
+    const Tensor want = mul.to(kFloat64) * linear(a.to(kFloat64), b.to(kFloat64).t(), bias.to(kFloat64));
+    const Tensor got = applied ? c : c * mul;
+    const double u = dt == kFloat32 ? 0x1p-23 : dt == kFloat16 ? 0x1p-11 : 0x1p-8;
+    EXPECT_TRUE(all_close(got, want.to_vector(), Tol{4 * u * max_abs(want), 2 * u}));
+  });
 }
 
 Tensor composed_mlp(const std::vector<Tensor>& p, const std::string& act) {
@@ -514,38 +521,33 @@ Tensor composed_mlp(const std::vector<Tensor>& p, const std::string& act) {
 TEST(Mlp, RecordedMatchesTheFloat64Composition) {
   // The training path (one node, act' written by the forward and applied in the backward
   // GEMM's epilogue): output and all five gradients against the float64 composition, in
-  // float32 and bfloat16 on both 16-bit kernels, at sizes oneDNN's GEMMs run (not the
-  // matrix-vector kernel). Dropping the act' factor fails every input's gradient but w2's.
-  for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
-    for (Gemm16 mode : {Gemm16::kNative, Gemm16::kFloat32}) {
-      if (dt == kFloat32 && mode == Gemm16::kFloat32) continue;
-      if (mode == Gemm16::kNative && dt != kFloat32 && !cpu::native_matmul(dt)) continue;
-      Gemm16Mode m(mode);
-      for (const std::string act : {"relu", "gelu", "gelu_tanh"}) {
-        SCOPED_TRACE(act + " " + std::string(dtype_name(dt)) + " on the " + std::string(gemm16_name(mode)) + " kernel");
-        const std::vector<Tensor> init{uniform({4, 16, 24}, dt, -2, 2, 411), uniform({40, 24}, dt, -0.5, 0.5, 412),
-                                       uniform({40}, dt, -1, 1, 413), uniform({16, 40}, dt, -0.5, 0.5, 414),
-                                       uniform({16}, dt, -1, 1, 415)};
-        std::vector<Tensor> p, q;
-        for (const Tensor& t : init) {
-          p.push_back(t.detach().requires_grad_());
-          q.push_back(t.to(kFloat64).requires_grad_());
-        }
-        const Tensor g = uniform({4, 16, 16}, dt, -1, 1, 416);
-        const Tensor y = mlp(p[0], p[1], p[2], p[3], p[4], act), want = composed_mlp(q, act);
-        y.backward(g);
-        want.backward(g.to(kFloat64));
-        const double rel = dt == kFloat32 ? 1e-5 : 0x1p-6;
-        EXPECT_TRUE(all_close(y, want.to_vector(), Tol{rel * max_abs(want), rel}));
-        for (size_t i = 0; i < 5; ++i) {
-          ASSERT_TRUE(p[i].grad().defined()) << "input " << i;
-          EXPECT_EQ(p[i].grad().dtype(), dt);
-          EXPECT_TRUE(all_close(p[i].grad(), q[i].grad().to_vector(), Tol{rel * max_abs(q[i].grad()), rel}))
-              << "gradient of input " << i;
-        }
+  // float32 and each 16-bit dtype on each of its kernels, at sizes oneDNN's GEMMs run (not
+  // the matrix-vector kernel). Dropping the act' factor fails every input's gradient but w2's.
+  for_each_gemm_kernel([](DType dt, Gemm16) {
+    for (const std::string act : {"relu", "gelu", "gelu_tanh"}) {
+      SCOPED_TRACE(act);
+      const std::vector<Tensor> init{uniform({4, 16, 24}, dt, -2, 2, 411), uniform({40, 24}, dt, -0.5, 0.5, 412),
+                                     uniform({40}, dt, -1, 1, 413), uniform({16, 40}, dt, -0.5, 0.5, 414),
+                                     uniform({16}, dt, -1, 1, 415)};
+      std::vector<Tensor> p, q;
+      for (const Tensor& t : init) {
+        p.push_back(t.detach().requires_grad_());
+        q.push_back(t.to(kFloat64).requires_grad_());
+      }
+      const Tensor g = uniform({4, 16, 16}, dt, -1, 1, 416);
+      const Tensor y = mlp(p[0], p[1], p[2], p[3], p[4], act), want = composed_mlp(q, act);
+      y.backward(g);
+      want.backward(g.to(kFloat64));
+      const double rel = dt == kFloat32 ? 1e-5 : 0x1p-6;
+      EXPECT_TRUE(all_close(y, want.to_vector(), Tol{rel * max_abs(want), rel}));
+      for (size_t i = 0; i < 5; ++i) {
+        ASSERT_TRUE(p[i].grad().defined()) << "input " << i;
+        EXPECT_EQ(p[i].grad().dtype(), dt);
+        EXPECT_TRUE(all_close(p[i].grad(), q[i].grad().to_vector(), Tol{rel * max_abs(q[i].grad()), rel}))
+            << "gradient of input " << i;
       }
     }
-  }
+  });
 }
 
 TEST(Mlp, TrainingIsOneNodeWithoutAnActivationPass) {
