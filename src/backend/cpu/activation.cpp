@@ -21,8 +21,8 @@ inline C gelu_erf_value(C v) {
 }
 template <class C>
 inline C gelu_erf_grad(C g, C v) {
-  const C cdf = C(0.5) * (C(1) + fast_erf(v * C(M_SQRT1_2)));
-  const C pdf = fast_exp(C(-0.5) * v * v) * C(0.3989422804014327);  // 1/sqrt(2 pi)
+  C cdf, pdf;
+  fast_normal_cdf_pdf(v, cdf, pdf);
   return g * (cdf + v * pdf);
 }
 template <class C>
@@ -47,9 +47,10 @@ inline void relu_value_grad(C v, C& y, C& d) {
 }
 template <class C>
 inline void gelu_erf_value_grad(C v, C& y, C& d) {
-  const C cdf = C(0.5) * (C(1) + fast_erf(v * C(M_SQRT1_2)));
+  C cdf, pdf;
+  fast_normal_cdf_pdf(v, cdf, pdf);
   y = v * cdf;
-  d = cdf + v * fast_exp(C(-0.5) * v * v) * C(0.3989422804014327);
+  d = cdf + v * pdf;
 }
 template <class C>
 inline void gelu_tanh_value_grad(C v, C& y, C& d) {
