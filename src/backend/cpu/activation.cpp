@@ -20,23 +20,9 @@ inline C gelu_erf_value(C v) {
   return C(0.5) * v * (C(1) + fast_erf(v * C(M_SQRT1_2)));
 }
 template <class C>
-inline C gelu_erf_grad(C g, C v) {
-  C cdf, pdf;
-  fast_normal_cdf_pdf(v, cdf, pdf);
-  return g * (cdf + v * pdf);
-}
-template <class C>
 inline C gelu_tanh_value(C v) {
   const C k = C(0.7978845608028654);  // sqrt(2/pi)
   return C(0.5) * v * (C(1) + fast_tanh(k * (v + C(0.044715) * v * v * v)));
-}
-template <class C>
-inline C gelu_tanh_grad(C g, C v) {
-  const C k = C(0.7978845608028654);
-  const C inner = k * (v + C(0.044715) * v * v * v);
-  const C t = fast_tanh(inner);
-  const C dinner = k * (C(1) + C(3 * 0.044715) * v * v);
-  return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * dinner);
 }
 
 // y = act(v) and d = act'(v), sharing the transcendental between the two.
@@ -58,6 +44,19 @@ inline void gelu_tanh_value_grad(C v, C& y, C& d) {
   const C t = fast_tanh(k * (v + C(0.044715) * v * v * v));
   y = C(0.5) * v * (C(1) + t);
   d = C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * (k * (C(1) + C(3 * 0.044715) * v * v));
+}
+// g * gelu'(v): the derivative above (the unused value is dropped by the compiler).
+template <class C>
+inline C gelu_erf_grad(C g, C v) {
+  C y, d;
+  gelu_erf_value_grad(v, y, d);
+  return g * d;
+}
+template <class C>
+inline C gelu_tanh_grad(C g, C v) {
+  C y, d;
+  gelu_tanh_value_grad(v, y, d);
+  return g * d;
 }
 
 TC_SIMD_CLONES void gelu_erf_forward_f32(const float* x, float* y, int64_t n) {
