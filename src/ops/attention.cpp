@@ -71,36 +71,71 @@ void mm(const Tensor& a, const Tensor& b, const Tensor& c) {
     cpu::matmul_into(a, b, Tensor(), c, kOp);
 }
 
-// softmax(scale q k^T, masked) (..., L, S) as `dt`: the product writes float32 scores
-// (16-bit inputs on Tensor Cores or the CPU's 16-bit kernel), scaled, masked and softmaxed
-// in float32 and rounded once to dt (float32, or the inputs' 16-bit dtype). Without a mask
-// sdpa_probs does the scale, causal mask, softmax and rounding in one pass per row (the
-// CPU's path takes no mask).
-Tensor attention_probs(const Tensor& qd, const Tensor& kd, const Tensor& mask, bool causal, double scale, DType dt) {
-  const Device dev = qd.device();
-  Shape ssz(qd.sizes().begin(), qd.sizes().end() - 1);
-  ssz.push_back(kd.size(-2));
-  const Tensor scores = make_tensor(ssz, kFloat32, dev);
-  mm(qd, kd.transpose(-2, -1), scores);
-  if (!mask.defined()) {
-    const Tensor P = dt == kFloat32 ? scores : make_tensor(ssz, dt, dev);
-    if (dev.is_cpu())
-      cpu::sdpa_probs(P, scores, scale, causal);
-    else
-      gpu::sdpa_probs(P, scores, scale, causal);
-    return P;
+// A band of query rows [i0, i1) that sees the keys [0, n), and the key block [k0, k1)
+// whose gradients the backward computes from the rows [k0, L) that see it.
+struct Band {
+  int64_t i0, i1, n, k0, k1;
+};
+
+// Rows per band of the CPU's causal product path (at least): the products skip the key
+// blocks above the diagonal (a quarter of the work at L = 128, half as L grows) while
+// each stays large enough to run at the GEMM kernel's rate.
+constexpr int64_t kBandRows = 64;
+
+// One band, the whole (L, S) matrix, but for causal self-attention (L == S) on the CPU:
+// bands of kBandRows or more rows, each seeing the keys up to its last row.
+std::vector<Band> bands(int64_t L, int64_t S, bool causal, Device dev) {
+  if (!causal || L != S || !dev.is_cpu() || L < 2 * kBandRows) return {{0, L, S, 0, S}};
+  const int64_t count = L / kBandRows, rows = (L + count - 1) / count;
+  std::vector<Band> out;
+  for (int64_t i0 = 0; i0 < L; i0 += rows) {
+    const int64_t i1 = std::min(L, i0 + rows);
+    out.push_back({i0, i1, i1, i0, i1});
   }
-  Tensor logits = impl::mul(scores, scale);
-  const Tensor minus_inf = full({}, -std::numeric_limits<double>::infinity(), TensorOptions(kFloat32).device(dev));
-  if (causal)
-    logits = impl::where(causal_future(qd.size(-2), kd.size(-2), dev), minus_inf, logits);
-  else if (mask.defined() && mask.dtype() == kBool)
-    logits = impl::where(mask, logits, minus_inf);
-  else if (mask.defined())
-    logits = impl::add(logits, mask.to(kFloat32));
-  const Tensor P = make_tensor(ssz, kFloat32, dev);
-  gpu::softmax_forward(P, logits, P.dim() - 1, false);
-  return dt == kFloat32 ? P : P.to(dt);
+  return out;
+}
+
+Tensor rows(const Tensor& t, int64_t first, int64_t end) { return t.narrow(-2, first, end - first); }
+Tensor keys(const Tensor& t, const Band& b) { return t.narrow(-2, 0, b.n); }
+// The band's part of an (..., L, S) matrix, and the part the backward's key pass reads.
+Tensor band_of(const Tensor& m, const Band& b) { return rows(m, b.i0, b.i1).narrow(-1, 0, b.n); }
+Tensor key_block_of(const Tensor& m, const Band& b) { return rows(m, b.k0, m.size(-2)).narrow(-1, b.k0, b.k1 - b.k0); }
+
+// The band's probabilities softmax(scale q k^T, masked) from its float32 scores (already
+// in `scores`), in float32 and rounded once into p (float32: p may be scores; or the
+// inputs' 16-bit dtype); keep_float also leaves the float32 probabilities in `scores`.
+// Without a mask sdpa_probs does the scale, causal mask, softmax and rounding in one pass
+// per row; a mask (CUDA only: the CPU's path takes none) goes through the composite.
+void probs(const Tensor& p, const Tensor& scores, const Tensor& mask, const Band& b, bool causal, double scale,
+           bool keep_float) {
+  const Device dev = scores.device();
+  if (dev.is_cpu()) {
+    cpu::sdpa_probs(band_of(p, b), band_of(scores, b), scale, causal, b.i0, keep_float && !p.is_same(scores));
+    return;
+  }
+  if (!mask.defined() && !keep_float) {  // one band on CUDA: the whole matrix
+    gpu::sdpa_probs(p, scores, scale, causal);
+    return;
+  }
+  if (!mask.defined()) {
+    gpu::sdpa_probs(scores, scores, scale, causal);
+  } else {
+    Tensor logits = impl::mul(scores, scale);
+    const Tensor minus_inf = full({}, -std::numeric_limits<double>::infinity(), TensorOptions(kFloat32).device(dev));
+    if (mask.dtype() == kBool)
+      logits = impl::where(mask, logits, minus_inf);
+    else
+      logits = impl::add(logits, mask.to(kFloat32));
+    gpu::softmax_forward(scores, logits, scores.dim() - 1, false);
+  }
+  if (!p.is_same(scores)) Tensor(p).copy_(scores);  // a handle: the same storage
+}
+
+void probs_backward(const Tensor& ds, const Tensor& dp, const Tensor& p, const Band& b, double scale) {
+  if (p.device().is_cuda())
+    gpu::sdpa_probs_backward(band_of(ds, b), band_of(dp, b), band_of(p, b), scale);
+  else
+    cpu::sdpa_probs_backward(band_of(ds, b), band_of(dp, b), band_of(p, b), scale);
 }
 
 // The product path's batch chunks: calls f(first, count) over the leading dim so that a
@@ -137,7 +172,51 @@ Tensor chunk(const Tensor& t, int64_t first, int64_t count) {
 // recomputes them rather than keeping an (..., L, S) matrix alive from the forward to the
 // backward: dv = P^T g, dP = g v^T (float32), dS = softmax's backward (float32) times
 // scale, rounded once, dq = dS k, dk = dS^T q. (L, S) matrices exist within each pass, for
-// a chunk of the batch at a time on the CPU.
+// a chunk of the batch at a time on the CPU, and there under causal masking only in the
+// bands below the diagonal (each band's products read and write no other part).
+void products_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& mask,
+                      bool causal, double scale) {
+  const Device dev = q.device();
+  const DType dt = q.dtype();
+  Shape ssz(q.sizes().begin(), q.sizes().end() - 1);
+  ssz.push_back(k.size(-2));
+  const Tensor scores = make_tensor(ssz, kFloat32, dev);
+  const Tensor P = dt == kFloat32 ? scores : make_tensor(ssz, dt, dev);
+  for (const Band& b : bands(q.size(-2), k.size(-2), causal, dev)) {
+    mm(rows(q, b.i0, b.i1), keys(k, b).transpose(-2, -1), band_of(scores, b));
+    probs(P, scores, mask, b, causal, scale, /*keep_float=*/false);
+    mm(band_of(P, b), keys(v, b), rows(out, b.i0, b.i1));
+  }
+}
+
+// dq, dk, dv: undefined when not wanted, else q's, k's, v's shape and dtype.
+void products_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
+                       const Tensor& k, const Tensor& v, const Tensor& mask, bool causal, double scale) {
+  const Device dev = q.device();
+  const DType dt = q.dtype();
+  const int64_t L = q.size(-2);
+  Shape ssz(q.sizes().begin(), q.sizes().end() - 1);
+  ssz.push_back(k.size(-2));
+  const bool need_ds = dq.defined() || dk.defined();
+  const Tensor P = make_tensor(ssz, kFloat32, dev);                                   // float32 probabilities
+  const Tensor Pd = dt == kFloat32 || !dv.defined() ? P : make_tensor(ssz, dt, dev);  // rounded for dv's product
+  const Tensor dP = need_ds ? make_tensor(ssz, kFloat32, dev) : Tensor();
+  const Tensor dS = need_ds ? make_tensor(ssz, dt, dev) : Tensor();  // scale * softmax's backward, rounded once
+  const std::vector<Band> parts = bands(L, k.size(-2), causal, dev);
+  for (const Band& b : parts) {
+    mm(rows(q, b.i0, b.i1), keys(k, b).transpose(-2, -1), band_of(P, b));
+    probs(Pd, P, mask, b, causal, scale, /*keep_float=*/true);
+    if (!need_ds) continue;
+    mm(rows(g, b.i0, b.i1), keys(v, b).transpose(-2, -1), band_of(dP, b));
+    probs_backward(dS, dP, P, b, scale);
+    if (dq.defined()) mm(band_of(dS, b), keys(k, b), rows(dq, b.i0, b.i1));
+  }
+  for (const Band& b : parts) {  // a key block's gradients from every row that sees it
+    if (dv.defined()) mm(key_block_of(Pd, b).transpose(-2, -1), rows(g, b.k0, L), rows(dv, b.k0, b.k1));
+    if (dk.defined()) mm(key_block_of(dS, b).transpose(-2, -1), rows(q, b.k0, L), rows(dk, b.k0, b.k1));
+  }
+}
+
 Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
                           double scale) {
   const Device dev = q.device();
@@ -153,7 +232,7 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
                          ? make_tensor({osz[0], osz[2], osz[1], osz[3]}, dt, dev).transpose(1, 2)
                          : make_tensor(osz, dt, dev);
   for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
-    mm(attention_probs(chunk(qd, b, n), chunk(kd, b, n), md, causal, scale, dt), chunk(vd, b, n), chunk(out, b, n));
+    products_forward(chunk(qd, b, n), chunk(kd, b, n), chunk(vd, b, n), chunk(out, b, n), md, causal, scale);
   });
   return record(
       kOp, out, {q, k, v},
@@ -164,19 +243,8 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
         };
         const Tensor dq = grad(needs[0], qd), dk = grad(needs[1], kd), dv = grad(needs[2], vd);
         for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
-          const Tensor qc = chunk(qd, b, n), kc = chunk(kd, b, n), vc = chunk(vd, b, n), gc = chunk(g, b, n);
-          const Tensor P = attention_probs(qc, kc, md, causal, scale, kFloat32);
-          if (dv.defined()) mm((dt == kFloat32 ? P : P.to(dt)).transpose(-2, -1), gc, chunk(dv, b, n));
-          if (!dq.defined() && !dk.defined()) return;
-          const Tensor dP = make_tensor(P.sizes(), kFloat32, dev);
-          mm(gc, vc.transpose(-2, -1), dP);
-          const Tensor dSd = make_tensor(P.sizes(), dt, dev);  // scale * softmax's backward, rounded once
-          if (dev.is_cuda())
-            gpu::sdpa_probs_backward(dSd, dP, P, scale);
-          else
-            cpu::sdpa_probs_backward(dSd, dP, P, scale);
-          if (dq.defined()) mm(dSd, kc, chunk(dq, b, n));
-          if (dk.defined()) mm(dSd.transpose(-2, -1), qc, chunk(dk, b, n));
+          products_backward(chunk(dq, b, n), chunk(dk, b, n), chunk(dv, b, n), chunk(g, b, n), chunk(qd, b, n),
+                            chunk(kd, b, n), chunk(vd, b, n), md, causal, scale);
         });
         return std::vector<Tensor>{dq, dk, dv};
       });

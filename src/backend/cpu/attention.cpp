@@ -290,44 +290,74 @@ void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const T
 
 namespace {
 
-// The row pass of the product path: row(r, buf) computes row r (S floats) into buf, which
-// is then stored into the contiguous `out` (float32, or rounded once to 16 bits).
+// The rows of a (..., rows, n) band of a product-path matrix: the last dim contiguous, the
+// batch dims collapsing to one stride (a narrow in the last two dims of a contiguous matrix).
+struct ScoreRows {
+  char* base;
+  int64_t es, rows, batch_stride, row_stride;
+  explicit ScoreRows(const Tensor& t)
+      : base(static_cast<char*>(t.raw_data())),
+        es(static_cast<int64_t>(element_size(t.dtype()))),
+        rows(t.size(-2)),
+        batch_stride(t.dim() > 2 ? t.stride(-3) : 0),
+        row_stride(t.stride(-2)) {
+    bool ok = t.size(-1) <= 1 || t.stride(-1) == 1;
+    for (int64_t d = 0; d + 3 < t.dim(); ++d)
+      ok = ok && (t.size(d) == 1 || t.stride(d) == t.stride(d + 1) * t.size(d + 1));
+    TC_CHECK(ok, "scaled_dot_product_attention", "internal: a score band of shape ", shape_str(t.sizes()),
+             " and strides ", shape_str(t.strides()), " is not a row band of a contiguous matrix");
+  }
+  char* row(int64_t r) const { return base + ((r / rows) * batch_stride + (r % rows) * row_stride) * es; }
+};
+
+void store_row(const float* src, char* dst, DType dt, int64_t n) {
+  if (dt == kBFloat16)
+    float_to_bf16(src, reinterpret_cast<BFloat16*>(dst), n);
+  else if (dt == kFloat16)
+    float_to_half(src, reinterpret_cast<Half*>(dst), n);
+  else
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+
+// The row pass of the product path: row(r, buf) computes row r of `out`'s band (n floats)
+// into buf, which is then stored into out (float32, or rounded once to 16 bits).
 template <class Row>
-void for_each_score_row(const Tensor& out, int64_t S, Row row) {
-  const int64_t rows = S > 0 ? out.numel() / S : 0;
+void for_each_score_row(const Tensor& out, Row row) {
+  const int64_t n = out.size(-1), rows = n > 0 ? out.numel() / n : 0;
+  const ScoreRows O(out);
   const DType dt = out.dtype();
-  parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(S, 1)), [&](int64_t r0, int64_t r1) {
-    float* buf = buffer(0, S);
+  parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+    float* buf = buffer(0, n);
     for (int64_t r = r0; r < r1; ++r) {
       row(r, buf);
-      if (dt == kBFloat16)
-        float_to_bf16(buf, static_cast<BFloat16*>(out.raw_data()) + r * S, S);
-      else if (dt == kFloat16)
-        float_to_half(buf, static_cast<Half*>(out.raw_data()) + r * S, S);
-      else
-        std::memcpy(static_cast<float*>(out.raw_data()) + r * S, buf, static_cast<size_t>(S) * sizeof(float));
+      store_row(buf, O.row(r), dt, n);
     }
   });
 }
 
 }  // namespace
 
-void sdpa_probs(const Tensor& p, const Tensor& s, double scale, bool causal) {
-  const int64_t S = s.size(-1), L = s.size(-2);
-  const float* sp = s.data_ptr<float>();
+void sdpa_probs(const Tensor& p, const Tensor& s, double scale, bool causal, int64_t first_row, bool keep_float) {
+  const int64_t n = s.size(-1), R = s.size(-2);
+  const ScoreRows Sr(s);
   const float sc = static_cast<float>(scale);
   // Through buf: p may be s itself.
-  for_each_score_row(
-      p, S, [&](int64_t r, float* buf) { softmax_scaled_row(sp + r * S, buf, visible(causal, r % L, S), S, sc); });
+  for_each_score_row(p, [&](int64_t r, float* buf) {
+    float* sr = reinterpret_cast<float*>(Sr.row(r));
+    const int64_t m = causal ? std::min(n, first_row + r % R + 1) : n;  // keys j <= i of row i
+    softmax_scaled_row(sr, buf, m, n, sc);
+    if (keep_float) std::memcpy(sr, buf, static_cast<size_t>(n) * sizeof(float));
+  });
 }
 
 void sdpa_probs_backward(const Tensor& ds, const Tensor& dp, const Tensor& p, double scale) {
-  const int64_t S = p.size(-1);
-  const float* pp = p.data_ptr<float>();
-  const float* gp = dp.data_ptr<float>();
+  const int64_t n = p.size(-1);
+  const ScoreRows P(p), DP(dp);
   const float sc = static_cast<float>(scale);
-  for_each_score_row(ds, S,
-                     [&](int64_t r, float* buf) { softmax_backward_scaled_row(gp + r * S, pp + r * S, buf, S, sc); });
+  for_each_score_row(ds, [&](int64_t r, float* buf) {
+    softmax_backward_scaled_row(reinterpret_cast<const float*>(DP.row(r)), reinterpret_cast<const float*>(P.row(r)),
+                                buf, n, sc);
+  });
 }
 
 void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,

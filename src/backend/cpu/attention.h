@@ -26,13 +26,18 @@ void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
                    const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double scale, bool causal);
 
 // The probabilities of the product path (ops/attention.cpp, where this CPU multiplies 16-bit
-// matrices natively): p = softmax(scale * s) along the last dim of the float32 scores s
-// (..., L, S), keys j > i at probability 0 under `causal`. s contiguous; p contiguous, of
-// s's shape, float32 (may be s itself) or 16-bit (rounded once). One pass per row.
-void sdpa_probs(const Tensor& p, const Tensor& s, double scale, bool causal);
+// matrices natively): p = softmax(scale * s) along the last dim of float32 scores s
+// (..., rows, n), a band of rows [first_row, first_row + rows) and keys [0, n) of an
+// (..., L, S) matrix; under `causal` row i sees the keys j <= i (the band holds them all)
+// and the others get probability 0. p: s's shape, float32 (may be s itself) or 16-bit
+// (rounded once); keep_float also writes the float32 probabilities over s (for a backward
+// that needs both). s and p: last dim contiguous, batch dims of one stride (a narrow of a
+// contiguous matrix). One pass per row.
+void sdpa_probs(const Tensor& p, const Tensor& s, double scale, bool causal, int64_t first_row = 0,
+                bool keep_float = false);
 // Its backward to the scores, scaled and rounded once: ds = scale * p * (dp - sum(dp * p))
-// per row, from float32 p and dp (contiguous, p's shape) into ds (contiguous, float32 or
-// 16-bit): softmax's backward, the scale and the cast in one pass.
+// per row, from float32 p and dp into ds (float32 or 16-bit; all three of one shape and
+// laid out as sdpa_probs's): softmax's backward, the scale and the cast in one pass.
 void sdpa_probs_backward(const Tensor& ds, const Tensor& dp, const Tensor& p, double scale);
 
 }  // namespace tc::cpu
