@@ -328,6 +328,40 @@ TEST(ViewGrads, SlicesOfOneTensorAddIntoOneBuffer) {
       {tc::testing::uniform({3, 4}, kFloat64).requires_grad_()}, {1e-7, 1e-7}));
 }
 
+// q, k and v as selects of one permuted projection, k unused: the engine assembles the
+// projection's gradient from the q and v parts alone (no zero-filled tensor per slice,
+// no additions), zero-fills only the k part it never wrote, and lays the buffer out as the
+// projection so the permute's backward hands on a contiguous gradient. The allocator is
+// primed with NaN so that a part left unwritten shows.
+TEST(ViewGrads, SlicesAssembleOneGradientInTheInputsLayout) {
+  const Shape sz{8, 64, 3, 4, 64};  // (B, T, 3, H, hd): 1.5 MiB, from the allocator's cache
+  const Tensor a = testing::uniform({8, 4, 64, 64}, kFloat32, -1, 1, 1),
+               c = testing::uniform({8, 4, 64, 64}, kFloat32, -1, 1, 2);
+  Tensor x = zeros(sz).requires_grad_();
+  for (int round = 0; round < 2; ++round) {
+    x.set_grad(Tensor());
+    profiler::Profile prof;
+    const Tensor heads = mul(x, 1.0).permute({2, 0, 3, 1, 4});  // (3, B, H, T, hd) views, no copy
+    const Tensor q = heads.select(0, 0), v = heads.select(0, 2);
+    const Tensor loss = add(mul(q, a).sum(), mul(v, c).sum());
+    { const Tensor junk = full({8 * 64 * 3 * 4 * 64}, std::nan("")); }  // the block the buffer gets
+    loss.backward();
+    prof.stop();
+    Tensor expected = zeros(sz);  // base[b][t][0][h][e] is q[b][h][t][e]
+    expected.select(2, 0).copy_(a.permute({0, 2, 1, 3}));
+    expected.select(2, 2).copy_(c.permute({0, 2, 1, 3}));
+    EXPECT_TRUE(equal(x.grad(), expected));
+    EXPECT_TRUE(x.grad().is_contiguous());
+    int64_t into_buffer = 0, other = 0;
+    for (const profiler::OpStat& st : prof.key_averages()) {
+      if (st.name == "select backward (into buffer)") into_buffer += st.calls;
+      if (st.name == "select backward" || st.name == "clone" || st.name == "contiguous") other += st.calls;
+    }
+    EXPECT_EQ(into_buffer, 2);
+    EXPECT_EQ(other, 0);
+  }
+}
+
 TEST(ViewGrads, Expand) {
   // Needs sum_to_size (reductions). y[a][i][k] = x[i]; dL/dy = 1 + 12a + 4i + k.
   std::vector<double> expected(3, 0);

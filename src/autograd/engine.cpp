@@ -4,6 +4,7 @@
 // consumer has contributed (dependency counting), then its formula runs under no-grad.
 // Gradients are cast to the dtype each input had in the forward pass, so mixed-precision
 // graphs hand fp32 gradients to fp32 parameters.
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <unordered_map>
@@ -98,29 +99,56 @@ struct CastNode final : Node {
   }
 };
 
-// A slice's backward: zeros of the input's shape with the slice's part set to the
-// gradient. The engine may instead add the gradient into that part of an existing buffer
-// (add_into below).
+// A dense buffer (of any dim order) held by nobody but the engine: safe to write in place.
+bool engine_owned(const Tensor& t) {
+  return t.impl_ptr().use_count() == 1 && t.impl()->storage.use_count() == 1 &&
+         (t.is_contiguous() || !dense_stride_order(t.sizes(), t.strides()).empty());
+}
+
+// A slice's backward: zeros of the input's shape and layout with the slice's part set to
+// the gradient. The engine may instead write the gradient into that part of a buffer it
+// assembles from several slices (see autograd/nodes.h and run_backward).
 struct SliceNode final : Node {
-  std::function<Tensor(const Tensor&)> part;
-  Shape in_shape;
+  detail::SlicePart part;
+  Shape in_shape, in_strides;  // in_strides: the input's dense layout, or empty (contiguous)
   DType in_dtype = kFloat32;
   Device in_device;
   std::vector<Tensor> apply(const Tensor& grad) override {
     profiler::detail::Scope rec(name, " backward");
-    Tensor gi = zeros(in_shape, TensorOptions(in_dtype).device(in_device));
-    part(gi).copy_(grad);
+    Tensor gi = new_buffer();
+    gi.zero_();
+    part.view(gi).copy_(grad);
     return {gi};
   }
-  // Adds `grad` into `buffer`'s part in place when the engine's buffer for the input is
-  // exclusively the engine's. Returns false when it is not usable.
-  bool add_into(Tensor& buffer, const Tensor& grad) {
-    if (!buffer.defined() || !exclusively_held(buffer, 1) || buffer.dtype() != in_dtype || buffer.sizes() != in_shape ||
-        buffer.device() != in_device)
-      return false;
-    profiler::detail::Scope rec(name, " backward (into buffer)");
-    part(buffer).add_(grad);
-    return true;
+  // An uninitialized gradient for the input.
+  Tensor new_buffer() const {
+    const Tensor base = make_tensor(in_shape, in_dtype, in_device);
+    return in_strides.empty() ? base : make_view(base, in_shape, in_strides, 0);
+  }
+  bool fits(const Tensor& buffer) const {
+    return buffer.dtype() == in_dtype && buffer.sizes() == in_shape && buffer.device() == in_device &&
+           engine_owned(buffer);
+  }
+};
+
+// An input's gradient buffer assembled from slices along `dim`: only the index ranges
+// written so far hold values; the rest is uninitialized until complete() zero-fills it.
+struct PartialBuffer {
+  int64_t dim = 0;
+  std::vector<std::pair<int64_t, int64_t>> written;
+  bool overlaps(int64_t start, int64_t end) const {
+    for (const auto& [s, e] : written)
+      if (start < e && s < end) return true;
+    return false;
+  }
+  void complete(Tensor& buffer) {
+    std::sort(written.begin(), written.end());
+    int64_t at = 0;
+    for (const auto& [s, e] : written) {
+      if (s > at) buffer.narrow(dim, at, s - at).zero_();
+      at = std::max(at, e);
+    }
+    if (at < buffer.size(dim)) buffer.narrow(dim, at, buffer.size(dim) - at).zero_();
   }
 };
 
@@ -187,12 +215,18 @@ Tensor record_cast(const Tensor& out, const Tensor& in) {
   return out;
 }
 
-Tensor record_slice(const char* name, const Tensor& out, const Tensor& in, std::function<Tensor(const Tensor&)> part) {
+Tensor record_slice(const char* name, const Tensor& out, const Tensor& in, SlicePart part) {
   if (!g_grad_enabled || !is_floating(out.dtype()) || !in.requires_grad()) return out;
   auto node = std::make_shared<SliceNode>();
   node->name = name;
   node->part = std::move(part);
   node->in_shape = in.sizes();
+  // The gradient laid out as the input (a permuted view of a projection, say), so that the
+  // backward of the view ops between them gives a contiguous gradient without a copy.
+  if (!in.is_contiguous()) {
+    const Shape order = dense_stride_order(in.sizes(), in.strides());
+    if (!order.empty()) node->in_strides = strides_for_order(in.sizes(), order);
+  }
   node->in_dtype = edge_for(in).dtype;
   node->in_device = in.device();
   node->next.push_back(edge_for(in));
@@ -233,19 +267,53 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
     }
   }
   std::unordered_map<Node*, Tensor> buffers;
+  std::unordered_map<Node*, PartialBuffer> partial;  // buffers being assembled from slices
+  // The buffer of `target` with every element set (what no slice wrote zero-filled).
+  auto completed = [&](Node* target) -> Tensor& {
+    Tensor& buf = buffers[target];
+    if (auto it = partial.find(target); it != partial.end()) {
+      it->second.complete(buf);
+      partial.erase(it);
+    }
+    return buf;
+  };
+  // A slice's gradient written into its input's buffer (made by the first slice, copied
+  // into by disjoint later ones along the same dim, else added); false: n runs as usual.
+  auto assemble = [&](SliceNode& n, const Tensor& g) {
+    Node* target = n.next[0].fn.get();
+    auto it = buffers.find(target);
+    if (it == buffers.end() || !it->second.defined()) {
+      if (n.part.dim < 0) return false;
+      Tensor buf = n.new_buffer();
+      profiler::detail::Scope rec(n.name, " backward (into buffer)");
+      n.part.view(buf).copy_(g);
+      buffers[target] = std::move(buf);
+      partial[target] = PartialBuffer{n.part.dim, {{n.part.start, n.part.end}}};
+      return true;
+    }
+    if (!n.fits(it->second)) return false;
+    profiler::detail::Scope rec(n.name, " backward (into buffer)");
+    auto p = partial.find(target);
+    if (p != partial.end() && p->second.dim == n.part.dim && !p->second.overlaps(n.part.start, n.part.end)) {
+      n.part.view(it->second).copy_(g);
+      p->second.written.emplace_back(n.part.start, n.part.end);
+    } else {
+      n.part.view(completed(target)).add_(g);
+    }
+    return true;
+  };
   buffers[root_fn.get()] = root_grad;
   std::vector<Node*> ready{root_fn.get()};
   NoGradGuard no_grad;
   while (!ready.empty()) {
     Node* n = ready.back();
     ready.pop_back();
-    Tensor g = std::move(buffers[n]);
+    Tensor g = std::move(completed(n));
     buffers.erase(n);
     std::vector<Tensor> grads;  // stays empty when no gradient reached n
     auto* slice = capture ? nullptr : dynamic_cast<SliceNode*>(n);
-    if (slice && g.defined() && slice->next[0].fn && buffers.count(slice->next[0].fn.get()) &&
-        slice->add_into(buffers[slice->next[0].fn.get()], g)) {
-      // Added into the input's gradient buffer in place: nothing more flows from n.
+    if (slice && g.defined() && slice->next[0].fn && assemble(*slice, g)) {
+      // Written into the input's gradient buffer: nothing more flows from n.
     } else if (capture && capture->count(n)) {
       (*capture)[n] = g;  // autograd::grad: report it instead of writing .grad()
       if (dynamic_cast<AccumulateGrad*>(n) == nullptr && g.defined()) grads = n->apply(g);
@@ -263,10 +331,10 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
         TC_CHECK(gi.sizes() == e.shape, "autograd", "function ", n->name, " returned a gradient of shape ",
                  shape_str(gi.sizes()), " for an input of shape ", shape_str(e.shape));
         if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
-        Tensor& buf = buffers[e.fn.get()];
+        Tensor& buf = completed(e.fn.get());
         if (!buf.defined())
           buf = std::move(gi);
-        else if (exclusively_held(buf, 1))
+        else if (engine_owned(buf))
           buf.add_(gi);  // as PyTorch's InputBuffer: no new tensor
         else
           buf = add(buf, gi);

@@ -7,11 +7,13 @@
 // formula that can write fp32 directly (a GEMM with bf16 inputs and fp32 output: no
 // rounding to bf16, no separate widening pass) asks grad_dtype() for it.
 //
-// Slices. The gradient of a slice (select, narrow, slice) is zeros of the input's shape
-// with the slice's part filled in. When several slices of one tensor are used (attention's
-// q, k and v from one projection), the engine adds each later slice's gradient into the
-// part of the gradient buffer already collected for that tensor, in place, instead of
-// materializing another input-sized tensor of mostly zeros and adding it.
+// Slices. The gradient of a slice (select, narrow, slice) is zeros of the input's shape,
+// laid out as the input is, with the slice's part filled in. When several slices of one
+// tensor are used (attention's q, k and v from one projection), the engine assembles that
+// gradient from the parts instead: the first slice's gradient is copied into a new buffer
+// (uninitialized, in the input's layout), later disjoint slices along the same dim are
+// copied into theirs, and only what no slice wrote is zero-filled, when the buffer is used.
+// Overlapping slices, or slices along another dim, are added in place.
 #pragma once
 #include <functional>
 
@@ -27,8 +29,15 @@ Tensor record_cast(const Tensor& out, const Tensor& in);
 // of a wider floating tensor, else t's own dtype.
 DType grad_dtype(const Tensor& t);
 
-// Records `out` as a slice of `in`: `part(g)` gives the view of an in-shaped tensor g that
-// `out` is of `in` (the same view op applied to g).
-Tensor record_slice(const char* name, const Tensor& out, const Tensor& in, std::function<Tensor(const Tensor&)> part);
+// What a slice is of its input: `view(g)` gives the same view of an input-shaped tensor g
+// (the view op applied to g); when that view is the indices [start, end) along `dim`
+// (select, narrow, a slice of step 1) they are given too, else dim is -1.
+struct SlicePart {
+  std::function<Tensor(const Tensor&)> view;
+  int64_t dim = -1, start = 0, end = 0;
+};
+
+// Records `out` as the slice `part` of `in`.
+Tensor record_slice(const char* name, const Tensor& out, const Tensor& in, SlicePart part);
 
 }  // namespace tc::autograd::detail

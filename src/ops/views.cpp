@@ -148,7 +148,8 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   st[d] *= step;
   return autograd::detail::record_slice(
       "slice", make_view(*this, sz, st, storage_offset() + start * strides()[d]), *this,
-      [d, start, end, step](const Tensor& g) { return g.slice(d, start, end, step); });
+      autograd::detail::SlicePart{[d, start, end, step](const Tensor& g) { return g.slice(d, start, end, step); },
+                                  step == 1 ? d : -1, start, end});
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -171,8 +172,9 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Shape sz = sizes(), st = strides();
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
-  return autograd::detail::record_slice("select", make_view(*this, sz, st, storage_offset() + index * strides()[d]),
-                                        *this, [d, index](const Tensor& g) { return g.select(d, index); });
+  return autograd::detail::record_slice(
+      "select", make_view(*this, sz, st, storage_offset() + index * strides()[d]), *this,
+      autograd::detail::SlicePart{[d, index](const Tensor& g) { return g.select(d, index); }, d, index, index + 1});
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
