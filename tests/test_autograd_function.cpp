@@ -81,6 +81,18 @@ struct Identity : autograd::Function<Identity> {
   static std::vector<Tensor> backward(AutogradContext*, std::vector<Tensor> g) { return {g[0] * 2.0}; }
 };
 
+// (a, b) -> a + b, whose backward hands out, as both gradients, views of one block it
+// keeps: rows 0 and 1 of `kept` (3, n), as if a and b were rows 0 and 1 of one tensor.
+struct KeptBlockGrads : autograd::Function<KeptBlockGrads> {
+  static inline Tensor kept;
+  static Tensor forward(AutogradContext*, const Tensor& a, const Tensor& b) { return a + b; }
+  static std::vector<Tensor> backward(AutogradContext*, std::vector<Tensor> g) {
+    kept.select(0, 0).copy_(g[0]);
+    kept.select(0, 1).copy_(g[0] * 2.0);
+    return {kept.select(0, 0), kept.select(0, 1)};
+  }
+};
+
 TEST(AutogradFunction, ForwardAndBackwardMatchBuiltinOps) {
   Tensor x = uniform({3, 4}, kFloat32);
   x.requires_grad_(true);
@@ -156,6 +168,32 @@ TEST(AutogradFunction, CustomFwdWithoutCastRunsUnderTheCallersState) {
   Tensor x = uniform({4, 3}, kFloat32), w = uniform({3, 2}, kFloat32);
   amp::AutocastGuard g(kCPU, kBFloat16);
   EXPECT_EQ(PlainFn::apply(x, w).dtype(), kBFloat16);
+}
+
+// Gradients that are parts of one block, for slices of one tensor: the engine takes the
+// block as that tensor's gradient without copying, but never writes into memory the
+// backward still holds: the part no slice wrote (row 2) is zero in the result, not in
+// `kept`.
+TEST(AutogradFunction, GradientsThatArePartsOfOneKeptBlockAreNotWrittenInto) {
+  const int64_t n = 4;
+  KeptBlockGrads::kept = full({3, n}, 7.0);
+  Tensor x = ones({3, n}).requires_grad_();
+  const Tensor base = x * 1.0;
+  KeptBlockGrads::apply(base.select(0, 0), base.select(0, 1)).sum().backward();
+  const std::vector<double> g = x.grad().to_vector();
+  std::vector<double> expected(3 * n, 0.0);
+  for (int64_t j = 0; j < n; ++j) {
+    expected[j] = 1.0;      // row 0: g
+    expected[n + j] = 2.0;  // row 1: 2 g
+  }
+  EXPECT_EQ(g, expected);
+  const std::vector<double> kept = KeptBlockGrads::kept.to_vector();
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_EQ(kept[j], 1.0);
+    EXPECT_EQ(kept[n + j], 2.0);
+    EXPECT_EQ(kept[2 * n + j], 7.0);  // untouched
+  }
+  KeptBlockGrads::kept = Tensor();
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "common/testing.h"
 #include "tensorcast/allocator.h"
 #include "tensorcast/gemm16.h"
+#include "tensorcast/profiler.h"
 
 namespace tc {
 namespace {
@@ -124,6 +125,49 @@ TEST(Sdpa, ProductPathBoundsItsScoreMemory) {
   const int64_t out_bytes = 16 * 4 * 128 * 64 * 2, chunk_scores = 4 * 4 * 128 * 128;
   EXPECT_LE(memory_stats().peak_bytes - base, out_bytes + chunk_scores * (4 + 2));  // float32 scores, bf16 P
   EXPECT_GT(memory_stats().peak_bytes - base, out_bytes);                           // it did take that path
+}
+
+// q, k and v selected from one (B, T, 3, H, hd) projection, as nn::GPT does: the backward
+// writes their gradients into one block laid out as the projection, which the engine takes
+// as the projection's gradient (the selects' backwards allocate and copy nothing, and the
+// permute's backward hands on a contiguous gradient), with the values of separate
+// contiguous q, k, v. Both CPU paths (the product path where bf16 GEMMs are native).
+TEST(Sdpa, GradientsOfOneProjectionShareOneBlock) {
+  const int64_t B = 2, T = 128, H = 2, hd = 32;
+  const Tensor proj0 = uniform({B, T, 3, H, hd}, kFloat32, -2, 2, 11);
+  const Tensor g = uniform({B, H, T, hd}, kFloat32, -1, 1, 12);
+  for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kNative})
+    for (DType dt : {kFloat32, kBFloat16}) {
+      set_cpu_gemm16(mode);
+      Tensor proj = proj0.to(dt).detach().requires_grad_();
+      profiler::Profile prof;
+      const Tensor heads = mul(proj, 1.0).permute({2, 0, 3, 1, 4});  // a non-leaf, as a linear's output
+      const Tensor out =
+          scaled_dot_product_attention(heads.select(0, 0), heads.select(0, 1), heads.select(0, 2), Tensor(), 0.0, true);
+      (out * g.to(dt)).sum().backward();
+      prof.stop();
+      int64_t selects = 0, select_bytes = 0, copies = 0;
+      for (const profiler::OpStat& st : prof.key_averages()) {
+        if (st.name.rfind("select backward", 0) == 0) {
+          selects += st.calls;
+          select_bytes += st.self_alloc_bytes;
+        }
+        if (st.name == "clone" || st.name == "contiguous") copies += st.calls;
+      }
+      const std::string what = std::string(dtype_name(dt)) + " " + std::string(gemm16_name(mode));
+      EXPECT_EQ(selects, 3) << what;
+      EXPECT_EQ(select_bytes, 0) << what;
+      EXPECT_EQ(copies, 0) << what;
+      // Reference: the same attention on contiguous copies of q, k, v.
+      const Tensor hp = proj0.to(dt).permute({2, 0, 3, 1, 4});
+      const Result ref =
+          run(hp.select(0, 0).contiguous(), hp.select(0, 1).contiguous(), hp.select(0, 2).contiguous(), g, true, false);
+      set_cpu_gemm16(Gemm16::kAuto);
+      const Tensor gp = proj.grad().permute({2, 0, 3, 1, 4});
+      EXPECT_TRUE(testing::equal(gp.select(0, 0), ref.dq)) << what;
+      EXPECT_TRUE(testing::equal(gp.select(0, 1), ref.dk)) << what;
+      EXPECT_TRUE(testing::equal(gp.select(0, 2), ref.dv)) << what;
+    }
 }
 
 TEST(Sdpa, AutocastRunsIn16Bit) {

@@ -126,8 +126,30 @@ struct SliceNode final : Node {
     return in_strides.empty() ? base : make_view(base, in_shape, in_strides, 0);
   }
   bool fits(const Tensor& buffer) const {
-    return buffer.dtype() == in_dtype && buffer.sizes() == in_shape && buffer.device() == in_device &&
-           engine_owned(buffer);
+    return buffer.dtype() == in_dtype && buffer.sizes() == in_shape && buffer.device() == in_device;
+  }
+  // Whether g is exactly this slice's part of `buffer` (the same memory, not a copy).
+  bool is_part_of(const Tensor& buffer, const Tensor& g) const {
+    if (buffer.impl()->storage != g.impl()->storage) return false;
+    const Tensor v = part.view(buffer);
+    return v.sizes() == g.sizes() && v.strides() == g.strides() && v.storage_offset() == g.storage_offset();
+  }
+  // The input-shaped tensor, laid out as the input, whose part g already is within g's own
+  // storage (a backward that wrote several slices' gradients into one block: attention's
+  // q, k and v selected from one projection), or undefined.
+  Tensor enclosing(const Tensor& g) const {
+    if (part.dim < 0 || g.dtype() != in_dtype || g.device() != in_device) return Tensor();
+    const Shape st = in_strides.empty() ? contiguous_strides(in_shape) : in_strides;
+    const int64_t offset = g.storage_offset() - part.start * st[static_cast<size_t>(part.dim)];
+    int64_t last = offset;  // the buffer's last element
+    for (size_t d = 0; d < in_shape.size(); ++d) {
+      if (in_shape[d] == 0) return Tensor();
+      last += (in_shape[d] - 1) * st[d];
+    }
+    if (offset < 0 || static_cast<size_t>(last + 1) * element_size(in_dtype) > g.impl()->storage->nbytes)
+      return Tensor();
+    const Tensor buffer = make_view(g, in_shape, st, offset);
+    return is_part_of(buffer, g) ? buffer : Tensor();
   }
 };
 
@@ -141,7 +163,16 @@ struct PartialBuffer {
       if (start < e && s < end) return true;
     return false;
   }
+  // Makes `buffer` the engine's own before it is written: a buffer adopted from a
+  // backward's output that something else still holds gets its written parts copied out.
+  void own(Tensor& buffer) const {
+    if (engine_owned(buffer)) return;
+    Tensor mine = empty_like_layout(buffer, buffer.dtype());
+    for (const auto& [s, e] : written) mine.narrow(dim, s, e - s).copy_(buffer.narrow(dim, s, e - s));
+    buffer = std::move(mine);
+  }
   void complete(Tensor& buffer) {
+    own(buffer);
     std::sort(written.begin(), written.end());
     int64_t at = 0;
     for (const auto& [s, e] : written) {
@@ -277,25 +308,31 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
     }
     return buf;
   };
-  // A slice's gradient written into its input's buffer (made by the first slice, copied
-  // into by disjoint later ones along the same dim, else added); false: n runs as usual.
+  // A slice's gradient written into its input's buffer: made by the first slice (or, when
+  // that gradient already is its part of an input-shaped block, that block itself), copied
+  // into by disjoint later slices along the same dim (nothing to copy when they are parts
+  // of that block too), else added. False: n runs as usual.
   auto assemble = [&](SliceNode& n, const Tensor& g) {
     Node* target = n.next[0].fn.get();
     auto it = buffers.find(target);
-    if (it == buffers.end() || !it->second.defined()) {
-      if (n.part.dim < 0) return false;
-      Tensor buf = n.new_buffer();
-      profiler::detail::Scope rec(n.name, " backward (into buffer)");
-      n.part.view(buf).copy_(g);
+    const bool have = it != buffers.end() && it->second.defined();
+    if (have ? !n.fits(it->second) : n.part.dim < 0) return false;
+    auto p = partial.find(target);
+    if (have && p == partial.end() && !engine_owned(it->second)) return false;
+    profiler::detail::Scope rec(n.name, " backward (into buffer)");
+    if (!have) {
+      Tensor buf = n.enclosing(g);
+      if (!buf.defined()) {
+        buf = n.new_buffer();
+        n.part.view(buf).copy_(g);
+      }
       buffers[target] = std::move(buf);
       partial[target] = PartialBuffer{n.part.dim, {{n.part.start, n.part.end}}};
-      return true;
-    }
-    if (!n.fits(it->second)) return false;
-    profiler::detail::Scope rec(n.name, " backward (into buffer)");
-    auto p = partial.find(target);
-    if (p != partial.end() && p->second.dim == n.part.dim && !p->second.overlaps(n.part.start, n.part.end)) {
-      n.part.view(it->second).copy_(g);
+    } else if (p != partial.end() && p->second.dim == n.part.dim && !p->second.overlaps(n.part.start, n.part.end)) {
+      if (!n.is_part_of(it->second, g)) {
+        p->second.own(it->second);
+        n.part.view(it->second).copy_(g);
+      }
       p->second.written.emplace_back(n.part.start, n.part.end);
     } else {
       n.part.view(completed(target)).add_(g);

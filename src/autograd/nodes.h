@@ -13,7 +13,11 @@
 // gradient from the parts instead: the first slice's gradient is copied into a new buffer
 // (uninitialized, in the input's layout), later disjoint slices along the same dim are
 // copied into theirs, and only what no slice wrote is zero-filled, when the buffer is used.
-// Overlapping slices, or slices along another dim, are added in place.
+// Overlapping slices, or slices along another dim, are added in place. A backward that
+// writes several slices' gradients into one block laid out as their input (attention's
+// q, k, v) has that block taken as the input's gradient, nothing copied; the engine copies
+// the parts out first if it must write there (zero-fill, additions) while something else
+// still holds the block.
 #pragma once
 #include <functional>
 

@@ -4,6 +4,7 @@
 // device's GEMMs with float32 scores (attention_products below), or the composite.
 #include "backend/cpu/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -164,6 +165,40 @@ Tensor chunk(const Tensor& t, int64_t first, int64_t count) {
   return count < 0 || !t.defined() ? t : t.narrow(0, first, count);
 }
 
+// New gradients for q, k and v (those asked for, each of its input's shape, in dt). On the
+// CPU, when all three are wanted and are evenly spaced views of one dense block (selected
+// from one projection, as nn::GPT's attention does), they share one new block of that
+// layout: the autograd engine then hands the projection its gradient as that block,
+// without copying the three parts together (autograd/nodes.h).
+std::vector<Tensor> qkv_grads(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<bool>& needs,
+                              DType dt) {
+  const Device dev = q.device();
+  const Tensor* in[3] = {&q, &k, &v};
+  bool shared = dev.is_cpu() && needs[0] && needs[1] && needs[2] && q.numel() > 0;
+  for (const Tensor* t : in)
+    shared = shared && t->dtype() == dt && t->impl()->storage == q.impl()->storage && t->sizes() == q.sizes() &&
+             t->strides() == q.strides();
+  if (shared) {
+    const int64_t off[3] = {q.storage_offset(), k.storage_offset(), v.storage_offset()};
+    const int64_t first = std::min({off[0], off[1], off[2]}), step = (std::max({off[0], off[1], off[2]}) - first) / 2;
+    Shape sz{3}, st{step};
+    sz.insert(sz.end(), q.sizes().begin(), q.sizes().end());
+    st.insert(st.end(), q.strides().begin(), q.strides().end());
+    // The three views tile [first, first + 3 numel) exactly: evenly spaced, distinct, dense.
+    bool even = step > 0 && off[0] != off[1] && off[1] != off[2] && off[0] != off[2];
+    for (int64_t o : off) even = even && (o - first) % step == 0;
+    if (even && !dense_stride_order(sz, st).empty()) {
+      const Tensor block = make_tensor({3 * q.numel()}, dt, dev);
+      std::vector<Tensor> out;
+      for (int64_t o : off) out.push_back(make_view(block, q.sizes(), q.strides(), o - first));
+      return out;
+    }
+  }
+  std::vector<Tensor> out;
+  for (int i = 0; i < 3; ++i) out.push_back(needs[i] ? make_tensor(in[i]->sizes(), dt, dev) : Tensor());
+  return out;
+}
+
 // The path for q, k, v of one 16-bit or float32 dtype with the same batch dims, no dropout
 // and a constant mask (or none), on CUDA, and on a CPU that multiplies 16-bit matrices
 // natively (there its products run an order of magnitude faster than the fused kernel's
@@ -238,15 +273,13 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
       kOp, out, {q, k, v},
       [qd, kd, vd, md, causal, scale, dt, dev, one_chunk](const Tensor& g_in, const std::vector<bool>& needs) {
         const Tensor g = g_in.to(dt);
-        auto grad = [&](bool needed, const Tensor& like) {
-          return needed ? make_tensor(like.sizes(), dt, dev) : Tensor();
-        };
-        const Tensor dq = grad(needs[0], qd), dk = grad(needs[1], kd), dv = grad(needs[2], vd);
+        const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, dt);
+        const Tensor &dq = grads[0], &dk = grads[1], &dv = grads[2];
         for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
           products_backward(chunk(dq, b, n), chunk(dk, b, n), chunk(dv, b, n), chunk(g, b, n), chunk(qd, b, n),
                             chunk(kd, b, n), chunk(vd, b, n), md, causal, scale);
         });
-        return std::vector<Tensor>{dq, dk, dv};
+        return grads;
       });
 }
 
@@ -312,12 +345,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return record(kOp, out, {q, k, v},
                 [qd, kd, vd, o = out.detach(), lse, s, is_causal](const Tensor& g_in, const std::vector<bool>& needs) {
                   const Tensor g = g_in.to(o.dtype());
-                  auto grad = [](bool needed, const Tensor& like) {
-                    return needed ? make_tensor(like.sizes(), like.dtype(), like.device()) : Tensor();
-                  };
-                  Tensor dq = grad(needs[0], qd), dk = grad(needs[1], kd), dv = grad(needs[2], vd);
-                  cpu::sdpa_backward(dq, dk, dv, g, qd, kd, vd, o, lse, s, is_causal);
-                  return std::vector<Tensor>{dq, dk, dv};
+                  const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, qd.dtype());
+                  cpu::sdpa_backward(grads[0], grads[1], grads[2], g, qd, kd, vd, o, lse, s, is_causal);
+                  return grads;
                 });
 }
 
