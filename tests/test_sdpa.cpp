@@ -9,6 +9,7 @@
 
 #include "common/testing.h"
 #include "tensorcast/allocator.h"
+#include "tensorcast/convert.h"
 #include "tensorcast/gemm16.h"
 #include "tensorcast/profiler.h"
 
@@ -41,7 +42,8 @@ Result run(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& g
 // Both paths at GPT's shapes (B=2, H=4, T=128, hd=64) and odd ones, every dtype: the fused
 // result against the float64 composite, as close as the composite in the same dtype is.
 // Causal self-attention of 128 and 200 rows runs the product path in bands (2 of 64, 3 of
-// 67 rows) that skip the keys above the diagonal.
+// 67 rows) that skip the keys above the diagonal; with AVX-512 BF16 the bfloat16 forward
+// runs on its dot products (odd E and Ev, partial pairs and blocks included).
 TEST(Sdpa, FusedMatchesCompositeAndFloat64) {
   struct Case {
     Shape q, k, v;
@@ -50,7 +52,8 @@ TEST(Sdpa, FusedMatchesCompositeAndFloat64) {
   for (const Case& c :
        {Case{{2, 4, 128, 64}, {2, 4, 128, 64}, {2, 4, 128, 64}, true},
         Case{{3, 37, 24}, {3, 53, 24}, {3, 53, 40}, false}, Case{{2, 61, 16}, {2, 29, 16}, {2, 29, 8}, true},
-        Case{{1, 2, 200, 32}, {1, 2, 200, 32}, {1, 2, 200, 24}, true}}) {
+        Case{{1, 2, 200, 32}, {1, 2, 200, 32}, {1, 2, 200, 24}, true},
+        Case{{2, 19, 7}, {2, 19, 7}, {2, 19, 33}, true}}) {
     const Tensor q = uniform(c.q, kFloat64, -2, 2, 1), k = uniform(c.k, kFloat64, -2, 2, 2),
                  v = uniform(c.v, kFloat64, -1, 1, 3);
     Shape os = c.q;
@@ -114,17 +117,32 @@ TEST(Sdpa, FusedKeepsNoScoreMatrix) {
 
 // The product path (16-bit inputs, a native 16-bit GEMM) holds the float32 scores of a
 // chunk of the batch at a time: here 1 MiB for 4 of the 16 entries, not the 4 MiB of all.
+// Its backward always; its forward only where the CPU has no AVX-512 BF16 dot products
+// (with them the forward keeps its scores in cache, no (L, S) matrix in memory).
 TEST(Sdpa, ProductPathBoundsItsScoreMemory) {
   if (cpu_gemm16_path(kBFloat16) != Gemm16::kNative) GTEST_SKIP() << "no native bf16 GEMM on this CPU";
   set_cpu_gemm16(Gemm16::kNative);
-  const Tensor q = uniform({16, 4, 128, 64}, kBFloat16, -1, 1, 8);
+  const Tensor x = uniform({16, 4, 128, 64}, kBFloat16, -1, 1, 8);
+  const int64_t qkv_bytes = 16 * 4 * 128 * 64 * 2, chunk_scores = 4 * 4 * 128 * 128;
+  Tensor q = x.detach().requires_grad_(), k = x.detach().requires_grad_(), v = x.detach().requires_grad_();
   reset_peak_memory_stats();
-  const int64_t base = memory_stats().current_bytes;
-  const Tensor out = scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true);
+  int64_t base = memory_stats().current_bytes;
+  const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
+  const int64_t forward = memory_stats().peak_bytes - base;
+  const Tensor g = ones_like(out);
+  reset_peak_memory_stats();
+  base = memory_stats().current_bytes;
+  out.backward(g);
+  const int64_t backward = memory_stats().peak_bytes - base;
   set_cpu_gemm16(Gemm16::kAuto);
-  const int64_t out_bytes = 16 * 4 * 128 * 64 * 2, chunk_scores = 4 * 4 * 128 * 128;
-  EXPECT_LE(memory_stats().peak_bytes - base, out_bytes + chunk_scores * (4 + 2));  // float32 scores, bf16 P
-  EXPECT_GT(memory_stats().peak_bytes - base, out_bytes);                           // it did take that path
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16)
+    EXPECT_EQ(forward, qkv_bytes);  // the output only
+  else
+    EXPECT_LE(forward, qkv_bytes + chunk_scores * (4 + 2));  // float32 scores, bf16 P
+  // dq, dk, dv and, per chunk, float32 P and dP, bf16 P and dS.
+  EXPECT_LE(backward, 3 * qkv_bytes + chunk_scores * (4 + 4 + 2 + 2));
+  EXPECT_GT(backward, 3 * qkv_bytes + chunk_scores * 4);  // it did take that path
 }
 
 // q, k and v selected from one (B, T, 3, H, hd) projection, as nn::GPT does: the backward
@@ -167,6 +185,25 @@ TEST(Sdpa, GradientsOfOneProjectionShareOneBlock) {
       EXPECT_TRUE(testing::equal(gp.select(0, 0), ref.dq)) << what;
       EXPECT_TRUE(testing::equal(gp.select(0, 1), ref.dk)) << what;
       EXPECT_TRUE(testing::equal(gp.select(0, 2), ref.dv)) << what;
+    }
+}
+
+// A NaN in a query row makes that row's output NaN and leaves the others alone, in every
+// path and dtype (the composite's softmax propagates it the same way).
+TEST(Sdpa, NanQueryRowPoisonsOnlyItsRow) {
+  for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kNative})
+    for (DType dt : {kFloat32, kBFloat16}) {
+      set_cpu_gemm16(mode);
+      Tensor q = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 13);
+      q.select(2, 5).select(2, 3).fill_(std::nan(""));
+      const Tensor kv = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 14).to(dt);
+      const std::vector<double> out = scaled_dot_product_attention(q.to(dt), kv, kv, Tensor(), 0.0, true).to_vector();
+      set_cpu_gemm16(Gemm16::kAuto);
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t i = 0; i < 40; ++i)
+          for (int64_t e = 0; e < 16; ++e)
+            EXPECT_EQ(std::isnan(out[static_cast<size_t>((h * 40 + i) * 16 + e)]), i == 5)
+                << dtype_name(dt) << " " << gemm16_name(mode) << " head " << h << " row " << i;
     }
 }
 

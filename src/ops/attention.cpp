@@ -266,9 +266,13 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
   const Tensor out = osz.size() == 4 && dev.is_cpu()
                          ? make_tensor({osz[0], osz[2], osz[1], osz[3]}, dt, dev).transpose(1, 2)
                          : make_tensor(osz, dt, dev);
-  for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
-    products_forward(chunk(qd, b, n), chunk(kd, b, n), chunk(vd, b, n), chunk(out, b, n), md, causal, scale);
-  });
+  // The forward on the CPU's bfloat16 dot products where it has them: the same rounding
+  // points, without (L, S) matrices in memory.
+  if (!dev.is_cpu() || !cpu::sdpa_forward_bf16(out, qd, kd, vd, scale, causal)) {
+    for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
+      products_forward(chunk(qd, b, n), chunk(kd, b, n), chunk(vd, b, n), chunk(out, b, n), md, causal, scale);
+    });
+  }
   return record(
       kOp, out, {q, k, v},
       [qd, kd, vd, md, causal, scale, dt, dev, one_chunk](const Tensor& g_in, const std::vector<bool>& needs) {

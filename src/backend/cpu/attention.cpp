@@ -13,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/loops.h"
 #include "backend/cpu/rows.h"
@@ -286,6 +287,54 @@ void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const T
       }
     }
   });
+}
+
+bool sdpa_forward_bf16(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                       bool causal) {
+  const CpuFeatures& f = cpu_features();
+  const bool rows_contiguous = q.stride(-1) == 1 && k.stride(-1) == 1 && v.stride(-1) == 1;
+  if (!(f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16) || q.dtype() != kBFloat16 || !rows_contiguous ||
+      q.numel() == 0 || k.size(-2) == 0 || q.size(-1) == 0 || v.size(-1) == 0)
+    return false;
+  const MatrixView Q(q), K(k), V(v), O(out);
+  const int64_t N = static_cast<int64_t>(Q.batch_offset.size());
+  const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1), Evp = round16(Ev);
+  constexpr int64_t kBlock = 128;  // query rows that share one packed copy of their keys and values
+  const int64_t blocks = (L + kBlock - 1) / kBlock;
+  auto rows_of = [](const MatrixView& m, int64_t b) { return reinterpret_cast<const uint16_t*>(m.row(b, 0)); };
+  parallel_for(0, N * blocks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / blocks, i0 = (t % blocks) * kBlock, i1 = std::min(L, i0 + kBlock);
+      const int64_t n = causal ? std::min(S, i1) : S;  // keys any row of the block sees
+      const detail::Bf16AttentionScratch sz = detail::attention_block_scratch(n, E, Ev);
+      auto halves = [](int which, int64_t elems) {
+        return reinterpret_cast<uint16_t*>(buffer(which, (elems + 1) / 2));
+      };
+      detail::Bf16AttentionBlock blk{rows_of(Q, b),
+                                     rows_of(K, b),
+                                     rows_of(V, b),
+                                     Q.row_stride,
+                                     K.row_stride,
+                                     V.row_stride,
+                                     buffer(0, (i1 - i0) * Evp),
+                                     Evp,
+                                     i0,
+                                     i1,
+                                     n,
+                                     E,
+                                     Ev,
+                                     causal,
+                                     static_cast<float>(scale),
+                                     halves(1, sz.k_pairs),
+                                     halves(2, sz.v_pairs),
+                                     halves(3, sz.q_group),
+                                     buffer(4, sz.scores),
+                                     halves(5, sz.probs)};
+      detail::attention_block_avx512bf16(blk);
+      for (int64_t r = 0; r < i1 - i0; ++r) O.store(b, i0 + r, blk.out + r * Evp);
+    }
+  });
+  return true;
 }
 
 namespace {

@@ -25,6 +25,13 @@ void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const T
 void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
                    const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double scale, bool causal);
 
+// The forward above for bfloat16 q, k, v whose rows are contiguous, on the AVX-512 BF16
+// dot products (twice the float32 kernel's rate): the probabilities rounded once to
+// bfloat16 for the product with v, as the product path rounds them (no lse: the product
+// path's backward recomputes). False, having done nothing, where the CPU lacks the
+// instructions or the inputs do not qualify.
+bool sdpa_forward_bf16(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal);
+
 // The probabilities of the product path (ops/attention.cpp, where this CPU multiplies 16-bit
 // matrices natively): p = softmax(scale * s) along the last dim of float32 scores s
 // (..., rows, n), a band of rows [first_row, first_row + rows) and keys [0, n) of an

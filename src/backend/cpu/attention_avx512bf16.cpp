@@ -1,0 +1,238 @@
+// The AVX-512 BF16 attention kernel (backend/cpu/attention_kernels.h): FlashAttention's
+// forward for one block of query rows on VDPBF16PS, which multiplies pairs of bfloat16
+// and accumulates in float32, twice the float32 FMA's rate. The keys are laid out once per
+// block as pairs along the embedding (k_pairs[e / 2][j]) and the values as pairs along the
+// keys (v_pairs[j / 2][c]), so that both products, scores = q k^T and out = p v, read one
+// register of 16 column pairs per broadcast pair of a query or probability row. Groups of
+// 4 query rows share each load; the scores of a group stay in L1, are softmaxed in
+// float32 and rounded once to bfloat16.
+//
+// This file is compiled with -mavx512*: it must not odr-use inline functions from
+// headers, or the linker could keep this file's AVX-512 copy for callers on CPUs without
+// it. Plain pointers in, helpers in an unnamed namespace, memcpy only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers (see convert_avx512.cpp)
+#endif
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "backend/cpu/attention_kernels.h"
+
+namespace tc::cpu::detail {
+namespace {
+
+constexpr int64_t kRows = 4;
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t min_of(int64_t a, int64_t b) { return a < b ? a : b; }
+int64_t max_of(int64_t a, int64_t b) { return a > b ? a : b; }
+
+}  // namespace
+
+Bf16AttentionScratch attention_block_scratch(int64_t n, int64_t E, int64_t Ev) {
+  const int64_t np = round_up(n, 32), E2 = (E + 1) / 2, Evp = round_up(Ev, 16);
+  return {E2 * np * 2, np / 2 * Evp * 2, kRows * E2 * 2, kRows * np, kRows * np};
+}
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512BF16__)
+namespace {
+
+// The 32 bits of bfloat16 elements 2 e2 and 2 e2 + 1 of a row of E (zero past E).
+uint32_t pair_at(const uint16_t* row, int64_t e2, int64_t E) {
+  const uint32_t lo = 2 * e2 < E ? row[2 * e2] : 0, hi = 2 * e2 + 1 < E ? row[2 * e2 + 1] : 0;
+  return lo | (hi << 16);
+}
+
+__m512bh as_bh(__m512i x) { return reinterpret_cast<__m512bh&>(x); }
+
+// exp of 16 floats, fast_exp's scheme (Cephes' polynomial on r = x - n ln 2), with the
+// power of two applied by VSCALEFPS. Arguments are <= 0 here (x - row max).
+__m512 exp16(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.33654f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+__mmask16 lanes_below(int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << max_of(count, 0)) - 1u);
+}
+
+// scores[r][j0 + 16 b + l] = sum_e q[r][e] k[j][e] for NB column blocks of 16.
+template <int NB>
+void score_blocks(const uint16_t* q, int64_t E2, const uint16_t* kp, int64_t np, int64_t j0, float* s) {
+  __m512 acc[kRows][NB];
+  for (int r = 0; r < kRows; ++r)
+    for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_setzero_ps();
+  for (int64_t e2 = 0; e2 < E2; ++e2) {
+    __m512i kb[NB];
+    for (int b = 0; b < NB; ++b) kb[b] = _mm512_loadu_si512(kp + (e2 * np + j0 + 16 * b) * 2);
+    for (int r = 0; r < kRows; ++r) {
+      uint32_t w;
+      std::memcpy(&w, q + (r * E2 + e2) * 2, 4);
+      const __m512i qb = _mm512_set1_epi32(static_cast<int>(w));
+      for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_dpbf16_ps(acc[r][b], as_bh(qb), as_bh(kb[b]));
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(s + r * np + j0 + 16 * b, acc[r][b]);
+}
+
+// out[r][c0 + 16 b + l] = sum_j p[r][j] v[j][c] over J2 pairs of keys, for `rows` rows.
+template <int NB>
+void value_blocks(const uint16_t* p, int64_t np, const uint16_t* vp, int64_t Evp, int64_t J2, int64_t c0, float* o,
+                  int64_t ldo, int64_t rows) {
+  __m512 acc[kRows][NB];
+  for (int r = 0; r < kRows; ++r)
+    for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_setzero_ps();
+  for (int64_t j2 = 0; j2 < J2; ++j2) {
+    __m512i vb[NB];
+    for (int b = 0; b < NB; ++b) vb[b] = _mm512_loadu_si512(vp + (j2 * Evp + c0 + 16 * b) * 2);
+    for (int r = 0; r < kRows; ++r) {
+      uint32_t w;
+      std::memcpy(&w, p + r * np + 2 * j2, 4);
+      const __m512i pb = _mm512_set1_epi32(static_cast<int>(w));
+      for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_dpbf16_ps(acc[r][b], as_bh(pb), as_bh(vb[b]));
+    }
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(o + r * ldo + c0 + 16 * b, acc[r][b]);
+}
+
+template <class F>
+void by_blocks(int64_t blocks, F f) {  // f(first block, count <= 4) with count a template constant
+  int64_t b = 0;
+  for (; b + 4 <= blocks; b += 4) f(b, std::integral_constant<int, 4>{});
+  if (blocks - b == 3) f(b, std::integral_constant<int, 3>{});
+  if (blocks - b == 2) f(b, std::integral_constant<int, 2>{});
+  if (blocks - b == 1) f(b, std::integral_constant<int, 1>{});
+}
+
+// Row r of the group: p[0, m) = softmax(scale s[0, m)) rounded to bfloat16, p[m, pad) = 0.
+// A NaN score makes the row NaN, as the composite's softmax.
+void softmax_row(float* s, int64_t m, int64_t pad, float scale, uint16_t* p) {
+  const __m512 sc = _mm512_set1_ps(scale);
+  __m512 vmax = _mm512_set1_ps(-__builtin_inff());
+  __mmask16 nan = 0;
+  for (int64_t j = 0; j < m; j += 16) {
+    const __mmask16 k = lanes_below(m - j);
+    const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), sc);
+    nan |= _mm512_mask_cmp_ps_mask(k, x, x, _CMP_UNORD_Q);
+    _mm512_mask_storeu_ps(s + j, k, x);
+    vmax = _mm512_mask_max_ps(vmax, k, vmax, x);
+  }
+  const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  __m512 vsum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < m; j += 16) {
+    const __mmask16 k = lanes_below(m - j);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), mx));
+    _mm512_mask_storeu_ps(s + j, k, e);
+    vsum = _mm512_mask_add_ps(vsum, k, vsum, e);
+  }
+  const __m512 inv = _mm512_set1_ps(nan ? __builtin_nanf("") : 1.0f / _mm512_reduce_add_ps(vsum));
+  for (int64_t j = 0; j < pad; j += 16) {
+    const __mmask16 k = lanes_below(m - j);
+    const __m512 pr = _mm512_maskz_mul_ps(k, _mm512_maskz_loadu_ps(k, s + j), inv);
+    const __m256bh h = _mm512_cvtneps_pbh(pr);  // round to nearest even (float32 subnormals flush to 0)
+    std::memcpy(p + j, &h, 32);
+  }
+}
+
+// Row `row` of E as E2 = ceil(E / 2) pairs (zero past E).
+void row_pairs(const uint16_t* row, int64_t E, uint32_t* pairs) {
+  if (E % 2 == 0) {
+    std::memcpy(pairs, row, static_cast<size_t>(E) * 2);
+    return;
+  }
+  for (int64_t e2 = 0; e2 < (E + 1) / 2; ++e2) pairs[e2] = pair_at(row, e2, E);
+}
+
+// k_pairs[e2][j] = (k[j][2 e2], k[j][2 e2 + 1]) for j < np (zero past n and E): a
+// transpose of the keys' 32-bit pairs, a row at a time through `row` (E2 words).
+void pack_keys(const uint16_t* k, int64_t k_row, int64_t n, int64_t np, int64_t E, uint16_t* kp, uint32_t* row) {
+  const int64_t E2 = (E + 1) / 2;
+  uint32_t* out = reinterpret_cast<uint32_t*>(kp);
+  for (int64_t j = 0; j < n; ++j) {
+    row_pairs(k + j * k_row, E, row);
+    for (int64_t e2 = 0; e2 < E2; ++e2) out[e2 * np + j] = row[e2];
+  }
+  for (int64_t e2 = 0; e2 < E2; ++e2)
+    for (int64_t j = n; j < np; ++j) out[e2 * np + j] = 0;
+}
+
+// v_pairs[j2][c] = (v[2 j2][c], v[2 j2 + 1][c]) for j2 < np / 2, c < Evp (zero past n, Ev).
+void pack_values(const uint16_t* v, int64_t v_row, int64_t n, int64_t np, int64_t Ev, uint16_t* vp) {
+  const int64_t Evp = round_up(Ev, 16);
+  // Interleaves 32 columns of two rows: lanes 2 i and 2 i + 1 of the result take lane i
+  // of row a and of row b (first half: i < 16; second: i >= 16).
+  alignas(64) uint16_t lo_idx[32], hi_idx[32];
+  for (int i = 0; i < 16; ++i) {
+    lo_idx[2 * i] = static_cast<uint16_t>(i);
+    lo_idx[2 * i + 1] = static_cast<uint16_t>(32 + i);
+    hi_idx[2 * i] = static_cast<uint16_t>(16 + i);
+    hi_idx[2 * i + 1] = static_cast<uint16_t>(48 + i);
+  }
+  const __m512i lo = _mm512_load_si512(lo_idx), hi = _mm512_load_si512(hi_idx);
+  for (int64_t j2 = 0; j2 < np / 2; ++j2) {
+    uint16_t* row = vp + j2 * Evp * 2;
+    const int64_t ja = 2 * j2, jb = 2 * j2 + 1;
+    int64_t c = 0;
+    if (jb < n) {
+      for (; c + 32 <= Ev; c += 32) {
+        const __m512i a = _mm512_loadu_si512(v + ja * v_row + c), b = _mm512_loadu_si512(v + jb * v_row + c);
+        _mm512_storeu_si512(row + 2 * c, _mm512_permutex2var_epi16(a, lo, b));
+        _mm512_storeu_si512(row + 2 * c + 32, _mm512_permutex2var_epi16(a, hi, b));
+      }
+    }
+    for (; c < Evp; ++c) {
+      row[2 * c] = ja < n && c < Ev ? v[ja * v_row + c] : 0;
+      row[2 * c + 1] = jb < n && c < Ev ? v[jb * v_row + c] : 0;
+    }
+  }
+}
+
+}  // namespace
+
+void attention_block_avx512bf16(const Bf16AttentionBlock& b) {
+  const int64_t np = round_up(b.n, 32), E2 = (b.E + 1) / 2, Evp = round_up(b.Ev, 16);
+  uint32_t* q_pairs = reinterpret_cast<uint32_t*>(b.q_group);  // kRows rows of E2 pairs
+  pack_keys(b.k, b.k_row, b.n, np, b.E, b.k_pairs, q_pairs);
+  pack_values(b.v, b.v_row, b.n, np, b.Ev, b.v_pairs);
+  for (int64_t g0 = b.i0; g0 < b.i1; g0 += kRows) {
+    const int64_t rows = min_of(kRows, b.i1 - g0);
+    int64_t m[kRows], m_max = 0;
+    for (int64_t r = 0; r < kRows; ++r) {
+      m[r] = r < rows ? (b.causal ? min_of(b.n, g0 + r + 1) : b.n) : 0;
+      m_max = max_of(m_max, m[r]);
+      if (r < rows)
+        row_pairs(b.q + (g0 + r) * b.q_row, b.E, q_pairs + r * E2);
+      else
+        std::memset(q_pairs + r * E2, 0, static_cast<size_t>(E2) * 4);
+    }
+    const int64_t pad = round_up(m_max, 32);  // whole pairs of keys, zero past each row's m
+    by_blocks(round_up(m_max, 16) / 16, [&](int64_t first, auto nb) {
+      score_blocks<decltype(nb)::value>(b.q_group, E2, b.k_pairs, np, 16 * first, b.scores);
+    });
+    for (int64_t r = 0; r < kRows; ++r) softmax_row(b.scores + r * np, m[r], pad, b.scale, b.probs + r * np);
+    float* o = b.out + (g0 - b.i0) * b.out_row;
+    by_blocks(Evp / 16, [&](int64_t first, auto nb) {
+      value_blocks<decltype(nb)::value>(b.probs, np, b.v_pairs, Evp, pad / 2, 16 * first, o, b.out_row, rows);
+    });
+  }
+}
+#else
+void attention_block_avx512bf16(const Bf16AttentionBlock&) { __builtin_trap(); }  // never called: see the caller
+#endif
+
+}  // namespace tc::cpu::detail

@@ -1,0 +1,37 @@
+// Internal: the AVX-512 BF16 attention kernel (attention_avx512bf16.cpp), called by
+// backend/cpu/attention.cpp on CPUs that have the instructions. Plain pointers only: that
+// file is compiled for AVX-512 and must share no inline code with the rest of the library.
+#pragma once
+#include <cstdint>
+
+namespace tc::cpu::detail {
+
+// Rows [i0, i1) of one batch entry's attention out = softmax(scale q k^T) v over the keys
+// [0, n) (row i sees keys j <= i when causal), bfloat16 in (raw bits), float32 out. Rows of
+// q, k, v and out are contiguous; *_row are row strides in elements. The scratch buffers
+// are the caller's, of the sizes attention_block_scratch gives (no alignment needed).
+struct Bf16AttentionBlock {
+  const uint16_t *q, *k, *v;
+  int64_t q_row, k_row, v_row;
+  float* out;  // (i1 - i0) x out_row floats, out_row >= Ev
+  int64_t out_row;
+  int64_t i0, i1, n, E, Ev;
+  bool causal;
+  float scale;
+  uint16_t* k_pairs;  // sizes: attention_block_scratch
+  uint16_t* v_pairs;
+  uint16_t* q_group;
+  float* scores;
+  uint16_t* probs;
+};
+
+struct Bf16AttentionScratch {
+  int64_t k_pairs, v_pairs, q_group, scores, probs;  // elements of each buffer
+};
+Bf16AttentionScratch attention_block_scratch(int64_t n, int64_t E, int64_t Ev);
+
+// Probabilities are normalized in float32 and rounded once to bfloat16 for the product
+// with v (the product path's rounding points); products accumulate in float32.
+void attention_block_avx512bf16(const Bf16AttentionBlock& b);
+
+}  // namespace tc::cpu::detail
