@@ -115,34 +115,43 @@ TEST(Sdpa, FusedKeepsNoScoreMatrix) {
   EXPECT_EQ(memory_stats().peak_bytes - base, 4 * 4 * 1024 * 16 * 2 + 4 * 4 * 1024 * 4);
 }
 
-// The product path (16-bit inputs, a native 16-bit GEMM) holds the float32 scores of a
-// chunk of the batch at a time: here 1 MiB for 4 of the 16 entries, not the 4 MiB of all.
-// Its backward always; its forward only where the CPU has no AVX-512 BF16 dot products
-// (with them the forward keeps its scores in cache, no (L, S) matrix in memory).
-TEST(Sdpa, ProductPathBoundsItsScoreMemory) {
+// Where bf16 GEMMs are native, bf16 attention keeps no (L, S) matrix in memory with the
+// AVX-512 BF16 kernels (rows with unit stride), and the product path that runs otherwise
+// (here: rows of stride 2) holds the float32 scores of a chunk of the batch at a time:
+// 1 MiB for 4 of the 16 entries, not the 4 MiB of all.
+TEST(Sdpa, NativeBf16PathsBoundTheirScoreMemory) {
   if (cpu_gemm16_path(kBFloat16) != Gemm16::kNative) GTEST_SKIP() << "no native bf16 GEMM on this CPU";
-  set_cpu_gemm16(Gemm16::kNative);
-  const Tensor x = uniform({16, 4, 128, 64}, kBFloat16, -1, 1, 8);
-  const int64_t qkv_bytes = 16 * 4 * 128 * 64 * 2, chunk_scores = 4 * 4 * 128 * 128;
-  Tensor q = x.detach().requires_grad_(), k = x.detach().requires_grad_(), v = x.detach().requires_grad_();
-  reset_peak_memory_stats();
-  int64_t base = memory_stats().current_bytes;
-  const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
-  const int64_t forward = memory_stats().peak_bytes - base;
-  const Tensor g = ones_like(out);
-  reset_peak_memory_stats();
-  base = memory_stats().current_bytes;
-  out.backward(g);
-  const int64_t backward = memory_stats().peak_bytes - base;
-  set_cpu_gemm16(Gemm16::kAuto);
   const CpuFeatures& f = cpu_features();
-  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16)
-    EXPECT_EQ(forward, qkv_bytes);  // the output only
-  else
-    EXPECT_LE(forward, qkv_bytes + chunk_scores * (4 + 2));  // float32 scores, bf16 P
-  // dq, dk, dv and, per chunk, float32 P and dP, bf16 P and dS.
-  EXPECT_LE(backward, 3 * qkv_bytes + chunk_scores * (4 + 4 + 2 + 2));
-  EXPECT_GT(backward, 3 * qkv_bytes + chunk_scores * 4);  // it did take that path
+  const bool kernels = f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16;
+  const int64_t qkv_bytes = 16 * 4 * 128 * 64 * 2, chunk_scores = 4 * 4 * 128 * 128;
+  for (bool strided : {false, true}) {
+    set_cpu_gemm16(Gemm16::kNative);
+    const Tensor x = strided ? uniform({16, 4, 128, 128}, kBFloat16, -1, 1, 8).slice(3, 0, 128, 2)
+                             : uniform({16, 4, 128, 64}, kBFloat16, -1, 1, 8);
+    Tensor q = x.detach().requires_grad_(), k = x.detach().requires_grad_(), v = x.detach().requires_grad_();
+    reset_peak_memory_stats();
+    int64_t base = memory_stats().current_bytes;
+    const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
+    const int64_t forward = memory_stats().peak_bytes - base;
+    const Tensor g = ones_like(out);
+    reset_peak_memory_stats();
+    base = memory_stats().current_bytes;
+    out.backward(g);
+    const int64_t backward = memory_stats().peak_bytes - base;
+    set_cpu_gemm16(Gemm16::kAuto);
+    if (kernels && !strided) {
+      EXPECT_EQ(forward, qkv_bytes);       // the output only
+      EXPECT_EQ(backward, 3 * qkv_bytes);  // dq, dk, dv only
+    } else {
+      // Per chunk float32 scores and bf16 P, and dense copies of the chunk's strided q, k
+      // for the GEMMs (a quarter of qkv_bytes each).
+      EXPECT_LE(forward, qkv_bytes + chunk_scores * (4 + 2) + 2 * qkv_bytes / 4);
+      EXPECT_GT(forward, qkv_bytes) << "strided " << strided;
+      // dq, dk, dv and, per chunk, float32 P and dP, bf16 P and dS, and dense operands.
+      EXPECT_LE(backward, 3 * qkv_bytes + chunk_scores * (4 + 4 + 2 + 2) + 3 * qkv_bytes / 4);
+      EXPECT_GT(backward, 3 * qkv_bytes + chunk_scores * 4);
+    }
+  }
 }
 
 // q, k and v selected from one (B, T, 3, H, hd) projection, as nn::GPT does: the backward

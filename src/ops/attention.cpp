@@ -279,6 +279,7 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
         const Tensor g = g_in.to(dt);
         const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, dt);
         const Tensor &dq = grads[0], &dk = grads[1], &dv = grads[2];
+        if (dev.is_cpu() && cpu::sdpa_backward_bf16(dq, dk, dv, g, qd, kd, vd, scale, causal)) return grads;
         for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
           products_backward(chunk(dq, b, n), chunk(dk, b, n), chunk(dv, b, n), chunk(g, b, n), chunk(qd, b, n),
                             chunk(kd, b, n), chunk(vd, b, n), md, causal, scale);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -289,19 +290,29 @@ void sdpa_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const T
   });
 }
 
+namespace {
+
+// Whether the AVX-512 BF16 kernels apply: the CPU has them, bfloat16 tensors with
+// contiguous rows, nothing empty.
+bool bf16_kernels_apply(std::initializer_list<const Tensor*> ts) {
+  const CpuFeatures& f = cpu_features();
+  bool ok = f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16;
+  for (const Tensor* t : ts) ok = ok && t->dtype() == kBFloat16 && t->numel() > 0 && t->stride(-1) == 1;
+  return ok;
+}
+
+auto bf16_rows(const MatrixView& m, int64_t b) { return reinterpret_cast<const uint16_t*>(m.row(b, 0)); }
+
+}  // namespace
+
 bool sdpa_forward_bf16(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, double scale,
                        bool causal) {
-  const CpuFeatures& f = cpu_features();
-  const bool rows_contiguous = q.stride(-1) == 1 && k.stride(-1) == 1 && v.stride(-1) == 1;
-  if (!(f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16) || q.dtype() != kBFloat16 || !rows_contiguous ||
-      q.numel() == 0 || k.size(-2) == 0 || q.size(-1) == 0 || v.size(-1) == 0)
-    return false;
+  if (!bf16_kernels_apply({&q, &k, &v})) return false;
   const MatrixView Q(q), K(k), V(v), O(out);
   const int64_t N = static_cast<int64_t>(Q.batch_offset.size());
   const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1), Evp = round16(Ev);
   constexpr int64_t kBlock = 128;  // query rows that share one packed copy of their keys and values
   const int64_t blocks = (L + kBlock - 1) / kBlock;
-  auto rows_of = [](const MatrixView& m, int64_t b) { return reinterpret_cast<const uint16_t*>(m.row(b, 0)); };
   parallel_for(0, N * blocks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / blocks, i0 = (t % blocks) * kBlock, i1 = std::min(L, i0 + kBlock);
@@ -310,9 +321,9 @@ bool sdpa_forward_bf16(const Tensor& out, const Tensor& q, const Tensor& k, cons
       auto halves = [](int which, int64_t elems) {
         return reinterpret_cast<uint16_t*>(buffer(which, (elems + 1) / 2));
       };
-      detail::Bf16AttentionBlock blk{rows_of(Q, b),
-                                     rows_of(K, b),
-                                     rows_of(V, b),
+      detail::Bf16AttentionBlock blk{bf16_rows(Q, b),
+                                     bf16_rows(K, b),
+                                     bf16_rows(V, b),
                                      Q.row_stride,
                                      K.row_stride,
                                      V.row_stride,
@@ -332,6 +343,50 @@ bool sdpa_forward_bf16(const Tensor& out, const Tensor& q, const Tensor& k, cons
                                      halves(5, sz.probs)};
       detail::attention_block_avx512bf16(blk);
       for (int64_t r = 0; r < i1 - i0; ++r) O.store(b, i0 + r, blk.out + r * Evp);
+    }
+  });
+  return true;
+}
+
+bool sdpa_backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
+                        const Tensor& k, const Tensor& v, double scale, bool causal) {
+  if (!bf16_kernels_apply({&q, &k, &v, &g})) return false;
+  const MatrixView Q(q), K(k), V(v), G(g);
+  std::optional<MatrixView> DQ, DK, DV;
+  if (dq.defined()) DQ.emplace(dq);
+  if (dk.defined()) DK.emplace(dk);
+  if (dv.defined()) DV.emplace(dv);
+  const int64_t N = static_cast<int64_t>(Q.batch_offset.size());
+  const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1), Ep = round16(E), Evp = round16(Ev);
+  const detail::Bf16BackwardScratch sz = detail::attention_backward_scratch(S, E, Ev);
+  parallel_for(0, N, 1, [&](int64_t b0, int64_t b1) {  // one batch entry per task: its dk, dv sum over every row
+    for (int64_t b = b0; b < b1; ++b) {
+      detail::Bf16AttentionBackward task{bf16_rows(Q, b),
+                                         bf16_rows(K, b),
+                                         bf16_rows(V, b),
+                                         bf16_rows(G, b),
+                                         Q.row_stride,
+                                         K.row_stride,
+                                         V.row_stride,
+                                         G.row_stride,
+                                         buffer(0, L * Ep),
+                                         buffer(1, S * Ep),
+                                         buffer(2, S * Evp),
+                                         Ep,
+                                         Ep,
+                                         Evp,
+                                         L,
+                                         S,
+                                         E,
+                                         Ev,
+                                         causal,
+                                         static_cast<float>(scale),
+                                         reinterpret_cast<uint16_t*>(buffer(3, (sz.halves + 1) / 2)),
+                                         buffer(4, sz.floats)};
+      detail::attention_backward_avx512bf16(task);
+      for (int64_t i = 0; DQ && i < L; ++i) DQ->store(b, i, task.dq + i * Ep);
+      for (int64_t j = 0; DK && j < S; ++j) DK->store(b, j, task.dk + j * Ep);
+      for (int64_t j = 0; DV && j < S; ++j) DV->store(b, j, task.dv + j * Evp);
     }
   });
   return true;

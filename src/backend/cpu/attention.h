@@ -32,6 +32,14 @@ void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
 // instructions or the inputs do not qualify.
 bool sdpa_forward_bf16(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal);
 
+// The gradients of that forward (of the product path's, whose rounding points it shares)
+// on the same instructions: dq, dk, dv as sdpa_backward's (undefined when not wanted), g
+// the output's gradient; the probabilities recomputed rather than read from a saved lse.
+// False, having done nothing, where the CPU lacks the instructions or the inputs do not
+// qualify.
+bool sdpa_backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
+                        const Tensor& k, const Tensor& v, double scale, bool causal);
+
 // The probabilities of the product path (ops/attention.cpp, where this CPU multiplies 16-bit
 // matrices natively): p = softmax(scale * s) along the last dim of float32 scores s
 // (..., rows, n), a band of rows [first_row, first_row + rows) and keys [0, n) of an

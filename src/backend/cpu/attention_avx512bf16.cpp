@@ -36,6 +36,14 @@ Bf16AttentionScratch attention_block_scratch(int64_t n, int64_t E, int64_t Ev) {
   return {E2 * np * 2, np / 2 * Evp * 2, kRows * E2 * 2, kRows * np, kRows * np};
 }
 
+Bf16BackwardScratch attention_backward_scratch(int64_t S, int64_t E, int64_t Ev) {
+  const int64_t np = round_up(S, 32), E2 = (E + 1) / 2, Ev2 = (Ev + 1) / 2;
+  const int64_t Ep = round_up(E, 16), Evp = round_up(Ev, 16);
+  const int64_t halves = E2 * np * 2 + np / 2 * Ep * 2 + Ev2 * np * 2 + kRows * max_of(E2, Ev2) * 2 + kRows * Ev2 * 2 +
+                         2 * Ep * 2 + 2 * Evp * 2 + 2 * kRows * np;
+  return {halves, 2 * kRows * np};
+}
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512BF16__)
 namespace {
 
@@ -63,6 +71,12 @@ __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   return _mm512_scalef_ps(p, n);
+}
+
+// 16 floats rounded to bfloat16, nearest even (float32 subnormals flush to 0).
+void store_bf16(uint16_t* dst, __m512 x) {
+  const __m256bh h = _mm512_cvtneps_pbh(x);
+  std::memcpy(dst, &h, 32);
 }
 
 __mmask16 lanes_below(int64_t count) {
@@ -110,6 +124,30 @@ void value_blocks(const uint16_t* p, int64_t np, const uint16_t* vp, int64_t Evp
     for (int b = 0; b < NB; ++b) _mm512_storeu_ps(o + r * ldo + c0 + 16 * b, acc[r][b]);
 }
 
+// y[j][c0 + 16 b + l] += sum_{r < 4} w[r][j] z[r][c] for j < m: w 4 bfloat16 rows (row
+// stride np), z as its two row pairs zp[h][c] = (z[2 h][c], z[2 h + 1][c]) of Cp columns.
+template <int NB>
+void rank4_blocks(const uint16_t* w, int64_t np, int64_t m, const uint16_t* zp, int64_t Cp, int64_t c0, float* y,
+                  int64_t ldy) {
+  __m512i z01[NB], z23[NB];
+  for (int b = 0; b < NB; ++b) {
+    z01[b] = _mm512_loadu_si512(zp + (c0 + 16 * b) * 2);
+    z23[b] = _mm512_loadu_si512(zp + (Cp + c0 + 16 * b) * 2);
+  }
+  for (int64_t j = 0; j < m; ++j) {
+    const uint32_t w01 = w[j] | (static_cast<uint32_t>(w[np + j]) << 16),
+                   w23 = w[2 * np + j] | (static_cast<uint32_t>(w[3 * np + j]) << 16);
+    const __m512i b01 = _mm512_set1_epi32(static_cast<int>(w01)), b23 = _mm512_set1_epi32(static_cast<int>(w23));
+    for (int b = 0; b < NB; ++b) {
+      float* yj = y + j * ldy + c0 + 16 * b;
+      __m512 acc = _mm512_loadu_ps(yj);
+      acc = _mm512_dpbf16_ps(acc, as_bh(b01), as_bh(z01[b]));
+      acc = _mm512_dpbf16_ps(acc, as_bh(b23), as_bh(z23[b]));
+      _mm512_storeu_ps(yj, acc);
+    }
+  }
+}
+
 template <class F>
 void by_blocks(int64_t blocks, F f) {  // f(first block, count <= 4) with count a template constant
   int64_t b = 0;
@@ -119,9 +157,10 @@ void by_blocks(int64_t blocks, F f) {  // f(first block, count <= 4) with count 
   if (blocks - b == 1) f(b, std::integral_constant<int, 1>{});
 }
 
-// Row r of the group: p[0, m) = softmax(scale s[0, m)) rounded to bfloat16, p[m, pad) = 0.
-// A NaN score makes the row NaN, as the composite's softmax.
-void softmax_row(float* s, int64_t m, int64_t pad, float scale, uint16_t* p) {
+// Row r of the group: p[0, m) = softmax(scale s[0, m)) rounded to bfloat16, p[m, pad) = 0,
+// and with keep_float s[0, m) = the float32 probabilities. A NaN score makes the row NaN,
+// as the composite's softmax.
+void softmax_row(float* s, int64_t m, int64_t pad, float scale, uint16_t* p, bool keep_float = false) {
   const __m512 sc = _mm512_set1_ps(scale);
   __m512 vmax = _mm512_set1_ps(-__builtin_inff());
   __mmask16 nan = 0;
@@ -144,8 +183,8 @@ void softmax_row(float* s, int64_t m, int64_t pad, float scale, uint16_t* p) {
   for (int64_t j = 0; j < pad; j += 16) {
     const __mmask16 k = lanes_below(m - j);
     const __m512 pr = _mm512_maskz_mul_ps(k, _mm512_maskz_loadu_ps(k, s + j), inv);
-    const __m256bh h = _mm512_cvtneps_pbh(pr);  // round to nearest even (float32 subnormals flush to 0)
-    std::memcpy(p + j, &h, 32);
+    if (keep_float) _mm512_mask_storeu_ps(s + j, k, pr);
+    store_bf16(p + j, pr);
   }
 }
 
@@ -231,8 +270,86 @@ void attention_block_avx512bf16(const Bf16AttentionBlock& b) {
     });
   }
 }
+
+void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
+  const int64_t S = b.S, E = b.E, Ev = b.Ev, np = round_up(S, 32), E2 = (E + 1) / 2, Ev2 = (Ev + 1) / 2;
+  const int64_t Ep = round_up(E, 16), Evp = round_up(Ev, 16);
+  uint16_t* h = b.scratch16;                                  // carved as attention_backward_scratch sized it
+  uint16_t* k_pairs = h;                                      // keys, pairs along E: scores = q k^T
+  uint16_t* k_key_pairs = k_pairs + E2 * np * 2;              // keys, pairs along the keys: dq = ds k
+  uint16_t* v_pairs = k_key_pairs + np / 2 * Ep * 2;          // values, pairs along Ev: dp = g v^T
+  uint16_t* q_group = v_pairs + Ev2 * np * 2;                 // 4 rows of q as pairs
+  uint16_t* g_group = q_group + kRows * max_of(E2, Ev2) * 2;  // 4 rows of g as pairs
+  uint16_t* q_rows = g_group + kRows * Ev2 * 2;               // q's 4 rows as 2 row pairs: dk += ds^T q
+  uint16_t* g_rows = q_rows + 2 * Ep * 2;                     // g's: dv += p^T g
+  uint16_t* p16 = g_rows + 2 * Evp * 2;
+  uint16_t* ds16 = p16 + kRows * np;
+  float* s = b.scratch32;  // scores, then float32 probabilities
+  float* dp = s + kRows * np;
+  uint32_t* tmp = reinterpret_cast<uint32_t*>(q_group);
+  pack_keys(b.k, b.k_row, S, np, E, k_pairs, tmp);
+  pack_values(b.k, b.k_row, S, np, E, k_key_pairs);
+  pack_keys(b.v, b.v_row, S, np, Ev, v_pairs, tmp);
+  for (int64_t j = 0; j < S; ++j) {
+    std::memset(b.dk + j * b.dk_row, 0, static_cast<size_t>(Ep) * 4);
+    std::memset(b.dv + j * b.dv_row, 0, static_cast<size_t>(Evp) * 4);
+  }
+  const __m512 sc = _mm512_set1_ps(b.scale);
+  for (int64_t g0 = 0; g0 < b.L; g0 += kRows) {
+    const int64_t rows = min_of(kRows, b.L - g0);
+    int64_t m[kRows], m_max = 0;
+    uint32_t* qp = reinterpret_cast<uint32_t*>(q_group);
+    uint32_t* gp = reinterpret_cast<uint32_t*>(g_group);
+    for (int64_t r = 0; r < kRows; ++r) {
+      m[r] = r < rows ? (b.causal ? min_of(S, g0 + r + 1) : S) : 0;
+      m_max = max_of(m_max, m[r]);
+      if (r < rows) {
+        row_pairs(b.q + (g0 + r) * b.q_row, E, qp + r * E2);
+        row_pairs(b.g + (g0 + r) * b.g_row, Ev, gp + r * Ev2);
+      } else {
+        std::memset(qp + r * E2, 0, static_cast<size_t>(E2) * 4);
+        std::memset(gp + r * Ev2, 0, static_cast<size_t>(Ev2) * 4);
+      }
+    }
+    const int64_t pad = round_up(m_max, 32);
+    by_blocks(round_up(m_max, 16) / 16, [&](int64_t first, auto nb) {
+      score_blocks<decltype(nb)::value>(q_group, E2, k_pairs, np, 16 * first, s);
+      score_blocks<decltype(nb)::value>(g_group, Ev2, v_pairs, np, 16 * first, dp);
+    });
+    for (int64_t r = 0; r < kRows; ++r) {  // ds = scale p (dp - sum(p dp)), rounded once
+      float* pr = s + r * np;
+      float* dpr = dp + r * np;
+      softmax_row(pr, m[r], pad, b.scale, p16 + r * np, /*keep_float=*/true);
+      __m512 vd = _mm512_setzero_ps();
+      for (int64_t j = 0; j < m[r]; j += 16) {
+        const __mmask16 k = lanes_below(m[r] - j);
+        vd = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(k, pr + j), _mm512_maskz_loadu_ps(k, dpr + j), vd, k);
+      }
+      const __m512 D = _mm512_set1_ps(_mm512_reduce_add_ps(vd));
+      for (int64_t j = 0; j < pad; j += 16) {
+        const __mmask16 k = lanes_below(m[r] - j);
+        const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dpr + j), D);
+        store_bf16(ds16 + r * np + j, _mm512_maskz_mul_ps(k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, pr + j), sc), d));
+      }
+    }
+    by_blocks(Ep / 16, [&](int64_t first, auto nb) {
+      value_blocks<decltype(nb)::value>(ds16, np, k_key_pairs, Ep, pad / 2, 16 * first, b.dq + g0 * b.dq_row, b.dq_row,
+                                        rows);
+    });
+    pack_values(b.g + g0 * b.g_row, b.g_row, rows, kRows, Ev, g_rows);
+    pack_values(b.q + g0 * b.q_row, b.q_row, rows, kRows, E, q_rows);
+    by_blocks(Evp / 16, [&](int64_t first, auto nb) {
+      rank4_blocks<decltype(nb)::value>(p16, np, m_max, g_rows, Evp, 16 * first, b.dv, b.dv_row);
+    });
+    by_blocks(Ep / 16, [&](int64_t first, auto nb) {
+      rank4_blocks<decltype(nb)::value>(ds16, np, m_max, q_rows, Ep, 16 * first, b.dk, b.dk_row);
+    });
+  }
+}
 #else
-void attention_block_avx512bf16(const Bf16AttentionBlock&) { __builtin_trap(); }  // never called: see the caller
+// Never called: the caller checks the CPU's features first.
+void attention_block_avx512bf16(const Bf16AttentionBlock&) { __builtin_trap(); }
+void attention_backward_avx512bf16(const Bf16AttentionBackward&) { __builtin_trap(); }
 #endif
 
 }  // namespace tc::cpu::detail

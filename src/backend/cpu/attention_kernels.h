@@ -34,4 +34,29 @@ Bf16AttentionScratch attention_block_scratch(int64_t n, int64_t E, int64_t Ev);
 // with v (the product path's rounding points); products accumulate in float32.
 void attention_block_avx512bf16(const Bf16AttentionBlock& b);
 
+// The gradients of one batch entry's attention (all L query rows, S keys), FlashAttention-2's
+// backward on the same instructions: per group of 4 query rows the probabilities are
+// recomputed (softmax over the row's visible keys, as the forward), dp = g v^T, ds = scale
+// p (dp - sum(p dp)) rounded once to bfloat16, then dq = ds k for the group and dv += p^T g,
+// dk += ds^T q (rank-4 updates) into float32 rows. g: the output's gradient (bfloat16 rows).
+// dq (L rows), dk and dv (S rows) are float32, row strides >= round16(E) and round16(Ev);
+// the kernel overwrites them.
+struct Bf16AttentionBackward {
+  const uint16_t *q, *k, *v, *g;
+  int64_t q_row, k_row, v_row, g_row;
+  float *dq, *dk, *dv;
+  int64_t dq_row, dk_row, dv_row;
+  int64_t L, S, E, Ev;
+  bool causal;
+  float scale;
+  uint16_t* scratch16;  // sizes: attention_backward_scratch
+  float* scratch32;
+};
+
+struct Bf16BackwardScratch {
+  int64_t halves, floats;
+};
+Bf16BackwardScratch attention_backward_scratch(int64_t S, int64_t E, int64_t Ev);
+void attention_backward_avx512bf16(const Bf16AttentionBackward& b);
+
 }  // namespace tc::cpu::detail
