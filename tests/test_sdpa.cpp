@@ -43,7 +43,8 @@ Result run(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& g
 // result against the float64 composite, as close as the composite in the same dtype is.
 // Causal self-attention of 128 and 200 rows runs the product path in bands (2 of 64, 3 of
 // 67 rows) that skip the keys above the diagonal; with AVX-512 BF16 the bfloat16 forward
-// runs on its dot products (odd E and Ev, partial pairs and blocks included).
+// runs on its dot products (odd E and Ev, partial pairs and blocks, and a length whose
+// scores the product path would not hold, included).
 TEST(Sdpa, FusedMatchesCompositeAndFloat64) {
   struct Case {
     Shape q, k, v;
@@ -52,8 +53,8 @@ TEST(Sdpa, FusedMatchesCompositeAndFloat64) {
   for (const Case& c :
        {Case{{2, 4, 128, 64}, {2, 4, 128, 64}, {2, 4, 128, 64}, true},
         Case{{3, 37, 24}, {3, 53, 24}, {3, 53, 40}, false}, Case{{2, 61, 16}, {2, 29, 16}, {2, 29, 8}, true},
-        Case{{1, 2, 200, 32}, {1, 2, 200, 32}, {1, 2, 200, 24}, true},
-        Case{{2, 19, 7}, {2, 19, 7}, {2, 19, 33}, true}}) {
+        Case{{1, 2, 200, 32}, {1, 2, 200, 32}, {1, 2, 200, 24}, true}, Case{{2, 19, 7}, {2, 19, 7}, {2, 19, 33}, true},
+        Case{{1, 1, 1040, 16}, {1, 1, 1040, 16}, {1, 1, 1040, 16}, true}}) {
     const Tensor q = uniform(c.q, kFloat64, -2, 2, 1), k = uniform(c.k, kFloat64, -2, 2, 2),
                  v = uniform(c.v, kFloat64, -1, 1, 3);
     Shape os = c.q;
@@ -107,12 +108,21 @@ TEST(Sdpa, OutputMergesHeadsWithoutACopy) {
 
 TEST(Sdpa, FusedKeepsNoScoreMatrix) {
   // (B*H) * T * T float32 scores would be 64 MiB here; the fused forward allocates the
-  // output and the (B*H, T) float32 log-sum-exp the backward starts from, nothing else.
-  const Tensor q = uniform({4, 4, 1024, 16}, kBFloat16, -1, 1, 6).requires_grad_();
-  reset_peak_memory_stats();
-  const int64_t base = memory_stats().current_bytes;
-  const Tensor out = scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true);
-  EXPECT_EQ(memory_stats().peak_bytes - base, 4 * 4 * 1024 * 16 * 2 + 4 * 4 * 1024 * 4);
+  // output and the (B*H, T) float32 log-sum-exp the backward starts from, nothing else
+  // (the AVX-512 BF16 kernels, where bfloat16 runs on them, not even the log-sum-exp).
+  const CpuFeatures& f = cpu_features();
+  const bool bf16_kernels =
+      cpu_gemm16_path(kBFloat16) == Gemm16::kNative && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16;
+  for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kAuto}) {
+    set_cpu_gemm16(mode);
+    const Tensor q = uniform({4, 4, 1024, 16}, kBFloat16, -1, 1, 6).requires_grad_();
+    reset_peak_memory_stats();
+    const int64_t base = memory_stats().current_bytes;
+    const Tensor out = scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true);
+    const bool lse = mode == Gemm16::kFloat32 || !bf16_kernels;
+    EXPECT_EQ(memory_stats().peak_bytes - base, 4 * 4 * 1024 * 16 * 2 + (lse ? 4 * 4 * 1024 * 4 : 0));
+    set_cpu_gemm16(Gemm16::kAuto);
+  }
 }
 
 // Where bf16 GEMMs are native, bf16 attention keeps no (L, S) matrix in memory with the

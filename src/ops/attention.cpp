@@ -1,7 +1,9 @@
 // scaled_dot_product_attention: the fused kernel (backend/cpu/attention.h) with its
 // recomputing backward, or PyTorch's math composite where the kernel does not apply. On
-// CUDA, and on CPUs with a native 16-bit GEMM (AMX, AVX512-BF16): a product path on the
-// device's GEMMs with float32 scores (attention_products below), or the composite.
+// CPUs with AVX-512 BF16, bfloat16 runs on its dot products (attention_bf16 below). On
+// CUDA, and on CPUs with a native 16-bit GEMM otherwise (float16 on AMX-FP16 or
+// AVX512-FP16): a product path on the device's GEMMs with float32 scores
+// (attention_products below), or the composite.
 #include "backend/cpu/attention.h"
 
 #include <algorithm>
@@ -165,6 +167,18 @@ Tensor chunk(const Tensor& t, int64_t first, int64_t count) {
   return count < 0 || !t.defined() ? t : t.narrow(0, first, count);
 }
 
+// The output (..., L, Ev) of attention over q (..., L, E) and v (..., S, Ev). On the CPU its
+// memory is (B, L, H, Ev) for a 4-d (B, H, L, Ev) result (as PyTorch's CPU flash kernel),
+// so that merging the heads afterwards, out.transpose(1, 2).reshape(B, L, H * Ev), is a
+// view and not a copy (cuBLASLt writes only outputs whose batch dims share one stride).
+Tensor new_output(const Tensor& q, const Tensor& v) {
+  Shape osz(q.sizes().begin(), q.sizes().end() - 1);
+  osz.push_back(v.size(-1));
+  return osz.size() == 4 && q.device().is_cpu()
+             ? make_tensor({osz[0], osz[2], osz[1], osz[3]}, q.dtype(), q.device()).transpose(1, 2)
+             : make_tensor(osz, q.dtype(), q.device());
+}
+
 // New gradients for q, k and v (those asked for, each of its input's shape, in dt). On the
 // CPU, when all three are wanted and are evenly spaced views of one dense block (selected
 // from one projection, as nn::GPT's attention does), they share one new block of that
@@ -258,34 +272,39 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
   const DType dt = q.dtype();
   const bool one_chunk = dev.is_cuda() || mask.defined();
   const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach(), md = mask.defined() ? mask.detach() : Tensor();
-  // On the CPU the output's memory is (B, L, H, Ev) for a 4-d (B, H, L, Ev) result, so
-  // that merging the heads afterwards, out.transpose(1, 2).reshape(B, L, H * Ev), is a view
-  // (cuBLASLt writes only outputs whose batch dims share one stride).
-  Shape osz(q.sizes().begin(), q.sizes().end() - 1);
-  osz.push_back(v.size(-1));
-  const Tensor out = osz.size() == 4 && dev.is_cpu()
-                         ? make_tensor({osz[0], osz[2], osz[1], osz[3]}, dt, dev).transpose(1, 2)
-                         : make_tensor(osz, dt, dev);
-  // The forward on the CPU's bfloat16 dot products where it has them: the same rounding
-  // points, without (L, S) matrices in memory.
-  if (!dev.is_cpu() || !cpu::sdpa_forward_bf16(out, qd, kd, vd, scale, causal)) {
-    for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
-      products_forward(chunk(qd, b, n), chunk(kd, b, n), chunk(vd, b, n), chunk(out, b, n), md, causal, scale);
-    });
-  }
+  const Tensor out = new_output(q, v);
+  for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
+    products_forward(chunk(qd, b, n), chunk(kd, b, n), chunk(vd, b, n), chunk(out, b, n), md, causal, scale);
+  });
   return record(
       kOp, out, {q, k, v},
       [qd, kd, vd, md, causal, scale, dt, dev, one_chunk](const Tensor& g_in, const std::vector<bool>& needs) {
         const Tensor g = g_in.to(dt);
         const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, dt);
         const Tensor &dq = grads[0], &dk = grads[1], &dv = grads[2];
-        if (dev.is_cpu() && cpu::sdpa_backward_bf16(dq, dk, dv, g, qd, kd, vd, scale, causal)) return grads;
         for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
           products_backward(chunk(dq, b, n), chunk(dk, b, n), chunk(dv, b, n), chunk(g, b, n), chunk(qd, b, n),
                             chunk(kd, b, n), chunk(vd, b, n), md, causal, scale);
         });
         return grads;
       });
+}
+
+// bfloat16 on a CPU with AVX-512 BF16, rows of unit stride: both directions on its dot
+// products (backend/cpu/attention.h), with the product path's rounding points and no
+// (L, S) matrix in memory at any length. Undefined where the kernels do not apply.
+Tensor attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
+  const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach();
+  const Tensor out = new_output(q, v);
+  if (!cpu::sdpa_forward_bf16(out, qd, kd, vd, scale, causal)) return Tensor();
+  return record(kOp, out, {q, k, v}, [qd, kd, vd, causal, scale](const Tensor& g_in, const std::vector<bool>& needs) {
+    Tensor g = g_in.to(kBFloat16);
+    if (g.stride(-1) != 1) g = g.contiguous();
+    const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, kBFloat16);
+    TC_CHECK(cpu::sdpa_backward_bf16(grads[0], grads[1], grads[2], g, qd, kd, vd, scale, causal), kOp,
+             "internal: the bfloat16 backward refused inputs its forward took");
+    return grads;
+  });
 }
 
 }  // namespace
@@ -328,21 +347,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (!fused) {
     return attention_math(q, k, v, attn_mask, dropout_p, is_causal, s);
   }
-  if (is_reduced_float(q.dtype()) && k.numel() > 0 && cpu_gemm16_path(q.dtype()) == Gemm16::kNative &&
-      scores_per_entry(q, k) <= kMaxScores)
-    return attention_products(q, k, v, Tensor(), is_causal, s);
-
-  // The output's memory is (batch..., L, H, Ev) for a 4-d (B, H, L, Ev) result (as
-  // PyTorch's CPU flash kernel), so merging the heads afterwards, out.transpose(1, 2)
-  // .reshape(B, L, H * Ev), is a view and not a copy.
-  Shape osz(q.sizes().begin(), q.sizes().end() - 1);
-  osz.push_back(v.size(-1));
-  Tensor out;
-  if (osz.size() == 4) {
-    out = make_tensor({osz[0], osz[2], osz[1], osz[3]}, q.dtype(), q.device()).transpose(1, 2);
-  } else {
-    out = make_tensor(osz, q.dtype(), q.device());
+  const bool native16 = is_reduced_float(q.dtype()) && k.numel() > 0 && cpu_gemm16_path(q.dtype()) == Gemm16::kNative;
+  if (native16 && q.dtype() == kBFloat16) {
+    Tensor out = attention_bf16(q, k, v, is_causal, s);
+    if (out.defined()) return out;
   }
+  if (native16 && scores_per_entry(q, k) <= kMaxScores) return attention_products(q, k, v, Tensor(), is_causal, s);
+
+  const Tensor out = new_output(q, v);
   const int64_t batch = q.numel() / (q.size(-2) * q.size(-1));
   const Tensor lse = make_tensor({batch, q.size(-2)}, kFloat32, q.device());
   const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach();
