@@ -301,16 +301,20 @@ bool bf16_kernels_apply(std::initializer_list<const Tensor*> ts) {
   return ok;
 }
 
-auto bf16_rows(const MatrixView& m, int64_t b) { return reinterpret_cast<const uint16_t*>(m.row(b, 0)); }
+// Batch entry b's first row of a bfloat16 matrix, as raw bits.
+uint16_t* bf16_rows(const MatrixView& m, int64_t b) { return reinterpret_cast<uint16_t*>(m.row(b, 0)); }
+
+// Thread-local scratch of `elems` 16-bit values (buffer() counts floats).
+uint16_t* halves(int which, int64_t elems) { return reinterpret_cast<uint16_t*>(buffer(which, (elems + 1) / 2)); }
 
 }  // namespace
 
 bool sdpa_forward_bf16(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, double scale,
                        bool causal) {
-  if (!bf16_kernels_apply({&q, &k, &v})) return false;
+  if (!bf16_kernels_apply({&q, &k, &v, &out})) return false;
   const MatrixView Q(q), K(k), V(v), O(out);
   const int64_t N = static_cast<int64_t>(Q.batch_offset.size());
-  const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1), Evp = round16(Ev);
+  const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1);
   constexpr int64_t kBlock = 128;  // query rows that share one packed copy of their keys and values
   const int64_t blocks = (L + kBlock - 1) / kBlock;
   parallel_for(0, N * blocks, 1, [&](int64_t t0, int64_t t1) {
@@ -318,31 +322,27 @@ bool sdpa_forward_bf16(const Tensor& out, const Tensor& q, const Tensor& k, cons
       const int64_t b = t / blocks, i0 = (t % blocks) * kBlock, i1 = std::min(L, i0 + kBlock);
       const int64_t n = causal ? std::min(S, i1) : S;  // keys any row of the block sees
       const detail::Bf16AttentionScratch sz = detail::attention_block_scratch(n, E, Ev);
-      auto halves = [](int which, int64_t elems) {
-        return reinterpret_cast<uint16_t*>(buffer(which, (elems + 1) / 2));
-      };
-      detail::Bf16AttentionBlock blk{bf16_rows(Q, b),
-                                     bf16_rows(K, b),
-                                     bf16_rows(V, b),
-                                     Q.row_stride,
-                                     K.row_stride,
-                                     V.row_stride,
-                                     buffer(0, (i1 - i0) * Evp),
-                                     Evp,
-                                     i0,
-                                     i1,
-                                     n,
-                                     E,
-                                     Ev,
-                                     causal,
-                                     static_cast<float>(scale),
-                                     halves(1, sz.k_pairs),
-                                     halves(2, sz.v_pairs),
-                                     halves(3, sz.q_group),
-                                     buffer(4, sz.scores),
-                                     halves(5, sz.probs)};
-      detail::attention_block_avx512bf16(blk);
-      for (int64_t r = 0; r < i1 - i0; ++r) O.store(b, i0 + r, blk.out + r * Evp);
+      detail::attention_block_avx512bf16({.q = bf16_rows(Q, b),
+                                          .k = bf16_rows(K, b),
+                                          .v = bf16_rows(V, b),
+                                          .q_row = Q.row_stride,
+                                          .k_row = K.row_stride,
+                                          .v_row = V.row_stride,
+                                          .out = bf16_rows(O, b),
+                                          .out_row = O.row_stride,
+                                          .i0 = i0,
+                                          .i1 = i1,
+                                          .n = n,
+                                          .E = E,
+                                          .Ev = Ev,
+                                          .causal = causal,
+                                          .scale = static_cast<float>(scale),
+                                          .k_pairs = halves(1, sz.k_pairs),
+                                          .v_pairs = halves(2, sz.v_pairs),
+                                          .q_group = halves(3, sz.q_group),
+                                          .scores = buffer(4, sz.scores),
+                                          .probs = halves(5, sz.probs),
+                                          .tile = buffer(6, sz.tile)});
     }
   });
   return true;
@@ -351,42 +351,42 @@ bool sdpa_forward_bf16(const Tensor& out, const Tensor& q, const Tensor& k, cons
 bool sdpa_backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
                         const Tensor& k, const Tensor& v, double scale, bool causal) {
   if (!bf16_kernels_apply({&q, &k, &v, &g})) return false;
+  for (const Tensor* d : {&dq, &dk, &dv})
+    if (d->defined() && !bf16_kernels_apply({d})) return false;
   const MatrixView Q(q), K(k), V(v), G(g);
   std::optional<MatrixView> DQ, DK, DV;
   if (dq.defined()) DQ.emplace(dq);
   if (dk.defined()) DK.emplace(dk);
   if (dv.defined()) DV.emplace(dv);
+  auto rows = [](const std::optional<MatrixView>& m, int64_t b) { return m ? bf16_rows(*m, b) : nullptr; };
+  auto stride = [](const std::optional<MatrixView>& m) { return m ? m->row_stride : 0; };
   const int64_t N = static_cast<int64_t>(Q.batch_offset.size());
-  const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1), Ep = round16(E), Evp = round16(Ev);
+  const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1);
   const detail::Bf16BackwardScratch sz = detail::attention_backward_scratch(S, E, Ev);
   parallel_for(0, N, 1, [&](int64_t b0, int64_t b1) {  // one batch entry per task: its dk, dv sum over every row
     for (int64_t b = b0; b < b1; ++b) {
-      detail::Bf16AttentionBackward task{bf16_rows(Q, b),
-                                         bf16_rows(K, b),
-                                         bf16_rows(V, b),
-                                         bf16_rows(G, b),
-                                         Q.row_stride,
-                                         K.row_stride,
-                                         V.row_stride,
-                                         G.row_stride,
-                                         buffer(0, L * Ep),
-                                         buffer(1, S * Ep),
-                                         buffer(2, S * Evp),
-                                         Ep,
-                                         Ep,
-                                         Evp,
-                                         L,
-                                         S,
-                                         E,
-                                         Ev,
-                                         causal,
-                                         static_cast<float>(scale),
-                                         reinterpret_cast<uint16_t*>(buffer(3, (sz.halves + 1) / 2)),
-                                         buffer(4, sz.floats)};
-      detail::attention_backward_avx512bf16(task);
-      for (int64_t i = 0; DQ && i < L; ++i) DQ->store(b, i, task.dq + i * Ep);
-      for (int64_t j = 0; DK && j < S; ++j) DK->store(b, j, task.dk + j * Ep);
-      for (int64_t j = 0; DV && j < S; ++j) DV->store(b, j, task.dv + j * Evp);
+      detail::attention_backward_avx512bf16({.q = bf16_rows(Q, b),
+                                             .k = bf16_rows(K, b),
+                                             .v = bf16_rows(V, b),
+                                             .g = bf16_rows(G, b),
+                                             .q_row = Q.row_stride,
+                                             .k_row = K.row_stride,
+                                             .v_row = V.row_stride,
+                                             .g_row = G.row_stride,
+                                             .dq = rows(DQ, b),
+                                             .dk = rows(DK, b),
+                                             .dv = rows(DV, b),
+                                             .dq_row = stride(DQ),
+                                             .dk_row = stride(DK),
+                                             .dv_row = stride(DV),
+                                             .L = L,
+                                             .S = S,
+                                             .E = E,
+                                             .Ev = Ev,
+                                             .causal = causal,
+                                             .scale = static_cast<float>(scale),
+                                             .scratch16 = halves(3, sz.halves),
+                                             .scratch32 = buffer(4, sz.floats)});
     }
   });
   return true;

@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "backend/cpu/attention_kernels.h"
+#include "core/bf16_avx512.h"
 
 namespace tc::cpu::detail {
 namespace {
@@ -33,7 +34,7 @@ int64_t max_of(int64_t a, int64_t b) { return a > b ? a : b; }
 
 Bf16AttentionScratch attention_block_scratch(int64_t n, int64_t E, int64_t Ev) {
   const int64_t np = round_up(n, 32), E2 = (E + 1) / 2, Evp = round_up(Ev, 16);
-  return {E2 * np * 2, np / 2 * Evp * 2, kRows * E2 * 2, kRows * np, kRows * np};
+  return {E2 * np * 2, np / 2 * Evp * 2, kRows * E2 * 2, kRows * np, kRows * np, kRows * Evp};
 }
 
 Bf16BackwardScratch attention_backward_scratch(int64_t S, int64_t E, int64_t Ev) {
@@ -41,7 +42,7 @@ Bf16BackwardScratch attention_backward_scratch(int64_t S, int64_t E, int64_t Ev)
   const int64_t Ep = round_up(E, 16), Evp = round_up(Ev, 16);
   const int64_t halves = E2 * np * 2 + np / 2 * Ep * 2 + Ev2 * np * 2 + kRows * max_of(E2, Ev2) * 2 + kRows * Ev2 * 2 +
                          2 * Ep * 2 + 2 * Evp * 2 + 2 * kRows * np;
-  return {halves, 2 * kRows * np};
+  return {halves, 2 * kRows * np + kRows * Ep + S * (Ep + Evp)};
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512BF16__)
@@ -73,10 +74,10 @@ __m512 exp16(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-// 16 floats rounded to bfloat16, nearest even (float32 subnormals flush to 0).
-void store_bf16(uint16_t* dst, __m512 x) {
-  const __m256bh h = _mm512_cvtneps_pbh(x);
-  std::memcpy(dst, &h, 32);
+// 16 floats rounded to bfloat16 as the library rounds everywhere (nearest even, bit for
+// bit the reference), the lanes of `keep` stored.
+void store_bf16(uint16_t* dst, __m512 x, __mmask16 keep = 0xffff) {
+  _mm256_mask_storeu_epi16(dst, keep, ::tc::detail::f32_to_bf16_hw(_mm512_castps_si512(x)));
 }
 
 __mmask16 lanes_below(int64_t count) {
@@ -155,6 +156,11 @@ void by_blocks(int64_t blocks, F f) {  // f(first block, count <= 4) with count 
   if (blocks - b == 3) f(b, std::integral_constant<int, 3>{});
   if (blocks - b == 2) f(b, std::integral_constant<int, 2>{});
   if (blocks - b == 1) f(b, std::integral_constant<int, 1>{});
+}
+
+// dst[0, n) = src[0, n) rounded to bfloat16.
+void store_row_bf16(const float* src, int64_t n, uint16_t* dst) {
+  for (int64_t c = 0; c < n; c += 16) store_bf16(dst + c, _mm512_loadu_ps(src + c), lanes_below(n - c));
 }
 
 // Row r of the group: p[0, m) = softmax(scale s[0, m)) rounded to bfloat16, p[m, pad) = 0,
@@ -264,10 +270,10 @@ void attention_block_avx512bf16(const Bf16AttentionBlock& b) {
       score_blocks<decltype(nb)::value>(b.q_group, E2, b.k_pairs, np, 16 * first, b.scores);
     });
     for (int64_t r = 0; r < kRows; ++r) softmax_row(b.scores + r * np, m[r], pad, b.scale, b.probs + r * np);
-    float* o = b.out + (g0 - b.i0) * b.out_row;
     by_blocks(Evp / 16, [&](int64_t first, auto nb) {
-      value_blocks<decltype(nb)::value>(b.probs, np, b.v_pairs, Evp, pad / 2, 16 * first, o, b.out_row, rows);
+      value_blocks<decltype(nb)::value>(b.probs, np, b.v_pairs, Evp, pad / 2, 16 * first, b.tile, Evp, rows);
     });
+    for (int64_t r = 0; r < rows; ++r) store_row_bf16(b.tile + r * Evp, b.Ev, b.out + (g0 + r) * b.out_row);
   }
 }
 
@@ -286,14 +292,15 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
   uint16_t* ds16 = p16 + kRows * np;
   float* s = b.scratch32;  // scores, then float32 probabilities
   float* dp = s + kRows * np;
+  float* tile = dp + kRows * np;  // a group's dq
+  float* dk = tile + kRows * Ep;  // float32 sums of dk and dv
+  float* dv = dk + S * Ep;
   uint32_t* tmp = reinterpret_cast<uint32_t*>(q_group);
   pack_keys(b.k, b.k_row, S, np, E, k_pairs, tmp);
   pack_values(b.k, b.k_row, S, np, E, k_key_pairs);
   pack_keys(b.v, b.v_row, S, np, Ev, v_pairs, tmp);
-  for (int64_t j = 0; j < S; ++j) {
-    std::memset(b.dk + j * b.dk_row, 0, static_cast<size_t>(Ep) * 4);
-    std::memset(b.dv + j * b.dv_row, 0, static_cast<size_t>(Evp) * 4);
-  }
+  std::memset(dk, 0, static_cast<size_t>(S * Ep) * 4);
+  std::memset(dv, 0, static_cast<size_t>(S * Evp) * 4);
   const __m512 sc = _mm512_set1_ps(b.scale);
   for (int64_t g0 = 0; g0 < b.L; g0 += kRows) {
     const int64_t rows = min_of(kRows, b.L - g0);
@@ -332,19 +339,23 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
         store_bf16(ds16 + r * np + j, _mm512_maskz_mul_ps(k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, pr + j), sc), d));
       }
     }
-    by_blocks(Ep / 16, [&](int64_t first, auto nb) {
-      value_blocks<decltype(nb)::value>(ds16, np, k_key_pairs, Ep, pad / 2, 16 * first, b.dq + g0 * b.dq_row, b.dq_row,
-                                        rows);
-    });
+    if (b.dq) {
+      by_blocks(Ep / 16, [&](int64_t first, auto nb) {
+        value_blocks<decltype(nb)::value>(ds16, np, k_key_pairs, Ep, pad / 2, 16 * first, tile, Ep, rows);
+      });
+      for (int64_t r = 0; r < rows; ++r) store_row_bf16(tile + r * Ep, E, b.dq + (g0 + r) * b.dq_row);
+    }
     pack_values(b.g + g0 * b.g_row, b.g_row, rows, kRows, Ev, g_rows);
     pack_values(b.q + g0 * b.q_row, b.q_row, rows, kRows, E, q_rows);
     by_blocks(Evp / 16, [&](int64_t first, auto nb) {
-      rank4_blocks<decltype(nb)::value>(p16, np, m_max, g_rows, Evp, 16 * first, b.dv, b.dv_row);
+      rank4_blocks<decltype(nb)::value>(p16, np, m_max, g_rows, Evp, 16 * first, dv, Evp);
     });
     by_blocks(Ep / 16, [&](int64_t first, auto nb) {
-      rank4_blocks<decltype(nb)::value>(ds16, np, m_max, q_rows, Ep, 16 * first, b.dk, b.dk_row);
+      rank4_blocks<decltype(nb)::value>(ds16, np, m_max, q_rows, Ep, 16 * first, dk, Ep);
     });
   }
+  for (int64_t j = 0; b.dk && j < S; ++j) store_row_bf16(dk + j * Ep, E, b.dk + j * b.dk_row);
+  for (int64_t j = 0; b.dv && j < S; ++j) store_row_bf16(dv + j * Evp, Ev, b.dv + j * b.dv_row);
 }
 #else
 // Never called: the caller checks the CPU's features first.

@@ -7,13 +7,14 @@
 namespace tc::cpu::detail {
 
 // Rows [i0, i1) of one batch entry's attention out = softmax(scale q k^T) v over the keys
-// [0, n) (row i sees keys j <= i when causal), bfloat16 in (raw bits), float32 out. Rows of
-// q, k, v and out are contiguous; *_row are row strides in elements. The scratch buffers
-// are the caller's, of the sizes attention_block_scratch gives (no alignment needed).
+// [0, n) (row i sees keys j <= i when causal), bfloat16 in and out (raw bits; row i of q
+// and of out at q + i q_row, out + i out_row). Rows of q, k, v and out are contiguous;
+// *_row are row strides in elements. The scratch buffers are the caller's, of the sizes
+// attention_block_scratch gives (no alignment needed).
 struct Bf16AttentionBlock {
   const uint16_t *q, *k, *v;
   int64_t q_row, k_row, v_row;
-  float* out;  // (i1 - i0) x out_row floats, out_row >= Ev
+  uint16_t* out;
   int64_t out_row;
   int64_t i0, i1, n, E, Ev;
   bool causal;
@@ -23,28 +24,29 @@ struct Bf16AttentionBlock {
   uint16_t* q_group;
   float* scores;
   uint16_t* probs;
+  float* tile;
 };
 
 struct Bf16AttentionScratch {
-  int64_t k_pairs, v_pairs, q_group, scores, probs;  // elements of each buffer
+  int64_t k_pairs, v_pairs, q_group, scores, probs, tile;  // elements of each buffer
 };
 Bf16AttentionScratch attention_block_scratch(int64_t n, int64_t E, int64_t Ev);
 
 // Probabilities are normalized in float32 and rounded once to bfloat16 for the product
-// with v (the product path's rounding points); products accumulate in float32.
+// with v (the product path's rounding points); products accumulate in float32; every
+// rounding to bfloat16 is the library's (nearest even, subnormals kept).
 void attention_block_avx512bf16(const Bf16AttentionBlock& b);
 
 // The gradients of one batch entry's attention (all L query rows, S keys), FlashAttention-2's
 // backward on the same instructions: per group of 4 query rows the probabilities are
 // recomputed (softmax over the row's visible keys, as the forward), dp = g v^T, ds = scale
 // p (dp - sum(p dp)) rounded once to bfloat16, then dq = ds k for the group and dv += p^T g,
-// dk += ds^T q (rank-4 updates) into float32 rows. g: the output's gradient (bfloat16 rows).
-// dq (L rows), dk and dv (S rows) are float32, row strides >= round16(E) and round16(Ev);
-// the kernel overwrites them.
+// dk += ds^T q (rank-4 updates) into float32 sums. g: the output's gradient; dq (L rows),
+// dk and dv (S rows): bfloat16 rows, each written once (null: not wanted).
 struct Bf16AttentionBackward {
   const uint16_t *q, *k, *v, *g;
   int64_t q_row, k_row, v_row, g_row;
-  float *dq, *dk, *dv;
+  uint16_t *dq, *dk, *dv;
   int64_t dq_row, dk_row, dv_row;
   int64_t L, S, E, Ev;
   bool causal;
