@@ -84,45 +84,28 @@ __mmask16 lanes_below(int64_t count) {
   return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << max_of(count, 0)) - 1u);
 }
 
-// scores[r][j0 + 16 b + l] = sum_e q[r][e] k[j][e] for NB column blocks of 16.
+// out[r][16 b + l] = sum_t a[r][t] . bm[t][16 b + l] for r < 4, b < NB, t < pairs, where
+// a[r][t] and bm[t][c] are pairs of bfloat16 (lda, ldb in pairs) and . is the pair's dot
+// product: every product of the kernels (scores = q k^T over pairs of the embedding,
+// out = p v and dq = ds k over pairs of keys). The first `rows` rows are stored.
 template <int NB>
-void score_blocks(const uint16_t* q, int64_t E2, const uint16_t* kp, int64_t np, int64_t j0, float* s) {
+void tile_dot(const uint16_t* a, int64_t lda, const uint16_t* bm, int64_t ldb, int64_t pairs, float* out, int64_t ldo,
+              int64_t rows) {
   __m512 acc[kRows][NB];
   for (int r = 0; r < kRows; ++r)
     for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_setzero_ps();
-  for (int64_t e2 = 0; e2 < E2; ++e2) {
-    __m512i kb[NB];
-    for (int b = 0; b < NB; ++b) kb[b] = _mm512_loadu_si512(kp + (e2 * np + j0 + 16 * b) * 2);
+  for (int64_t t = 0; t < pairs; ++t) {
+    __m512i bb[NB];
+    for (int b = 0; b < NB; ++b) bb[b] = _mm512_loadu_si512(bm + (t * ldb + 16 * b) * 2);
     for (int r = 0; r < kRows; ++r) {
       uint32_t w;
-      std::memcpy(&w, q + (r * E2 + e2) * 2, 4);
-      const __m512i qb = _mm512_set1_epi32(static_cast<int>(w));
-      for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_dpbf16_ps(acc[r][b], as_bh(qb), as_bh(kb[b]));
-    }
-  }
-  for (int r = 0; r < kRows; ++r)
-    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(s + r * np + j0 + 16 * b, acc[r][b]);
-}
-
-// out[r][c0 + 16 b + l] = sum_j p[r][j] v[j][c] over J2 pairs of keys, for `rows` rows.
-template <int NB>
-void value_blocks(const uint16_t* p, int64_t np, const uint16_t* vp, int64_t Evp, int64_t J2, int64_t c0, float* o,
-                  int64_t ldo, int64_t rows) {
-  __m512 acc[kRows][NB];
-  for (int r = 0; r < kRows; ++r)
-    for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_setzero_ps();
-  for (int64_t j2 = 0; j2 < J2; ++j2) {
-    __m512i vb[NB];
-    for (int b = 0; b < NB; ++b) vb[b] = _mm512_loadu_si512(vp + (j2 * Evp + c0 + 16 * b) * 2);
-    for (int r = 0; r < kRows; ++r) {
-      uint32_t w;
-      std::memcpy(&w, p + r * np + 2 * j2, 4);
-      const __m512i pb = _mm512_set1_epi32(static_cast<int>(w));
-      for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_dpbf16_ps(acc[r][b], as_bh(pb), as_bh(vb[b]));
+      std::memcpy(&w, a + (r * lda + t) * 2, 4);
+      const __m512i ab = _mm512_set1_epi32(static_cast<int>(w));
+      for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_dpbf16_ps(acc[r][b], as_bh(ab), as_bh(bb[b]));
     }
   }
   for (int r = 0; r < rows; ++r)
-    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(o + r * ldo + c0 + 16 * b, acc[r][b]);
+    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(out + r * ldo + 16 * b, acc[r][b]);
 }
 
 // y[j][c0 + 16 b + l] += sum_{r < 4} w[r][j] z[r][c] for j < m: w 4 bfloat16 rows (row
@@ -267,11 +250,12 @@ void attention_block_avx512bf16(const Bf16AttentionBlock& b) {
     }
     const int64_t pad = round_up(m_max, 32);  // whole pairs of keys, zero past each row's m
     by_blocks(round_up(m_max, 16) / 16, [&](int64_t first, auto nb) {
-      score_blocks<decltype(nb)::value>(b.q_group, E2, b.k_pairs, np, 16 * first, b.scores);
+      tile_dot<decltype(nb)::value>(b.q_group, E2, b.k_pairs + 32 * first, np, E2, b.scores + 16 * first, np, kRows);
     });
     for (int64_t r = 0; r < kRows; ++r) softmax_row(b.scores + r * np, m[r], pad, b.scale, b.probs + r * np);
     by_blocks(Evp / 16, [&](int64_t first, auto nb) {
-      value_blocks<decltype(nb)::value>(b.probs, np, b.v_pairs, Evp, pad / 2, 16 * first, b.tile, Evp, rows);
+      tile_dot<decltype(nb)::value>(b.probs, np / 2, b.v_pairs + 32 * first, Evp, pad / 2, b.tile + 16 * first, Evp,
+                                    rows);
     });
     for (int64_t r = 0; r < rows; ++r) store_row_bf16(b.tile + r * Evp, b.Ev, b.out + (g0 + r) * b.out_row);
   }
@@ -320,8 +304,8 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
     }
     const int64_t pad = round_up(m_max, 32);
     by_blocks(round_up(m_max, 16) / 16, [&](int64_t first, auto nb) {
-      score_blocks<decltype(nb)::value>(q_group, E2, k_pairs, np, 16 * first, s);
-      score_blocks<decltype(nb)::value>(g_group, Ev2, v_pairs, np, 16 * first, dp);
+      tile_dot<decltype(nb)::value>(q_group, E2, k_pairs + 32 * first, np, E2, s + 16 * first, np, kRows);
+      tile_dot<decltype(nb)::value>(g_group, Ev2, v_pairs + 32 * first, np, Ev2, dp + 16 * first, np, kRows);
     });
     for (int64_t r = 0; r < kRows; ++r) {  // ds = scale p (dp - sum(p dp)), rounded once
       float* pr = s + r * np;
@@ -341,7 +325,7 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
     }
     if (b.dq) {
       by_blocks(Ep / 16, [&](int64_t first, auto nb) {
-        value_blocks<decltype(nb)::value>(ds16, np, k_key_pairs, Ep, pad / 2, 16 * first, tile, Ep, rows);
+        tile_dot<decltype(nb)::value>(ds16, np / 2, k_key_pairs + 32 * first, Ep, pad / 2, tile + 16 * first, Ep, rows);
       });
       for (int64_t r = 0; r < rows; ++r) store_row_bf16(tile + r * Ep, E, b.dq + (g0 + r) * b.dq_row);
     }
