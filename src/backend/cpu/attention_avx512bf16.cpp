@@ -186,6 +186,26 @@ void row_pairs(const uint16_t* row, int64_t E, uint32_t* pairs) {
   for (int64_t e2 = 0; e2 < (E + 1) / 2; ++e2) pairs[e2] = pair_at(row, e2, E);
 }
 
+// A group's kRows rows of x (`cols` bfloat16 each, row r at x + r ld) as tile_dot reads
+// them: x itself when its rows are whole pairs and all kRows exist (*lda = ld / 2), else
+// copied into `copy` as pairs (zero past cols and past `rows`; *lda = ceil(cols / 2)).
+const uint16_t* group_pairs(const uint16_t* x, int64_t ld, int64_t cols, int64_t rows, uint16_t* copy, int64_t* lda) {
+  if (cols % 2 == 0 && ld % 2 == 0 && rows == kRows) {
+    *lda = ld / 2;
+    return x;
+  }
+  const int64_t c2 = (cols + 1) / 2;
+  uint32_t* out = reinterpret_cast<uint32_t*>(copy);
+  for (int64_t r = 0; r < kRows; ++r) {
+    if (r < rows)
+      row_pairs(x + r * ld, cols, out + r * c2);
+    else
+      std::memset(out + r * c2, 0, static_cast<size_t>(c2) * 4);
+  }
+  *lda = c2;
+  return copy;
+}
+
 // k_pairs[e2][j] = (k[j][2 e2], k[j][2 e2 + 1]) for j < np (zero past n and E): a
 // transpose of the keys' 32-bit pairs, a row at a time through `row` (E2 words).
 void pack_keys(const uint16_t* k, int64_t k_row, int64_t n, int64_t np, int64_t E, uint16_t* kp, uint32_t* row) {
@@ -234,8 +254,7 @@ void pack_values(const uint16_t* v, int64_t v_row, int64_t n, int64_t np, int64_
 
 void attention_block_avx512bf16(const Bf16AttentionBlock& b) {
   const int64_t np = round_up(b.n, 32), E2 = (b.E + 1) / 2, Evp = round_up(b.Ev, 16);
-  uint32_t* q_pairs = reinterpret_cast<uint32_t*>(b.q_group);  // kRows rows of E2 pairs
-  pack_keys(b.k, b.k_row, b.n, np, b.E, b.k_pairs, q_pairs);
+  pack_keys(b.k, b.k_row, b.n, np, b.E, b.k_pairs, reinterpret_cast<uint32_t*>(b.q_group));
   pack_values(b.v, b.v_row, b.n, np, b.Ev, b.v_pairs);
   for (int64_t g0 = b.i0; g0 < b.i1; g0 += kRows) {
     const int64_t rows = min_of(kRows, b.i1 - g0);
@@ -243,14 +262,12 @@ void attention_block_avx512bf16(const Bf16AttentionBlock& b) {
     for (int64_t r = 0; r < kRows; ++r) {
       m[r] = r < rows ? (b.causal ? min_of(b.n, g0 + r + 1) : b.n) : 0;
       m_max = max_of(m_max, m[r]);
-      if (r < rows)
-        row_pairs(b.q + (g0 + r) * b.q_row, b.E, q_pairs + r * E2);
-      else
-        std::memset(q_pairs + r * E2, 0, static_cast<size_t>(E2) * 4);
     }
+    int64_t ldq = 0;
+    const uint16_t* qg = group_pairs(b.q + g0 * b.q_row, b.q_row, b.E, rows, b.q_group, &ldq);
     const int64_t pad = round_up(m_max, 32);  // whole pairs of keys, zero past each row's m
     by_blocks(round_up(m_max, 16) / 16, [&](int64_t first, auto nb) {
-      tile_dot<decltype(nb)::value>(b.q_group, E2, b.k_pairs + 32 * first, np, E2, b.scores + 16 * first, np, kRows);
+      tile_dot<decltype(nb)::value>(qg, ldq, b.k_pairs + 32 * first, np, E2, b.scores + 16 * first, np, kRows);
     });
     for (int64_t r = 0; r < kRows; ++r) softmax_row(b.scores + r * np, m[r], pad, b.scale, b.probs + r * np);
     by_blocks(Evp / 16, [&](int64_t first, auto nb) {
@@ -289,23 +306,17 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
   for (int64_t g0 = 0; g0 < b.L; g0 += kRows) {
     const int64_t rows = min_of(kRows, b.L - g0);
     int64_t m[kRows], m_max = 0;
-    uint32_t* qp = reinterpret_cast<uint32_t*>(q_group);
-    uint32_t* gp = reinterpret_cast<uint32_t*>(g_group);
     for (int64_t r = 0; r < kRows; ++r) {
       m[r] = r < rows ? (b.causal ? min_of(S, g0 + r + 1) : S) : 0;
       m_max = max_of(m_max, m[r]);
-      if (r < rows) {
-        row_pairs(b.q + (g0 + r) * b.q_row, E, qp + r * E2);
-        row_pairs(b.g + (g0 + r) * b.g_row, Ev, gp + r * Ev2);
-      } else {
-        std::memset(qp + r * E2, 0, static_cast<size_t>(E2) * 4);
-        std::memset(gp + r * Ev2, 0, static_cast<size_t>(Ev2) * 4);
-      }
     }
+    int64_t ldq = 0, ldg = 0;
+    const uint16_t* qg = group_pairs(b.q + g0 * b.q_row, b.q_row, E, rows, q_group, &ldq);
+    const uint16_t* gg = group_pairs(b.g + g0 * b.g_row, b.g_row, Ev, rows, g_group, &ldg);
     const int64_t pad = round_up(m_max, 32);
     by_blocks(round_up(m_max, 16) / 16, [&](int64_t first, auto nb) {
-      tile_dot<decltype(nb)::value>(q_group, E2, k_pairs + 32 * first, np, E2, s + 16 * first, np, kRows);
-      tile_dot<decltype(nb)::value>(g_group, Ev2, v_pairs + 32 * first, np, Ev2, dp + 16 * first, np, kRows);
+      tile_dot<decltype(nb)::value>(qg, ldq, k_pairs + 32 * first, np, E2, s + 16 * first, np, kRows);
+      tile_dot<decltype(nb)::value>(gg, ldg, v_pairs + 32 * first, np, Ev2, dp + 16 * first, np, kRows);
     });
     for (int64_t r = 0; r < kRows; ++r) {  // ds = scale p (dp - sum(p dp)), rounded once
       float* pr = s + r * np;
