@@ -11,6 +11,7 @@
 #include "tensorcast/allocator.h"
 #include "tensorcast/convert.h"
 #include "tensorcast/gemm16.h"
+#include "tensorcast/parallel.h"
 #include "tensorcast/profiler.h"
 
 namespace tc {
@@ -224,6 +225,30 @@ TEST(Sdpa, NanQueryRowPoisonsOnlyItsRow) {
             EXPECT_EQ(std::isnan(out[static_cast<size_t>((h * 40 + i) * 16 + e)]), i == 5)
                 << dtype_name(dt) << " " << gemm16_name(mode) << " head " << h << " row " << i;
     }
+}
+
+// The kernels split work by batch entry and query block, never by thread: the same bits
+// on 1 and on 3 threads, forward and backward, in every CPU path.
+TEST(Sdpa, ResultsDoNotDependOnTheThreadCount) {
+  const int saved = get_num_threads();
+  const Tensor x = uniform({2, 3, 3, 150, 32}, kFloat32, -2, 2, 15), g = uniform({2, 3, 150, 32}, kFloat32, -1, 1, 16);
+  for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kNative})
+    for (DType dt : {kFloat32, kBFloat16}) {
+      set_cpu_gemm16(mode);
+      Result r[2];
+      for (int t = 0; t < 2; ++t) {
+        set_num_threads(t == 0 ? 1 : 3);
+        const Tensor h = x.to(dt).permute({1, 0, 2, 3, 4});
+        r[t] = run(h.select(0, 0), h.select(0, 1), h.select(0, 2), g, true, false);
+      }
+      set_cpu_gemm16(Gemm16::kAuto);
+      const std::string what = std::string(dtype_name(dt)) + " " + std::string(gemm16_name(mode));
+      EXPECT_TRUE(testing::equal(r[0].out, r[1].out)) << what;
+      EXPECT_TRUE(testing::equal(r[0].dq, r[1].dq)) << what;
+      EXPECT_TRUE(testing::equal(r[0].dk, r[1].dk)) << what;
+      EXPECT_TRUE(testing::equal(r[0].dv, r[1].dv)) << what;
+    }
+  set_num_threads(saved);
 }
 
 TEST(Sdpa, AutocastRunsIn16Bit) {
