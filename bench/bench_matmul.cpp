@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tensorcast/gemm16.h"
 #include "tensorcast/tensorcast.h"
 
 namespace {
@@ -174,6 +175,11 @@ void BM_dnnl_conv2d(benchmark::State& state, tc::DType dtype) {
   set_flops(state, kConvFlops);
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
 // ---------------------------------------------------------------- a transformer's MLP block
 // Forward and backward of linear(gelu(linear(x))) at the gpt model's shape (B=16 x T=128
 // tokens, width 256, hidden 1024, bf16): tc::mlp (one node; gelu' written by the forward
@@ -198,13 +204,44 @@ void BM_tc_mlp_block(benchmark::State& state) {
       for (const tc::Tensor* p : {&x, &w1, &b1, &w2, &b2}) p->set_grad(tc::Tensor());
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
   state.counters["fused_ms"] = median(ms[1]);
   state.counters["composed_ms"] = median(ms[0]);
   state.counters["fused/composed"] = median(ms[1]) / median(ms[0]);
+}
+
+// ---------------------------------------------------------------- causal self-attention
+// scaled_dot_product_attention at the gpt model's shape (B=16, H=4, T=128, hd=64, bf16,
+// causal), q, k, v selected from one projection as nn::GPT does, forward and backward:
+// the 16-bit path this CPU takes (its AVX-512 BF16 kernels where it has them, else the
+// product path on the native 16-bit GEMM) against the float32 fused kernel (the 16-bit
+// GEMM mode set to float32), alternating within each iteration. Counters: the medians of
+// each direction (ms) and the ratio of the two totals.
+void BM_tc_attention(benchmark::State& state) {
+  const int64_t B = 16, H = 4, T = 128, hd = 64;
+  const tc::Tensor proj = tc::randn({B, T, 3, H, hd}).to(tc::kBFloat16).requires_grad_();
+  const tc::Tensor g = tc::randn({B, H, T, hd}).to(tc::kBFloat16);
+  std::vector<double> fwd[2], bwd[2];
+  for (auto _ : state) {
+    for (int native = 0; native < 2; ++native) {
+      tc::set_cpu_gemm16(native ? tc::Gemm16::kAuto : tc::Gemm16::kFloat32);
+      const tc::Tensor heads = (proj * 1.0).permute({2, 0, 3, 1, 4});
+      const auto t0 = std::chrono::steady_clock::now();
+      const tc::Tensor y = tc::scaled_dot_product_attention(heads.select(0, 0), heads.select(0, 1), heads.select(0, 2),
+                                                            tc::Tensor(), 0.0, true);
+      const auto t1 = std::chrono::steady_clock::now();
+      y.backward(g);
+      const auto t2 = std::chrono::steady_clock::now();
+      fwd[native].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      bwd[native].push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+      proj.set_grad(tc::Tensor());
+    }
+  }
+  tc::set_cpu_gemm16(tc::Gemm16::kAuto);
+  state.counters["16bit_fwd_ms"] = median(fwd[1]);
+  state.counters["16bit_bwd_ms"] = median(bwd[1]);
+  state.counters["f32_fwd_ms"] = median(fwd[0]);
+  state.counters["f32_bwd_ms"] = median(bwd[0]);
+  state.counters["16bit/f32"] = (median(fwd[1]) + median(bwd[1])) / (median(fwd[0]) + median(bwd[0]));
 }
 
 }  // namespace
@@ -238,6 +275,10 @@ int main(int argc, char** argv) {
     add("dnnl_conv2d" + suffix, BM_dnnl_conv2d, d);
   }
   benchmark::RegisterBenchmark("tc_mlp_block_fused_vs_composed/bf16", BM_tc_mlp_block)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->MinTime(3.0);
+  benchmark::RegisterBenchmark("tc_attention_16bit_vs_f32/bf16", BM_tc_attention)
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime()
       ->MinTime(3.0);
