@@ -41,26 +41,52 @@ void store_vector(const Tensor& t, const std::vector<C>& v) {
 
 // ------------------------------------------------------------------ layer_norm
 
-// One row of the forward: mean and rstd from two passes in double lanes, then
-// y = (x - mean) * rstd (* w) (+ b).
+// The sum of x[0, n) (kSquaredDeviation: of (x - mu)^2) in double, over 32 independent lanes
+// added pairwise: a 256-element row's sum is bound by the additions' latency, not their
+// count.
+template <bool kSquaredDeviation, class C>
+[[gnu::always_inline]] inline double sum_in_double(const C* x, int64_t n, double mu) {
+  constexpr int kLanes = 32;
+  double acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      double v = static_cast<double>(x[i + l]);
+      if constexpr (kSquaredDeviation) v = (v - mu) * (v - mu);
+      acc[l] += v;
+    }
+  for (; i < n; ++i) {
+    double v = static_cast<double>(x[i]);
+    if constexpr (kSquaredDeviation) v = (v - mu) * (v - mu);
+    acc[0] += v;
+  }
+  // Each width a constant, so the adds unroll into vector adds.
+  for (int l = 0; l < 16; ++l) acc[l] += acc[l + 16];
+  for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
+  for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
+  return (acc[0] + acc[2]) + (acc[1] + acc[3]);
+}
+
+// One row of the forward: mean and rstd from two passes in double, then
+// y = (x - mean) * rstd (* w) (+ b) in one pass.
 template <class C>
 [[gnu::always_inline]] inline void ln_forward_row(const C* xr, int64_t N, const C* wp, const C* bp, double eps, C* y,
                                                   C* mean, C* rstd) {
-  const double mu = row_sum_double(xr, N) / static_cast<double>(N);
-  const double var = row_sq_dev(xr, N, mu) / static_cast<double>(N);  // biased, two-pass
+  const double mu = sum_in_double<false>(xr, N, 0.0) / static_cast<double>(N);
+  const double var = sum_in_double<true>(xr, N, mu) / static_cast<double>(N);  // biased, two-pass
   const double rs = 1.0 / std::sqrt(var + eps);
   *mean = static_cast<C>(mu);
   *rstd = static_cast<C>(rs);
   const C m = static_cast<C>(mu), s = static_cast<C>(rs);
-  for (int64_t j = 0; j < N; ++j) y[j] = (xr[j] - m) * s;
-  if (wp)
-    for (int64_t j = 0; j < N; ++j) y[j] *= wp[j];
-  if (bp)
-    for (int64_t j = 0; j < N; ++j) y[j] += bp[j];
+  for (int64_t j = 0; j < N; ++j) {
+    C v = (xr[j] - m) * s;
+    if (wp) v *= wp[j];
+    if (bp) v += bp[j];
+    y[j] = v;
+  }
 }
 
-// The float rows compiled per ISA (the double lanes and the row loops vectorize 2-4x wider
-// than baseline x86-64; same operations in the same order, so the same results).
+// The float rows compiled per ISA (the loops vectorize 2-4x wider than baseline x86-64).
 TC_SIMD_CLONES void ln_forward_row_f32(const float* xr, int64_t N, const float* wp, const float* bp, double eps,
                                        float* y, float* mean, float* rstd) {
   ln_forward_row(xr, N, wp, bp, eps, y, mean, rstd);
@@ -72,25 +98,27 @@ void ln_forward(const Tensor& x, const C* wp, const C* bp, double eps, int64_t M
   const DType xdt = x.dtype(), odt = out.dtype();
   const void* xp = x.raw_data();
   void* op = out.raw_data();
+  const bool direct = odt == dtype_of<C>;  // rows written in place, else converted from a buffer
   parallel_for(0, M, std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
-    std::vector<C> xbuf(static_cast<size_t>(N)), ybuf(static_cast<size_t>(N));
+    std::vector<C> xbuf(xdt == dtype_of<C> ? 0 : static_cast<size_t>(N)), ybuf(direct ? 0 : static_cast<size_t>(N));
     for (int64_t r = r0; r < r1; ++r) {
       const C* xr = load_row<C>(xp, xdt, r * N, N, xbuf.data());
+      C* yr = direct ? static_cast<C*>(op) + r * N : ybuf.data();
       if constexpr (std::is_same_v<C, float>)
-        ln_forward_row_f32(xr, N, wp, bp, eps, ybuf.data(), mean + r, rstd + r);
+        ln_forward_row_f32(xr, N, wp, bp, eps, yr, mean + r, rstd + r);
       else
-        ln_forward_row(xr, N, wp, bp, eps, ybuf.data(), mean + r, rstd + r);
-      store_row<C>(ybuf.data(), op, odt, r * N, N);
+        ln_forward_row(xr, N, wp, bp, eps, yr, mean + r, rstd + r);
+      if (!direct) store_row<C>(ybuf.data(), op, odt, r * N, N);
     }
   });
 }
 
-// One row of the backward: dw += g xhat, db += g, and (dx given) dx = rstd (g w - mean(g w)
-// - xhat mean(g w xhat)). scratch (N) may be the buffer xr was loaded into: xr is read
-// before scratch is written.
+// One row of the backward: dw += g xhat, db += g, and (dx given) dx = rstd (gw - mean(gw)
+// - xhat mean(gw xhat)) with gw = g w. xhat and gw: N elements of scratch. Loops without
+// branches inside, so each vectorizes.
 template <class C>
 [[gnu::always_inline]] inline void ln_backward_row(const C* xr, const C* gr, C m, C s, const C* wp, int64_t N, C* dwc,
-                                                   C* dbc, C* dx, C* xhat, C* scratch) {
+                                                   C* dbc, C* dx, C* xhat, C* gw) {
   for (int64_t j = 0; j < N; ++j) xhat[j] = (xr[j] - m) * s;
   if (dwc)
     for (int64_t j = 0; j < N; ++j) dwc[j] += gr[j] * xhat[j];
@@ -98,18 +126,17 @@ template <class C>
     for (int64_t j = 0; j < N; ++j) dbc[j] += gr[j];
   if (!dx) return;
   if (wp)
-    for (int64_t j = 0; j < N; ++j) dx[j] = gr[j] * wp[j];
-  else
-    std::copy(gr, gr + N, dx);
-  const C a = static_cast<C>(row_sum_double(dx, N) / static_cast<double>(N));
-  for (int64_t j = 0; j < N; ++j) scratch[j] = dx[j] * xhat[j];
-  const C bsum = static_cast<C>(row_sum_double(scratch, N) / static_cast<double>(N));
-  for (int64_t j = 0; j < N; ++j) dx[j] = s * (dx[j] - a - xhat[j] * bsum);
+    for (int64_t j = 0; j < N; ++j) gw[j] = gr[j] * wp[j];
+  const C* q = wp ? gw : gr;
+  for (int64_t j = 0; j < N; ++j) dx[j] = q[j] * xhat[j];
+  const C a = static_cast<C>(sum_in_double<false>(q, N, 0.0) / static_cast<double>(N));
+  const C b = static_cast<C>(sum_in_double<false>(dx, N, 0.0) / static_cast<double>(N));
+  for (int64_t j = 0; j < N; ++j) dx[j] = s * (q[j] - a - xhat[j] * b);
 }
 
 TC_SIMD_CLONES void ln_backward_row_f32(const float* xr, const float* gr, float m, float s, const float* wp, int64_t N,
-                                        float* dwc, float* dbc, float* dx, float* xhat, float* scratch) {
-  ln_backward_row(xr, gr, m, s, wp, N, dwc, dbc, dx, xhat, scratch);
+                                        float* dwc, float* dbc, float* dx, float* xhat, float* gw) {
+  ln_backward_row(xr, gr, m, s, wp, N, dwc, dbc, dx, xhat, gw);
 }
 
 template <class C>
@@ -118,13 +145,16 @@ void ln_backward(const Tensor& g, const Tensor& x, const C* mean, const C* rstd,
   const DType gdt = g.dtype(), xdt = x.dtype();
   const void* gp = g.raw_data();
   const void* xp = x.raw_data();
+  void* dxp = dx.defined() ? dx.raw_data() : nullptr;
+  const bool direct = dx.defined() && dx.dtype() == dtype_of<C>;  // dx rows written in place
   const int64_t chunks = num_chunks(M, N);
   // Per-chunk partial sums for dw/db: no atomics, deterministic combination order.
   std::vector<C> dw_part(dw ? static_cast<size_t>(chunks * N) : 0, C(0));
   std::vector<C> db_part(db ? static_cast<size_t>(chunks * N) : 0, C(0));
   parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-    std::vector<C> xbuf(static_cast<size_t>(N)), gbuf(static_cast<size_t>(N)), xhat(static_cast<size_t>(N)),
-        dxhat(static_cast<size_t>(N));
+    const auto n = static_cast<size_t>(N);
+    std::vector<C> xbuf(xdt == dtype_of<C> ? 0 : n), gbuf(gdt == dtype_of<C> ? 0 : n), xhat(n), gw(n),
+        dxbuf(direct ? 0 : n);
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t r0 = c * M / chunks, r1 = (c + 1) * M / chunks;
       C* dwc = dw ? dw_part.data() + c * N : nullptr;
@@ -132,13 +162,12 @@ void ln_backward(const Tensor& g, const Tensor& x, const C* mean, const C* rstd,
       for (int64_t r = r0; r < r1; ++r) {
         const C* xr = load_row<C>(xp, xdt, r * N, N, xbuf.data());
         const C* gr = load_row<C>(gp, gdt, r * N, N, gbuf.data());
-        C* dxr = dx.defined() ? dxhat.data() : nullptr;
+        C* dxr = !dx.defined() ? nullptr : direct ? static_cast<C*>(dxp) + r * N : dxbuf.data();
         if constexpr (std::is_same_v<C, float>)
-          ln_backward_row_f32(xr, gr, mean[r], rstd[r], wp, N, dwc, dbc, dxr, xhat.data(), xbuf.data());
+          ln_backward_row_f32(xr, gr, mean[r], rstd[r], wp, N, dwc, dbc, dxr, xhat.data(), gw.data());
         else
-          ln_backward_row(xr, gr, mean[r], rstd[r], wp, N, dwc, dbc, dxr, xhat.data(), xbuf.data());
-        if (!dxr) continue;
-        store_row<C>(dxhat.data(), dx.raw_data(), dx.dtype(), r * N, N);
+          ln_backward_row(xr, gr, mean[r], rstd[r], wp, N, dwc, dbc, dxr, xhat.data(), gw.data());
+        if (dxr && !direct) store_row<C>(dxbuf.data(), dxp, dx.dtype(), r * N, N);
       }
     }
   });
