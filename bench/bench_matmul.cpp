@@ -244,6 +244,61 @@ void BM_tc_attention(benchmark::State& state) {
   state.counters["16bit/f32"] = (median(fwd[1]) + median(bwd[1])) / (median(fwd[0]) + median(bwd[0]));
 }
 
+// ---------------------------------------------------------------- a gpt step's products alone
+// Every linear-layer product of a tc::nn::GPT step (qkv, attention out, fc, proj per block,
+// and the head), in bf16 with the layouts the step uses (the weight read transposed through
+// its strides; backward: dX = g W and dW = g^T x through a transposed view), and nothing
+// else: no activation, norm, attention, cast or optimizer. Its time is what any step built
+// on these oneDNN products must spend at least; bench/compare sets it against the peers.
+// Each iteration also times one bf16 1024^3 product, so that the pass and the GEMM peak
+// are measured in the same seconds of a shared machine. Args: batch, context, width,
+// layers, training (0: the forward only). Counters: the median pass (ms), its rate over the
+// linear layers' FLOPs, the median 1024^3 rate (peak GFLOP/s) and their ratio.
+void BM_tc_gpt_products(benchmark::State& state) {
+  const int64_t B = state.range(0), T = state.range(1), C = state.range(2), layers = state.range(3), vocab = 256;
+  const bool training = state.range(4) != 0;
+  const int64_t rows = B * T;
+  struct Layer {
+    tc::Tensor x, w, b, g;
+  };
+  std::vector<Layer> ls;
+  auto add = [&](int64_t in, int64_t out) {
+    const tc::DType bf = tc::kBFloat16;
+    ls.push_back({tc::randn({rows, in}).to(bf), (tc::randn({out, in}) * 0.05).to(bf), tc::zeros({out}, bf),
+                  tc::randn({rows, out}).to(bf)});
+  };
+  for (int64_t l = 0; l < layers; ++l) {
+    add(C, 3 * C);
+    add(C, C);
+    add(C, 4 * C);
+    add(4 * C, C);
+  }
+  add(C, vocab);
+  double flops = 0;
+  for (const Layer& l : ls) flops += (training ? 6.0 : 2.0) * static_cast<double>(l.w.numel() * rows);
+  const tc::Tensor a = tc::randn({kN, kN}).to(tc::kBFloat16), b = tc::randn({kN, kN}).to(tc::kBFloat16);
+  tc::NoGradGuard no_grad;
+  std::vector<double> ms, peak_ms;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const Layer& l : ls) benchmark::DoNotOptimize(tc::linear(l.x, l.w, l.b).raw_data());
+    if (training)
+      for (auto it = ls.rbegin(); it != ls.rend(); ++it) {
+        benchmark::DoNotOptimize(tc::matmul(it->g.t(), it->x).raw_data());
+        benchmark::DoNotOptimize(tc::matmul(it->g, it->w).raw_data());
+      }
+    const auto t1 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(tc::matmul(a, b).raw_data());
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    peak_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count());
+  }
+  const double rate = flops * 1e-6 / median(ms), peak = 2.0 * kN * kN * kN * 1e-6 / median(peak_ms);
+  state.counters["ms"] = median(ms);
+  state.counters["GFLOP/s"] = rate;
+  state.counters["peak GFLOP/s"] = peak;
+  state.counters["of peak"] = rate / peak;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -282,6 +337,18 @@ int main(int argc, char** argv) {
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime()
       ->MinTime(3.0);
+  // The gpt configurations bench/compare times (its B=16 step and inference, batch-1
+  // inference, the 8-layer d=512 step), named as it looks them up.
+  for (const auto& [name, args] :
+       std::vector<std::pair<std::string, std::vector<int64_t>>>{{"B16_T128_C256_L4_train", {16, 128, 256, 4, 1}},
+                                                                 {"B16_T128_C256_L4_infer", {16, 128, 256, 4, 0}},
+                                                                 {"B1_T128_C256_L4_infer", {1, 128, 256, 4, 0}},
+                                                                 {"B4_T256_C512_L8_train", {4, 256, 512, 8, 1}}})
+    benchmark::RegisterBenchmark(("tc_gpt_products/bf16/" + name).c_str(), BM_tc_gpt_products)
+        ->Args(args)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(2.0);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
