@@ -24,7 +24,8 @@
 namespace tc::cpu::detail {
 namespace {
 
-constexpr int64_t kRows = 4;
+constexpr int64_t kRows = 4;      // query rows per register tile
+constexpr int64_t kRankRows = 8;  // query rows per dk, dv update: two tiles' rows
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 int64_t min_of(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -41,7 +42,7 @@ Bf16BackwardScratch attention_backward_scratch(int64_t S, int64_t E, int64_t Ev)
   const int64_t np = round_up(S, 32), E2 = (E + 1) / 2, Ev2 = (Ev + 1) / 2;
   const int64_t Ep = round_up(E, 16), Evp = round_up(Ev, 16);
   const int64_t halves = E2 * np * 2 + np / 2 * Ep * 2 + Ev2 * np * 2 + kRows * max_of(E2, Ev2) * 2 + kRows * Ev2 * 2 +
-                         2 * Ep * 2 + 2 * Evp * 2 + 2 * kRows * np;
+                         kRankRows / 2 * (Ep + Evp) * 2 + 2 * kRankRows * np;
   return {halves, 2 * kRows * np + kRows * Ep + S * (Ep + Evp)};
 }
 
@@ -108,25 +109,25 @@ void tile_dot(const uint16_t* a, int64_t lda, const uint16_t* bm, int64_t ldb, i
     for (int b = 0; b < NB; ++b) _mm512_storeu_ps(out + r * ldo + 16 * b, acc[r][b]);
 }
 
-// y[j][c0 + 16 b + l] += sum_{r < 4} w[r][j] z[r][c] for j < m: w 4 bfloat16 rows (row
-// stride np), z as its two row pairs zp[h][c] = (z[2 h][c], z[2 h + 1][c]) of Cp columns.
+// y[j][c0 + 16 b + l] += sum_{r < kRankRows} w[r][j] z[r][c] for j < m: w kRankRows bfloat16
+// rows (row stride np), z as its row pairs zp[h][c] = (z[2 h][c], z[2 h + 1][c]) of Cp
+// columns. Each y row is loaded and stored once per kRankRows / 2 dot products.
 template <int NB>
-void rank4_blocks(const uint16_t* w, int64_t np, int64_t m, const uint16_t* zp, int64_t Cp, int64_t c0, float* y,
-                  int64_t ldy) {
-  __m512i z01[NB], z23[NB];
-  for (int b = 0; b < NB; ++b) {
-    z01[b] = _mm512_loadu_si512(zp + (c0 + 16 * b) * 2);
-    z23[b] = _mm512_loadu_si512(zp + (Cp + c0 + 16 * b) * 2);
-  }
+void rank_blocks(const uint16_t* w, int64_t np, int64_t m, const uint16_t* zp, int64_t Cp, int64_t c0, float* y,
+                 int64_t ldy) {
+  constexpr int kPairs = kRankRows / 2;
+  __m512i z[kPairs][NB];
+  for (int h = 0; h < kPairs; ++h)
+    for (int b = 0; b < NB; ++b) z[h][b] = _mm512_loadu_si512(zp + (h * Cp + c0 + 16 * b) * 2);
   for (int64_t j = 0; j < m; ++j) {
-    const uint32_t w01 = w[j] | (static_cast<uint32_t>(w[np + j]) << 16),
-                   w23 = w[2 * np + j] | (static_cast<uint32_t>(w[3 * np + j]) << 16);
-    const __m512i b01 = _mm512_set1_epi32(static_cast<int>(w01)), b23 = _mm512_set1_epi32(static_cast<int>(w23));
+    __m512i wb[kPairs];
+    for (int h = 0; h < kPairs; ++h)
+      wb[h] = _mm512_set1_epi32(
+          static_cast<int>(w[2 * h * np + j] | (static_cast<uint32_t>(w[(2 * h + 1) * np + j]) << 16)));
     for (int b = 0; b < NB; ++b) {
       float* yj = y + j * ldy + c0 + 16 * b;
       __m512 acc = _mm512_loadu_ps(yj);
-      acc = _mm512_dpbf16_ps(acc, as_bh(b01), as_bh(z01[b]));
-      acc = _mm512_dpbf16_ps(acc, as_bh(b23), as_bh(z23[b]));
+      for (int h = 0; h < kPairs; ++h) acc = _mm512_dpbf16_ps(acc, as_bh(wb[h]), as_bh(z[h][b]));
       _mm512_storeu_ps(yj, acc);
     }
   }
@@ -287,10 +288,10 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
   uint16_t* v_pairs = k_key_pairs + np / 2 * Ep * 2;          // values, pairs along Ev: dp = g v^T
   uint16_t* q_group = v_pairs + Ev2 * np * 2;                 // 4 rows of q as pairs
   uint16_t* g_group = q_group + kRows * max_of(E2, Ev2) * 2;  // 4 rows of g as pairs
-  uint16_t* q_rows = g_group + kRows * Ev2 * 2;               // q's 4 rows as 2 row pairs: dk += ds^T q
-  uint16_t* g_rows = q_rows + 2 * Ep * 2;                     // g's: dv += p^T g
-  uint16_t* p16 = g_rows + 2 * Evp * 2;
-  uint16_t* ds16 = p16 + kRows * np;
+  uint16_t* q_rows = g_group + kRows * Ev2 * 2;               // kRankRows rows of q as row pairs: dk += ds^T q
+  uint16_t* g_rows = q_rows + kRankRows / 2 * Ep * 2;         // of g: dv += p^T g
+  uint16_t* p16 = g_rows + kRankRows / 2 * Evp * 2;           // kRankRows rows of p and of ds
+  uint16_t* ds16 = p16 + kRankRows * np;
   float* s = b.scratch32;  // scores, then float32 probabilities
   float* dp = s + kRows * np;
   float* tile = dp + kRows * np;  // a group's dq
@@ -303,50 +304,64 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
   std::memset(dk, 0, static_cast<size_t>(S * Ep) * 4);
   std::memset(dv, 0, static_cast<size_t>(S * Evp) * 4);
   const __m512 sc = _mm512_set1_ps(b.scale);
-  for (int64_t g0 = 0; g0 < b.L; g0 += kRows) {
-    const int64_t rows = min_of(kRows, b.L - g0);
-    int64_t m[kRows], m_max = 0;
-    for (int64_t r = 0; r < kRows; ++r) {
-      m[r] = r < rows ? (b.causal ? min_of(S, g0 + r + 1) : S) : 0;
+  for (int64_t r0 = 0; r0 < b.L; r0 += kRankRows) {
+    int64_t m[kRankRows], m_max = 0;  // keys each row sees (0 past L)
+    for (int64_t r = 0; r < kRankRows; ++r) {
+      m[r] = r0 + r < b.L ? (b.causal ? min_of(S, r0 + r + 1) : S) : 0;
       m_max = max_of(m_max, m[r]);
     }
-    int64_t ldq = 0, ldg = 0;
-    const uint16_t* qg = group_pairs(b.q + g0 * b.q_row, b.q_row, E, rows, q_group, &ldq);
-    const uint16_t* gg = group_pairs(b.g + g0 * b.g_row, b.g_row, Ev, rows, g_group, &ldg);
-    const int64_t pad = round_up(m_max, 32);
-    by_blocks(round_up(m_max, 16) / 16, [&](int64_t first, auto nb) {
-      tile_dot<decltype(nb)::value>(qg, ldq, k_pairs + 32 * first, np, E2, s + 16 * first, np, kRows);
-      tile_dot<decltype(nb)::value>(gg, ldg, v_pairs + 32 * first, np, Ev2, dp + 16 * first, np, kRows);
-    });
-    for (int64_t r = 0; r < kRows; ++r) {  // ds = scale p (dp - sum(p dp)), rounded once
-      float* pr = s + r * np;
-      float* dpr = dp + r * np;
-      softmax_row(pr, m[r], pad, b.scale, p16 + r * np, /*keep_float=*/true);
-      __m512 vd = _mm512_setzero_ps();
-      for (int64_t j = 0; j < m[r]; j += 16) {
-        const __mmask16 k = lanes_below(m[r] - j);
-        vd = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(k, pr + j), _mm512_maskz_loadu_ps(k, dpr + j), vd, k);
+    const int64_t pad = round_up(m_max, 32);             // p and ds rows are zero in [m[r], pad)
+    for (int64_t t0 = 0; t0 < kRankRows; t0 += kRows) {  // the register tiles of kRows rows
+      const int64_t g0 = r0 + t0, rows = min_of(kRows, b.L - g0);
+      uint16_t* pt = p16 + t0 * np;
+      uint16_t* dst = ds16 + t0 * np;
+      if (rows <= 0) {  // past L: zero rows for the rank updates
+        std::memset(pt, 0, static_cast<size_t>(kRows * np) * 2);
+        std::memset(dst, 0, static_cast<size_t>(kRows * np) * 2);
+        continue;
       }
-      const __m512 D = _mm512_set1_ps(_mm512_reduce_add_ps(vd));
-      for (int64_t j = 0; j < pad; j += 16) {
-        const __mmask16 k = lanes_below(m[r] - j);
-        const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dpr + j), D);
-        store_bf16(ds16 + r * np + j, _mm512_maskz_mul_ps(k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, pr + j), sc), d));
-      }
-    }
-    if (b.dq) {
-      by_blocks(Ep / 16, [&](int64_t first, auto nb) {
-        tile_dot<decltype(nb)::value>(ds16, np / 2, k_key_pairs + 32 * first, Ep, pad / 2, tile + 16 * first, Ep, rows);
+      const int64_t* mt = m + t0;
+      int64_t mt_max = 0;
+      for (int64_t r = 0; r < kRows; ++r) mt_max = max_of(mt_max, mt[r]);
+      int64_t ldq = 0, ldg = 0;
+      const uint16_t* qg = group_pairs(b.q + g0 * b.q_row, b.q_row, E, rows, q_group, &ldq);
+      const uint16_t* gg = group_pairs(b.g + g0 * b.g_row, b.g_row, Ev, rows, g_group, &ldg);
+      by_blocks(round_up(mt_max, 16) / 16, [&](int64_t first, auto nb) {
+        tile_dot<decltype(nb)::value>(qg, ldq, k_pairs + 32 * first, np, E2, s + 16 * first, np, kRows);
+        tile_dot<decltype(nb)::value>(gg, ldg, v_pairs + 32 * first, np, Ev2, dp + 16 * first, np, kRows);
       });
-      for (int64_t r = 0; r < rows; ++r) store_row_bf16(tile + r * Ep, E, b.dq + (g0 + r) * b.dq_row);
+      for (int64_t r = 0; r < kRows; ++r) {  // ds = scale p (dp - sum(p dp)), rounded once
+        float* pr = s + r * np;
+        float* dpr = dp + r * np;
+        softmax_row(pr, mt[r], pad, b.scale, pt + r * np, /*keep_float=*/true);
+        __m512 vd = _mm512_setzero_ps();
+        for (int64_t j = 0; j < mt[r]; j += 16) {
+          const __mmask16 k = lanes_below(mt[r] - j);
+          vd = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(k, pr + j), _mm512_maskz_loadu_ps(k, dpr + j), vd, k);
+        }
+        const __m512 D = _mm512_set1_ps(_mm512_reduce_add_ps(vd));
+        for (int64_t j = 0; j < pad; j += 16) {
+          const __mmask16 k = lanes_below(mt[r] - j);
+          const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dpr + j), D);
+          store_bf16(dst + r * np + j, _mm512_maskz_mul_ps(k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, pr + j), sc), d));
+        }
+      }
+      if (b.dq) {
+        const int64_t pairs = round_up(mt_max, 32) / 2;
+        by_blocks(Ep / 16, [&](int64_t first, auto nb) {
+          tile_dot<decltype(nb)::value>(dst, np / 2, k_key_pairs + 32 * first, Ep, pairs, tile + 16 * first, Ep, rows);
+        });
+        for (int64_t r = 0; r < rows; ++r) store_row_bf16(tile + r * Ep, E, b.dq + (g0 + r) * b.dq_row);
+      }
     }
-    pack_values(b.g + g0 * b.g_row, b.g_row, rows, kRows, Ev, g_rows);
-    pack_values(b.q + g0 * b.q_row, b.q_row, rows, kRows, E, q_rows);
+    const int64_t rows = min_of(kRankRows, b.L - r0);
+    pack_values(b.g + r0 * b.g_row, b.g_row, rows, kRankRows, Ev, g_rows);
+    pack_values(b.q + r0 * b.q_row, b.q_row, rows, kRankRows, E, q_rows);
     by_blocks(Evp / 16, [&](int64_t first, auto nb) {
-      rank4_blocks<decltype(nb)::value>(p16, np, m_max, g_rows, Evp, 16 * first, dv, Evp);
+      rank_blocks<decltype(nb)::value>(p16, np, m_max, g_rows, Evp, 16 * first, dv, Evp);
     });
     by_blocks(Ep / 16, [&](int64_t first, auto nb) {
-      rank4_blocks<decltype(nb)::value>(ds16, np, m_max, q_rows, Ep, 16 * first, dk, Ep);
+      rank_blocks<decltype(nb)::value>(ds16, np, m_max, q_rows, Ep, 16 * first, dk, Ep);
     });
   }
   for (int64_t j = 0; b.dk && j < S; ++j) store_row_bf16(dk + j * Ep, E, b.dk + j * b.dk_row);

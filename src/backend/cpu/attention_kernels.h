@@ -41,7 +41,7 @@ void attention_block_avx512bf16(const Bf16AttentionBlock& b);
 // backward on the same instructions: per group of 4 query rows the probabilities are
 // recomputed (softmax over the row's visible keys, as the forward), dp = g v^T, ds = scale
 // p (dp - sum(p dp)) rounded once to bfloat16, then dq = ds k for the group and dv += p^T g,
-// dk += ds^T q (rank-4 updates) into float32 sums. g: the output's gradient; dq (L rows),
+// dk += ds^T q (rank-8 updates: two tiles of rows) into float32 sums. g: the output's gradient; dq (L rows),
 // dk and dv (S rows): bfloat16 rows, each written once (null: not wanted).
 struct Bf16AttentionBackward {
   const uint16_t *q, *k, *v, *g;
