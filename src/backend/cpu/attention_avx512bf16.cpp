@@ -207,11 +207,50 @@ const uint16_t* group_pairs(const uint16_t* x, int64_t ld, int64_t cols, int64_t
   return copy;
 }
 
+// x[c] = column c of the 16 x 16 matrix of 32-bit words whose row r is x[r]: unpacks of
+// words and of word pairs gather each column's quarter within 128-bit lanes, then two
+// rounds of lane shuffles put the quarters together.
+void transpose16(__m512i x[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(x[i], x[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(x[i], x[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // u[i + c]: column 4 L + c of rows i .. i + 3, in lane L
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int h = 0; h < 16; h += 8)  // rows h .. h + 7: lanes 0, 2 (0x88) and 1, 3 (0xdd) of two quarters
+    for (int c = 0; c < 4; ++c) {
+      t[h + c] = _mm512_shuffle_i32x4(u[h + c], u[h + 4 + c], 0x88);
+      t[h + 4 + c] = _mm512_shuffle_i32x4(u[h + c], u[h + 4 + c], 0xdd);
+    }
+  for (int c = 0; c < 8; ++c) {
+    x[c] = _mm512_shuffle_i32x4(t[c], t[c + 8], 0x88);
+    x[c + 8] = _mm512_shuffle_i32x4(t[c], t[c + 8], 0xdd);
+  }
+}
+
 // k_pairs[e2][j] = (k[j][2 e2], k[j][2 e2 + 1]) for j < np (zero past n and E): a
-// transpose of the keys' 32-bit pairs, a row at a time through `row` (E2 words).
+// transpose of the keys' 32-bit pairs, by 16 x 16 blocks when the rows are whole pairs,
+// else a row at a time through `row` (E2 words).
 void pack_keys(const uint16_t* k, int64_t k_row, int64_t n, int64_t np, int64_t E, uint16_t* kp, uint32_t* row) {
   const int64_t E2 = (E + 1) / 2;
   uint32_t* out = reinterpret_cast<uint32_t*>(kp);
+  if (E % 2 == 0 && k_row % 2 == 0) {
+    for (int64_t j0 = 0; j0 < np; j0 += 16)  // np: a multiple of 32
+      for (int64_t e0 = 0; e0 < E2; e0 += 16) {
+        const __mmask16 cols = lanes_below(E2 - e0);
+        __m512i x[16];
+        for (int64_t r = 0; r < 16; ++r)
+          x[r] = j0 + r < n ? _mm512_maskz_loadu_epi32(cols, k + (j0 + r) * k_row + 2 * e0) : _mm512_setzero_si512();
+        transpose16(x);
+        for (int64_t c = 0; c < 16 && e0 + c < E2; ++c) _mm512_storeu_si512(out + (e0 + c) * np + j0, x[c]);
+      }
+    return;
+  }
   for (int64_t j = 0; j < n; ++j) {
     row_pairs(k + j * k_row, E, row);
     for (int64_t e2 = 0; e2 < E2; ++e2) out[e2 * np + j] = row[e2];
