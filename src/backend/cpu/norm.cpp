@@ -41,39 +41,13 @@ void store_vector(const Tensor& t, const std::vector<C>& v) {
 
 // ------------------------------------------------------------------ layer_norm
 
-// The sum of x[0, n) (kSquaredDeviation: of (x - mu)^2) in double, over 32 independent lanes
-// added pairwise: a 256-element row's sum is bound by the additions' latency, not their
-// count.
-template <bool kSquaredDeviation, class C>
-[[gnu::always_inline]] inline double sum_in_double(const C* x, int64_t n, double mu) {
-  constexpr int kLanes = 32;
-  double acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      double v = static_cast<double>(x[i + l]);
-      if constexpr (kSquaredDeviation) v = (v - mu) * (v - mu);
-      acc[l] += v;
-    }
-  for (; i < n; ++i) {
-    double v = static_cast<double>(x[i]);
-    if constexpr (kSquaredDeviation) v = (v - mu) * (v - mu);
-    acc[0] += v;
-  }
-  // Each width a constant, so the adds unroll into vector adds.
-  for (int l = 0; l < 16; ++l) acc[l] += acc[l + 16];
-  for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
-  for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
-  return (acc[0] + acc[2]) + (acc[1] + acc[3]);
-}
-
 // One row of the forward: mean and rstd from two passes in double, then
 // y = (x - mean) * rstd (* w) (+ b) in one pass.
 template <class C>
 [[gnu::always_inline]] inline void ln_forward_row(const C* xr, int64_t N, const C* wp, const C* bp, double eps, C* y,
                                                   C* mean, C* rstd) {
-  const double mu = sum_in_double<false>(xr, N, 0.0) / static_cast<double>(N);
-  const double var = sum_in_double<true>(xr, N, mu) / static_cast<double>(N);  // biased, two-pass
+  const double mu = row_sum_double(xr, N) / static_cast<double>(N);
+  const double var = row_sq_dev(xr, N, mu) / static_cast<double>(N);  // biased, two-pass
   const double rs = 1.0 / std::sqrt(var + eps);
   *mean = static_cast<C>(mu);
   *rstd = static_cast<C>(rs);
@@ -129,8 +103,8 @@ template <class C>
     for (int64_t j = 0; j < N; ++j) gw[j] = gr[j] * wp[j];
   const C* q = wp ? gw : gr;
   for (int64_t j = 0; j < N; ++j) dx[j] = q[j] * xhat[j];
-  const C a = static_cast<C>(sum_in_double<false>(q, N, 0.0) / static_cast<double>(N));
-  const C b = static_cast<C>(sum_in_double<false>(dx, N, 0.0) / static_cast<double>(N));
+  const C a = static_cast<C>(row_sum_double(q, N) / static_cast<double>(N));
+  const C b = static_cast<C>(row_sum_double(dx, N) / static_cast<double>(N));
   for (int64_t j = 0; j < N; ++j) dx[j] = s * (q[j] - a - xhat[j] * b);
 }
 

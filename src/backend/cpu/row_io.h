@@ -53,37 +53,41 @@ std::vector<C> to_compute_vector(const Tensor& t) {
   return v;
 }
 
-// Sum of n values and sum of squared deviations from `mean`, accumulated in double over
-// eight independent lanes (vectorizes without -ffast-math and keeps long rows accurate).
-// Named apart from rows.h's float-lane row_sum, which an unqualified call would pick.
-template <class C>
-double row_sum_double(const C* p, int64_t n) {
-  double acc[8] = {};
+// The sum of x[0, n) (kSquaredDeviation: of (x - mu)^2) in double, over 32 independent
+// lanes added pairwise: vectorizes without -ffast-math, keeps long rows accurate, and a short
+// row's sum is bound by the additions' count rather than one accumulator's latency.
+template <bool kSquaredDeviation, class C>
+[[gnu::always_inline]] inline double sum_in_double(const C* x, int64_t n, double mu) {
+  constexpr int kLanes = 32;
+  double acc[kLanes] = {};
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += static_cast<double>(p[i + l]);
-  double s = 0;
-  for (; i < n; ++i) s += static_cast<double>(p[i]);
-  for (double a : acc) s += a;
-  return s;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      double v = static_cast<double>(x[i + l]);
+      if constexpr (kSquaredDeviation) v = (v - mu) * (v - mu);
+      acc[l] += v;
+    }
+  for (; i < n; ++i) {
+    double v = static_cast<double>(x[i]);
+    if constexpr (kSquaredDeviation) v = (v - mu) * (v - mu);
+    acc[0] += v;
+  }
+  // Each width a constant, so the adds unroll into vector adds.
+  for (int l = 0; l < 16; ++l) acc[l] += acc[l + 16];
+  for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
+  for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
+  return (acc[0] + acc[2]) + (acc[1] + acc[3]);
 }
 
+// Sum of n values, and sum of squared deviations from `mean`, in double. Named apart from
+// rows.h's float-lane row_sum, which an unqualified call would pick.
 template <class C>
-double row_sq_dev(const C* p, int64_t n, double mean) {
-  double acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) {
-      const double d = static_cast<double>(p[i + l]) - mean;
-      acc[l] += d * d;
-    }
-  double s = 0;
-  for (; i < n; ++i) {
-    const double d = static_cast<double>(p[i]) - mean;
-    s += d * d;
-  }
-  for (double a : acc) s += a;
-  return s;
+[[gnu::always_inline]] inline double row_sum_double(const C* p, int64_t n) {
+  return sum_in_double<false>(p, n, 0.0);
+}
+template <class C>
+[[gnu::always_inline]] inline double row_sq_dev(const C* p, int64_t n, double mean) {
+  return sum_in_double<true>(p, n, mean);
 }
 
 }  // namespace tc::cpu
