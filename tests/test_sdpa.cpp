@@ -110,20 +110,23 @@ TEST(Sdpa, OutputMergesHeadsWithoutACopy) {
 TEST(Sdpa, FusedKeepsNoScoreMatrix) {
   // (B*H) * T * T float32 scores would be 64 MiB here; the fused forward allocates the
   // output and the (B*H, T) float32 log-sum-exp the backward starts from, nothing else
-  // (the AVX-512 BF16 kernels, where bfloat16 runs on them, not even the log-sum-exp).
+  // (the AVX-512 BF16 kernels, where bfloat16 runs on them, not even the log-sum-exp when
+  // no backward will run).
   const CpuFeatures& f = cpu_features();
   const bool bf16_kernels =
       cpu_gemm16_path(kBFloat16) == Gemm16::kNative && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16;
-  for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kAuto}) {
-    set_cpu_gemm16(mode);
-    const Tensor q = uniform({4, 4, 1024, 16}, kBFloat16, -1, 1, 6).requires_grad_();
-    reset_peak_memory_stats();
-    const int64_t base = memory_stats().current_bytes;
-    const Tensor out = scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true);
-    const bool lse = mode == Gemm16::kFloat32 || !bf16_kernels;
-    EXPECT_EQ(memory_stats().peak_bytes - base, 4 * 4 * 1024 * 16 * 2 + (lse ? 4 * 4 * 1024 * 4 : 0));
-    set_cpu_gemm16(Gemm16::kAuto);
-  }
+  for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kAuto})
+    for (bool grad : {true, false}) {
+      set_cpu_gemm16(mode);
+      const Tensor q = uniform({4, 4, 1024, 16}, kBFloat16, -1, 1, 6).requires_grad_(grad);
+      reset_peak_memory_stats();
+      const int64_t base = memory_stats().current_bytes;
+      const Tensor out = scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true);
+      const bool lse = mode == Gemm16::kFloat32 || !bf16_kernels || grad;
+      EXPECT_EQ(memory_stats().peak_bytes - base, 4 * 4 * 1024 * 16 * 2 + (lse ? 4 * 4 * 1024 * 4 : 0))
+          << gemm16_name(mode) << " grad " << grad;
+      set_cpu_gemm16(Gemm16::kAuto);
+    }
 }
 
 // Where bf16 GEMMs are native, bf16 attention keeps no (L, S) matrix in memory with the
@@ -134,7 +137,7 @@ TEST(Sdpa, NativeBf16PathsBoundTheirScoreMemory) {
   if (cpu_gemm16_path(kBFloat16) != Gemm16::kNative) GTEST_SKIP() << "no native bf16 GEMM on this CPU";
   const CpuFeatures& f = cpu_features();
   const bool kernels = f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16;
-  const int64_t qkv_bytes = 16 * 4 * 128 * 64 * 2, chunk_scores = 4 * 4 * 128 * 128;
+  const int64_t qkv_bytes = 16 * 4 * 128 * 64 * 2, chunk_scores = 4 * 4 * 128 * 128, lse_bytes = 16 * 4 * 128 * 4;
   for (bool strided : {false, true}) {
     set_cpu_gemm16(Gemm16::kNative);
     const Tensor x = strided ? uniform({16, 4, 128, 128}, kBFloat16, -1, 1, 8).slice(3, 0, 128, 2)
@@ -151,8 +154,8 @@ TEST(Sdpa, NativeBf16PathsBoundTheirScoreMemory) {
     const int64_t backward = memory_stats().peak_bytes - base;
     set_cpu_gemm16(Gemm16::kAuto);
     if (kernels && !strided) {
-      EXPECT_EQ(forward, qkv_bytes);       // the output only
-      EXPECT_EQ(backward, 3 * qkv_bytes);  // dq, dk, dv only
+      EXPECT_EQ(forward, qkv_bytes + lse_bytes);  // the output and each row's log-sum-exp only
+      EXPECT_EQ(backward, 3 * qkv_bytes);         // dq, dk, dv only
     } else {
       // Per chunk float32 scores and bf16 P, and dense copies of the chunk's strided q, k
       // for the GEMMs (a quarter of qkv_bytes each).

@@ -56,6 +56,10 @@ struct Node {
 // floating input requires grad. Returns `output` (now requiring grad if recorded).
 Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn);
 bool any_requires_grad(const std::vector<Tensor>& inputs);
+// Whether record() would record a backward for a floating output of these inputs (grad
+// mode on, some input requiring grad): a forward keeps what only its backward reads
+// (saved statistics, masks) only then.
+bool will_record(const std::vector<Tensor>& inputs);
 
 // Calls `hook(leaf)` each time backward has accumulated a gradient into leaf.grad()
 // (PyTorch's Tensor.register_post_accumulate_grad_hook): the gradient is complete for this

@@ -214,8 +214,10 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
+bool will_record(const std::vector<Tensor>& inputs) { return g_grad_enabled && any_requires_grad(inputs); }
+
 Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn) {
-  if (!g_grad_enabled || !is_floating(output.dtype()) || !any_requires_grad(inputs)) return output;
+  if (!is_floating(output.dtype()) || !will_record(inputs)) return output;
   auto node = std::make_shared<FunctionNode>();
   node->name = name;
   node->fn = std::move(fn);

@@ -296,15 +296,19 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
 Tensor attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
   const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach();
   const Tensor out = new_output(q, v);
-  if (!cpu::sdpa_forward_bf16(out, qd, kd, vd, scale, causal)) return Tensor();
-  return record(kOp, out, {q, k, v}, [qd, kd, vd, causal, scale](const Tensor& g_in, const std::vector<bool>& needs) {
-    Tensor g = g_in.to(kBFloat16);
-    if (g.stride(-1) != 1) g = g.contiguous();
-    const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, kBFloat16);
-    TC_CHECK(cpu::sdpa_backward_bf16(grads[0], grads[1], grads[2], g, qd, kd, vd, scale, causal), kOp,
-             "internal: the bfloat16 backward refused inputs its forward took");
-    return grads;
-  });
+  const bool backward = autograd::will_record({q, k, v});
+  const Tensor lse =
+      backward ? make_tensor({q.numel() / (q.size(-2) * q.size(-1)), q.size(-2)}, kFloat32, q.device()) : Tensor();
+  if (!cpu::sdpa_forward_bf16(out, lse, qd, kd, vd, scale, causal)) return Tensor();
+  return record(kOp, out, {q, k, v},
+                [qd, kd, vd, lse, causal, scale](const Tensor& g_in, const std::vector<bool>& needs) {
+                  Tensor g = g_in.to(kBFloat16);
+                  if (g.stride(-1) != 1) g = g.contiguous();
+                  const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, kBFloat16);
+                  TC_CHECK(cpu::sdpa_backward_bf16(grads[0], grads[1], grads[2], g, qd, kd, vd, lse, scale, causal),
+                           kOp, "internal: the bfloat16 backward refused inputs its forward took");
+                  return grads;
+                });
 }
 
 }  // namespace

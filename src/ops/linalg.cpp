@@ -259,8 +259,6 @@ Tensor apply(cpu::Activation act, const Tensor& h) {
   return act == cpu::Activation::kRelu ? impl::relu(h) : impl::gelu(h, act == cpu::Activation::kGelu ? "none" : "tanh");
 }
 
-bool records(std::initializer_list<Tensor> ts) { return is_grad_enabled() && autograd::any_requires_grad(ts); }
-
 }  // namespace
 
 // The composition (what autograd records, and what every path computes) is
@@ -271,7 +269,8 @@ Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor
   const char* op = "linear_activation";
   const cpu::Activation act = parse_activation(op, activation);
   check_linear(op, input, weight, bias);
-  if (input.device().is_cuda() || records({input, weight, bias})) return apply(act, impl::linear(input, weight, bias));
+  if (input.device().is_cuda() || autograd::will_record({input, weight, bias}))
+    return apply(act, impl::linear(input, weight, bias));
   bool applied = false;
   const Tensor h = product(as_rows(input), weight.detach().t(), bias.defined() ? bias.detach() : Tensor(), op,
                            std::nullopt, act, &applied)
@@ -298,7 +297,7 @@ Tensor mlp(const Tensor& input, const Tensor& fc_weight, const Tensor& fc_bias, 
   check_pair(op, input, proj_weight);
   check_dtypes(op, input, proj_weight);
   check_bias(op, proj_bias, proj_weight);
-  if (input.device().is_cuda() || !records({input, fc_weight, fc_bias, proj_weight, proj_bias}))
+  if (input.device().is_cuda() || !autograd::will_record({input, fc_weight, fc_bias, proj_weight, proj_bias}))
     return impl::linear(impl::linear_activation(input, fc_weight, fc_bias, activation), proj_weight, proj_bias);
 
   const LinearSaved fc(as_rows(input), input, fc_weight, fc_bias);

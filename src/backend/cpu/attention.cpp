@@ -309,9 +309,10 @@ uint16_t* halves(int which, int64_t elems) { return reinterpret_cast<uint16_t*>(
 
 }  // namespace
 
-bool sdpa_forward_bf16(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                       bool causal) {
+bool sdpa_forward_bf16(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       double scale, bool causal) {
   if (!bf16_kernels_apply({&q, &k, &v, &out})) return false;
+  float* lse_p = lse.defined() ? lse.data_ptr<float>() : nullptr;
   const MatrixView Q(q), K(k), V(v), O(out);
   const int64_t N = static_cast<int64_t>(Q.batch_offset.size());
   const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1);
@@ -342,14 +343,15 @@ bool sdpa_forward_bf16(const Tensor& out, const Tensor& q, const Tensor& k, cons
                                           .q_group = halves(3, sz.q_group),
                                           .scores = buffer(4, sz.scores),
                                           .probs = halves(5, sz.probs),
-                                          .tile = buffer(6, sz.tile)});
+                                          .tile = buffer(6, sz.tile),
+                                          .lse = lse_p ? lse_p + b * L : nullptr});
     }
   });
   return true;
 }
 
 bool sdpa_backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
-                        const Tensor& k, const Tensor& v, double scale, bool causal) {
+                        const Tensor& k, const Tensor& v, const Tensor& lse, double scale, bool causal) {
   if (!bf16_kernels_apply({&q, &k, &v, &g})) return false;
   for (const Tensor* d : {&dq, &dk, &dv})
     if (d->defined() && !bf16_kernels_apply({d})) return false;
@@ -369,6 +371,7 @@ bool sdpa_backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
                                              .k = bf16_rows(K, b),
                                              .v = bf16_rows(V, b),
                                              .g = bf16_rows(G, b),
+                                             .lse = lse.data_ptr<float>() + b * L,
                                              .q_row = Q.row_stride,
                                              .k_row = K.row_stride,
                                              .v_row = V.row_stride,

@@ -27,18 +27,18 @@ void sdpa_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
 
 // The forward above for bfloat16 q, k, v whose rows are contiguous, on the AVX-512 BF16
 // dot products (twice the float32 kernel's rate): the probabilities rounded once to
-// bfloat16 for the product with v, as the product path rounds them (no lse: the product
-// path's backward recomputes). False, having done nothing, where the CPU lacks the
-// instructions or the inputs do not qualify.
-bool sdpa_forward_bf16(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal);
+// bfloat16 for the product with v, as the product path rounds them. lse as sdpa_forward's,
+// or undefined where no backward will run. False, having done nothing, where the CPU lacks
+// the instructions or the inputs do not qualify.
+bool sdpa_forward_bf16(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       double scale, bool causal);
 
-// The gradients of that forward (of the product path's, whose rounding points it shares)
-// on the same instructions: dq, dk, dv as sdpa_backward's (undefined when not wanted), g
-// the output's gradient; the probabilities recomputed rather than read from a saved lse.
-// False, having done nothing, where the CPU lacks the instructions or the inputs do not
-// qualify.
+// The gradients of that forward on the same instructions: dq, dk, dv as sdpa_backward's
+// (undefined when not wanted), g the output's gradient, lse the forward's (the
+// probabilities are recomputed from it in one pass). False, having done nothing, where
+// the CPU lacks the instructions or the inputs do not qualify.
 bool sdpa_backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
-                        const Tensor& k, const Tensor& v, double scale, bool causal);
+                        const Tensor& k, const Tensor& v, const Tensor& lse, double scale, bool causal);
 
 // The probabilities of the product path (ops/attention.cpp, where this CPU multiplies 16-bit
 // matrices natively): p = softmax(scale * s) along the last dim of float32 scores s

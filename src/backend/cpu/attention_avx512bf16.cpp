@@ -148,9 +148,9 @@ void store_row_bf16(const float* src, int64_t n, uint16_t* dst) {
 }
 
 // Row r of the group: p[0, m) = softmax(scale s[0, m)) rounded to bfloat16, p[m, pad) = 0,
-// and with keep_float s[0, m) = the float32 probabilities. A NaN score makes the row NaN,
-// as the composite's softmax.
-void softmax_row(float* s, int64_t m, int64_t pad, float scale, uint16_t* p, bool keep_float = false) {
+// and (lse not null) *lse = the log-sum-exp of scale s[0, m), for the backward. A NaN score
+// makes the row and its lse NaN, as the composite's softmax.
+void softmax_row(float* s, int64_t m, int64_t pad, float scale, uint16_t* p, float* lse) {
   const __m512 sc = _mm512_set1_ps(scale);
   __m512 vmax = _mm512_set1_ps(-__builtin_inff());
   __mmask16 nan = 0;
@@ -169,13 +169,38 @@ void softmax_row(float* s, int64_t m, int64_t pad, float scale, uint16_t* p, boo
     _mm512_mask_storeu_ps(s + j, k, e);
     vsum = _mm512_mask_add_ps(vsum, k, vsum, e);
   }
-  const __m512 inv = _mm512_set1_ps(nan ? __builtin_nanf("") : 1.0f / _mm512_reduce_add_ps(vsum));
+  const float sum = _mm512_reduce_add_ps(vsum);
+  const __m512 inv = _mm512_set1_ps(nan ? __builtin_nanf("") : 1.0f / sum);
+  if (lse) *lse = nan ? __builtin_nanf("") : _mm512_reduce_max_ps(vmax) + __builtin_logf(sum);
   for (int64_t j = 0; j < pad; j += 16) {
     const __mmask16 k = lanes_below(m - j);
-    const __m512 pr = _mm512_maskz_mul_ps(k, _mm512_maskz_loadu_ps(k, s + j), inv);
-    if (keep_float) _mm512_mask_storeu_ps(s + j, k, pr);
-    store_bf16(p + j, pr);
+    store_bf16(p + j, _mm512_maskz_mul_ps(k, _mm512_maskz_loadu_ps(k, s + j), inv));
   }
+}
+
+// The backward's row: the forward's probabilities again from its log-sum-exp in one pass,
+// p[0, m) = exp(scale s[0, m) - lse), as float32 over s and rounded to bfloat16 into
+// p16 (zero in [m, pad)). Returns sum_j p_j dp_j, softmax's backward's row term.
+float probs_from_lse(float* s, const float* dp, int64_t m, int64_t pad, float scale, float lse, uint16_t* p16) {
+  if (__builtin_isnan(lse)) {  // a NaN score in the forward: the row is NaN (exp16 would clamp it)
+    for (int64_t j = 0; j < pad; j += 16) {
+      const __mmask16 k = lanes_below(m - j);
+      const __m512 pr = _mm512_maskz_mov_ps(k, _mm512_set1_ps(__builtin_nanf("")));
+      _mm512_mask_storeu_ps(s + j, k, pr);
+      store_bf16(p16 + j, pr);
+    }
+    return __builtin_nanf("");
+  }
+  const __m512 sc = _mm512_set1_ps(scale), l = _mm512_set1_ps(lse);
+  __m512 vd = _mm512_setzero_ps();
+  for (int64_t j = 0; j < pad; j += 16) {
+    const __mmask16 k = lanes_below(m - j);
+    const __m512 pr = _mm512_maskz_mov_ps(k, exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + j), sc, l)));
+    _mm512_mask_storeu_ps(s + j, k, pr);
+    store_bf16(p16 + j, pr);
+    vd = _mm512_fmadd_ps(pr, _mm512_maskz_loadu_ps(k, dp + j), vd);
+  }
+  return _mm512_reduce_add_ps(vd);
 }
 
 // Row `row` of E as E2 = ceil(E / 2) pairs (zero past E).
@@ -309,7 +334,9 @@ void attention_block_avx512bf16(const Bf16AttentionBlock& b) {
     by_blocks(round_up(m_max, 16) / 16, [&](int64_t first, auto nb) {
       tile_dot<decltype(nb)::value>(qg, ldq, b.k_pairs + 32 * first, np, E2, b.scores + 16 * first, np, kRows);
     });
-    for (int64_t r = 0; r < kRows; ++r) softmax_row(b.scores + r * np, m[r], pad, b.scale, b.probs + r * np);
+    for (int64_t r = 0; r < kRows; ++r)
+      softmax_row(b.scores + r * np, m[r], pad, b.scale, b.probs + r * np,
+                  b.lse && r < rows ? b.lse + g0 + r : nullptr);
     by_blocks(Evp / 16, [&](int64_t first, auto nb) {
       tile_dot<decltype(nb)::value>(b.probs, np / 2, b.v_pairs + 32 * first, Evp, pad / 2, b.tile + 16 * first, Evp,
                                     rows);
@@ -372,13 +399,9 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
       for (int64_t r = 0; r < kRows; ++r) {  // ds = scale p (dp - sum(p dp)), rounded once
         float* pr = s + r * np;
         float* dpr = dp + r * np;
-        softmax_row(pr, mt[r], pad, b.scale, pt + r * np, /*keep_float=*/true);
-        __m512 vd = _mm512_setzero_ps();
-        for (int64_t j = 0; j < mt[r]; j += 16) {
-          const __mmask16 k = lanes_below(mt[r] - j);
-          vd = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(k, pr + j), _mm512_maskz_loadu_ps(k, dpr + j), vd, k);
-        }
-        const __m512 D = _mm512_set1_ps(_mm512_reduce_add_ps(vd));
+        // (rows past L: m = 0, zero probabilities for the rank updates)
+        const float lse = r < rows ? b.lse[g0 + r] : 0.f;
+        const __m512 D = _mm512_set1_ps(probs_from_lse(pr, dpr, mt[r], pad, b.scale, lse, pt + r * np));
         for (int64_t j = 0; j < pad; j += 16) {
           const __mmask16 k = lanes_below(mt[r] - j);
           const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dpr + j), D);

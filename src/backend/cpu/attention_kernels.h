@@ -10,7 +10,8 @@ namespace tc::cpu::detail {
 // [0, n) (row i sees keys j <= i when causal), bfloat16 in and out (raw bits; row i of q
 // and of out at q + i q_row, out + i out_row). Rows of q, k, v and out are contiguous;
 // *_row are row strides in elements. The scratch buffers are the caller's, of the sizes
-// attention_block_scratch gives (no alignment needed).
+// attention_block_scratch gives (no alignment needed). lse (null: not wanted): row i's
+// log-sum-exp of its scaled scores at lse[i], for the backward.
 struct Bf16AttentionBlock {
   const uint16_t *q, *k, *v;
   int64_t q_row, k_row, v_row;
@@ -25,6 +26,7 @@ struct Bf16AttentionBlock {
   float* scores;
   uint16_t* probs;
   float* tile;
+  float* lse;
 };
 
 struct Bf16AttentionScratch {
@@ -39,12 +41,13 @@ void attention_block_avx512bf16(const Bf16AttentionBlock& b);
 
 // The gradients of one batch entry's attention (all L query rows, S keys), FlashAttention-2's
 // backward on the same instructions: per group of 4 query rows the probabilities are
-// recomputed (softmax over the row's visible keys, as the forward), dp = g v^T, ds = scale
-// p (dp - sum(p dp)) rounded once to bfloat16, then dq = ds k for the group and dv += p^T g,
+// recomputed from the forward's log-sum-exp (p = exp(scale s - lse), one pass), dp = g v^T,
+// ds = scale p (dp - sum(p dp)) rounded once to bfloat16, then dq = ds k for the group and dv += p^T g,
 // dk += ds^T q (rank-8 updates: two tiles of rows) into float32 sums. g: the output's gradient; dq (L rows),
 // dk and dv (S rows): bfloat16 rows, each written once (null: not wanted).
 struct Bf16AttentionBackward {
   const uint16_t *q, *k, *v, *g;
+  const float* lse;  // the forward's, row i at lse[i]
   int64_t q_row, k_row, v_row, g_row;
   uint16_t *dq, *dk, *dv;
   int64_t dq_row, dk_row, dv_row;
