@@ -142,15 +142,19 @@ void by_blocks(int64_t blocks, F f) {  // f(first block, count <= 4) with count 
   if (blocks - b == 1) f(b, std::integral_constant<int, 1>{});
 }
 
-// dst[0, n) = src[0, n) rounded to bfloat16.
-void store_row_bf16(const float* src, int64_t n, uint16_t* dst) {
-  for (int64_t c = 0; c < n; c += 16) store_bf16(dst + c, _mm512_loadu_ps(src + c), lanes_below(n - c));
+// dst[0, n) = factor src[0, n) rounded to bfloat16.
+void store_row_bf16(const float* src, int64_t n, uint16_t* dst, float factor = 1.0f) {
+  const __m512 f = _mm512_set1_ps(factor);
+  for (int64_t c = 0; c < n; c += 16)
+    store_bf16(dst + c, _mm512_mul_ps(_mm512_loadu_ps(src + c), f), lanes_below(n - c));
 }
 
-// Row r of the group: p[0, m) = softmax(scale s[0, m)) rounded to bfloat16, p[m, pad) = 0,
-// and (lse not null) *lse = the log-sum-exp of scale s[0, m), for the backward. A NaN score
-// makes the row and its lse NaN, as the composite's softmax.
-void softmax_row(float* s, int64_t m, int64_t pad, float scale, uint16_t* p, float* lse) {
+// Row r of the group: p[0, m) = exp(scale s[0, m) - max) rounded to bfloat16, the
+// softmax's numerators (the caller divides the row's product with v by their sum, as
+// FlashAttention does), p[m, pad) = 0. Returns 1 / the sum and (lse not null) sets *lse to
+// the log-sum-exp of scale s[0, m), for the backward. A NaN score makes the row and its
+// lse NaN, as the composite's softmax.
+float softmax_row(const float* s, int64_t m, int64_t pad, float scale, uint16_t* p, float* lse) {
   const __m512 sc = _mm512_set1_ps(scale);
   __m512 vmax = _mm512_set1_ps(-__builtin_inff());
   __mmask16 nan = 0;
@@ -158,24 +162,24 @@ void softmax_row(float* s, int64_t m, int64_t pad, float scale, uint16_t* p, flo
     const __mmask16 k = lanes_below(m - j);
     const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), sc);
     nan |= _mm512_mask_cmp_ps_mask(k, x, x, _CMP_UNORD_Q);
-    _mm512_mask_storeu_ps(s + j, k, x);
     vmax = _mm512_mask_max_ps(vmax, k, vmax, x);
   }
-  const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  const float mx = _mm512_reduce_max_ps(vmax);
+  const __m512 vmx = _mm512_set1_ps(mx);
   __m512 vsum = _mm512_setzero_ps();
-  for (int64_t j = 0; j < m; j += 16) {
-    const __mmask16 k = lanes_below(m - j);
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), mx));
-    _mm512_mask_storeu_ps(s + j, k, e);
-    vsum = _mm512_mask_add_ps(vsum, k, vsum, e);
-  }
-  const float sum = _mm512_reduce_add_ps(vsum);
-  const __m512 inv = _mm512_set1_ps(nan ? __builtin_nanf("") : 1.0f / sum);
-  if (lse) *lse = nan ? __builtin_nanf("") : _mm512_reduce_max_ps(vmax) + __builtin_logf(sum);
   for (int64_t j = 0; j < pad; j += 16) {
     const __mmask16 k = lanes_below(m - j);
-    store_bf16(p + j, _mm512_maskz_mul_ps(k, _mm512_maskz_loadu_ps(k, s + j), inv));
+    const __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + j), sc, vmx)));
+    vsum = _mm512_add_ps(vsum, e);
+    store_bf16(p + j, e);
   }
+  const float sum = _mm512_reduce_add_ps(vsum);
+  if (nan) {
+    if (lse) *lse = __builtin_nanf("");
+    return __builtin_nanf("");
+  }
+  if (lse) *lse = mx + __builtin_logf(sum);
+  return 1.0f / sum;
 }
 
 // The backward's row: the forward's probabilities again from its log-sum-exp in one pass,
@@ -334,14 +338,16 @@ void attention_block_avx512bf16(const Bf16AttentionBlock& b) {
     by_blocks(round_up(m_max, 16) / 16, [&](int64_t first, auto nb) {
       tile_dot<decltype(nb)::value>(qg, ldq, b.k_pairs + 32 * first, np, E2, b.scores + 16 * first, np, kRows);
     });
+    float inv_sum[kRows];
     for (int64_t r = 0; r < kRows; ++r)
-      softmax_row(b.scores + r * np, m[r], pad, b.scale, b.probs + r * np,
-                  b.lse && r < rows ? b.lse + g0 + r : nullptr);
+      inv_sum[r] = softmax_row(b.scores + r * np, m[r], pad, b.scale, b.probs + r * np,
+                               b.lse && r < rows ? b.lse + g0 + r : nullptr);
     by_blocks(Evp / 16, [&](int64_t first, auto nb) {
       tile_dot<decltype(nb)::value>(b.probs, np / 2, b.v_pairs + 32 * first, Evp, pad / 2, b.tile + 16 * first, Evp,
                                     rows);
     });
-    for (int64_t r = 0; r < rows; ++r) store_row_bf16(b.tile + r * Evp, b.Ev, b.out + (g0 + r) * b.out_row);
+    for (int64_t r = 0; r < rows; ++r)
+      store_row_bf16(b.tile + r * Evp, b.Ev, b.out + (g0 + r) * b.out_row, inv_sum[r]);
   }
 }
 
