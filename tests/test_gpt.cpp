@@ -3,6 +3,7 @@
 // autocast training run whose loss must fall.
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "common/testing.h"
@@ -142,6 +143,45 @@ TEST(GPT, Causality) {
   EXPECT_FALSE(tc::testing::equal(a.narrow(1, 6, 4), b.narrow(1, 6, 4)));
   // a prefix gives the same logits as the full sequence at those positions
   EXPECT_TRUE(all_close(gpt(idx.narrow(1, 0, 6).contiguous()), a.narrow(1, 0, 6), {1e-5, 1e-5}));
+}
+
+// GPT's forward runs each residual add fused into the norm that reads it, and under
+// autocast writes the norms' rows in bfloat16 for the next linear: the logits and every
+// parameter's gradient are those of its modules called one by one (Block::forward, the
+// layer norms in float32 and the linears' own casts), bit for bit, with and without
+// autocast, and with dropout in eval mode (the embedding's add fused too).
+TEST(GPT, FusedForwardIsTheModulesOneByOne) {
+  for (bool autocast : {false, true}) {
+    SCOPED_TRACE(autocast ? "bf16 autocast" : "float32");
+    tc::manual_seed(7);
+    nn::GPT gpt(nn::GPTConfig().layers(3).width(64).heads(4).context(24).dropout(0.1));
+    gpt->eval();
+    const Tensor idx = tc::randint(0, 256, {3, 24}), target = tc::randint(0, 256, {3 * 24});
+    auto step = [&](bool fused) {
+      gpt->zero_grad();
+      std::optional<amp::AutocastGuard> guard;
+      if (autocast) guard.emplace(kCPU, kBFloat16);
+      Tensor logits;
+      if (fused) {
+        logits = gpt(idx);
+      } else {
+        const Tensor pos = tc::arange(24.0, kInt64);
+        Tensor x = gpt->drop(gpt->wte(idx) + gpt->wpe(pos));
+        for (size_t i = 0; i < gpt->blocks->size(); ++i) x = gpt->blocks->at<nn::BlockImpl>(i)->forward(x);
+        logits = gpt->lm_head(gpt->ln_f(x));
+      }
+      guard.reset();
+      tc::cross_entropy(logits.reshape({3 * 24, 256}).to(kFloat32), target).backward();
+      std::vector<Tensor> grads;
+      for (const Tensor& p : gpt->parameters()) grads.push_back(p.grad());
+      return std::pair{logits.detach(), grads};
+    };
+    const auto [fl, fg] = step(true);
+    const auto [ul, ug] = step(false);
+    EXPECT_TRUE(tc::testing::bits_equal(fl, ul));
+    ASSERT_EQ(fg.size(), ug.size());
+    for (size_t i = 0; i < fg.size(); ++i) EXPECT_TRUE(tc::testing::bits_equal(fg[i], ug[i])) << "parameter " << i;
+  }
 }
 
 TEST(GPT, TrainsOnRepeatedBytesInBf16Autocast) {

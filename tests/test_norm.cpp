@@ -3,7 +3,9 @@
 // every differentiable input, in every dtype): large-offset numerics, constant rows,
 // thread-count independent weight gradients, hand-computed running stats and errors.
 #include <cmath>
+#include <optional>
 #include <string>
+#include <tuple>
 
 #include "common/references.h"
 #include "common/testing.h"
@@ -94,6 +96,77 @@ TEST(LayerNorm, Errors) {
       {"[layer_norm]", "weight of shape (4,)", "(3, 4)"}));
   EXPECT_TRUE(throws_with([&] { layer_norm(x, {4}, Tensor(), zeros({3})); }, {"[layer_norm]", "bias of shape (3,)"}));
   EXPECT_TRUE(throws_with([&] { layer_norm(zeros({2, 4}, kInt64), {4}); }, {"[layer_norm]", "int64"}));
+}
+
+// add_layer_norm is add, then layer_norm in float32 and the cast to normalized_dtype (as
+// autocast's fp32 layer_norm and the next linear's cast), bit for bit: values, and every gradient through both outputs,
+// for the residual shapes it reads as rows (same shape, trailing rows, one row) and one it expands, in every floating
+// dtype and the autocast mix (float32 stream, 16-bit residual).
+TEST(AddLayerNorm, IsAddLayerNormAndCastBitForBit) {
+  struct Case {
+    DType x, r;
+    std::optional<DType> out;
+  };
+  for (const Case& c :
+       {Case{kFloat32, kFloat32, {}}, Case{kFloat32, kBFloat16, kBFloat16}, Case{kFloat32, kFloat16, kFloat16},
+        Case{kBFloat16, kBFloat16, {}}, Case{kFloat16, kFloat16, kFloat32}, Case{kFloat64, kFloat64, {}}})
+    for (const Shape& rs : {Shape{4, 16, 96}, Shape{16, 96}, Shape{96}, Shape{4, 1, 96}})
+      for (bool affine : {true, false}) {
+        SCOPED_TRACE(std::string(dtype_name(c.x)) + " + " + std::string(dtype_name(c.r)) + " residual " +
+                     shape_str(rs) + (affine ? " affine" : ""));
+        const Tensor x0 = uniform({4, 16, 96}, c.x, -2, 2, 1), r0 = uniform(rs, c.r, -1, 1, 2);
+        const Tensor w0 = affine ? uniform({96}, kFloat32, 0.5, 1.5, 3) : Tensor();
+        const Tensor b0 = affine ? uniform({96}, kFloat32, -1, 1, 4) : Tensor();
+        const Tensor gs = uniform({4, 16, 96}, kFloat64, -1, 1, 5), gy = uniform({4, 16, 96}, kFloat64, -1, 1, 6);
+        struct Run {
+          Tensor sum, y, dx, dr, dw, db;
+        };
+        auto run = [&](bool fused) {
+          Tensor x = x0.detach().requires_grad_(), r = r0.detach().requires_grad_();
+          Tensor w = affine ? w0.detach().requires_grad_() : Tensor(),
+                 b = affine ? b0.detach().requires_grad_() : Tensor();
+          Tensor sum, y;
+          if (fused) {
+            std::tie(sum, y) = add_layer_norm(x, r, {96}, w, b, 1e-5, c.out);
+          } else {
+            // autocast's layer_norm: in float32 (float64 sums: float64), then one rounding
+            sum = x + r;
+            const DType wide = sum.dtype() == kFloat64 ? kFloat64 : kFloat32;
+            y = layer_norm(sum.to(wide), {96}, w, b, 1e-5).to(c.out.value_or(sum.dtype()));
+          }
+          ((sum * gs.to(sum.dtype())).sum() + (y * gy.to(y.dtype())).sum()).backward();
+          return Run{
+              sum.detach(), y.detach(), x.grad(), r.grad(), affine ? w.grad() : Tensor(), affine ? b.grad() : Tensor()};
+        };
+        const Run f = run(true), u = run(false);
+        EXPECT_TRUE(testing::bits_equal(f.sum, u.sum));
+        EXPECT_TRUE(testing::bits_equal(f.y, u.y));
+        EXPECT_EQ(f.y.dtype(), c.out.value_or(result_type(x0, r0)));
+        EXPECT_TRUE(testing::bits_equal(f.dx, u.dx));
+        EXPECT_TRUE(testing::bits_equal(f.dr, u.dr));
+        if (affine) {
+          EXPECT_TRUE(testing::bits_equal(f.dw, u.dw));
+          EXPECT_TRUE(testing::bits_equal(f.db, u.db));
+        }
+      }
+}
+
+TEST(AddLayerNorm, Errors) {
+  const Tensor x = zeros({2, 3, 4});
+  EXPECT_TRUE(throws_with(
+      [&] {
+        add_layer_norm(x, zeros({3, 1, 4}), {4});
+      },
+      {"[add_layer_norm]", "(3, 1, 4)", "(2, 3, 4)"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        add_layer_norm(zeros({1, 3, 4}), zeros({2, 3, 4}), {4});
+      },
+      {"[add_layer_norm]", "residual of shape (2, 3, 4)", "input of shape (1, 3, 4)"}));
+  EXPECT_TRUE(throws_with([&] { add_layer_norm(x, zeros({2, 3, 4}, kInt64), {4}); }, {"[add_layer_norm]", "int64"}));
+  EXPECT_TRUE(throws_with([&] { add_layer_norm(x, x, {3}); }, {"[add_layer_norm]", "normalized_shape"}));
+  EXPECT_TRUE(throws_with([&] { add_layer_norm(x, x, {4}, Tensor(), Tensor(), 1e-5, kInt32); },
+                          {"[add_layer_norm]", "normalized_dtype", "int32"}));
 }
 
 // ------------------------------------------------------------------ batch_norm

@@ -117,7 +117,8 @@ constexpr bool has_cuda_kernel(OpId op) {
     case OpId::cross_entropy:
     case OpId::nll_loss:
     case OpId::layer_norm:
-    case OpId::batch_norm:  // norm.cu
+    case OpId::add_layer_norm:  // the composition of add and layer_norm
+    case OpId::batch_norm:      // norm.cu
     // pooling (pool.cu)
     case OpId::max_pool2d:
     case OpId::avg_pool2d:

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <optional>
 #include <unordered_map>
 
 #include "autograd/nodes.h"
@@ -50,6 +51,7 @@ namespace {
 struct FunctionNode final : Node {
   BackwardFn fn;
   std::vector<bool> needs;
+  std::optional<DType> grad_in;  // take_grad_in's dtype, else the output's own
   std::vector<Tensor> apply(const Tensor& grad) override {
     profiler::detail::Scope rec(name, " backward");
     TC_CHECK(fn != nullptr, "autograd",
@@ -183,12 +185,16 @@ struct PartialBuffer {
   }
 };
 
-// See autograd/nodes.h: a 16-bit cast of a wider tensor takes its gradient in the wider dtype.
+// See autograd/nodes.h: a 16-bit cast of a wider tensor takes its gradient in the wider
+// dtype, as does an output marked by take_grad_in.
 DType gradient_dtype(const TensorImpl* impl) {
-  const auto* cast = dynamic_cast<const CastNode*>(impl->grad_fn.get());
-  return cast != nullptr && is_floating(cast->source) && element_size(cast->source) > element_size(impl->dtype)
-             ? cast->source
-             : impl->dtype;
+  const Node* fn = impl->grad_fn.get();
+  DType wide = impl->dtype;
+  if (const auto* cast = dynamic_cast<const CastNode*>(fn))
+    wide = cast->source;
+  else if (const auto* f = dynamic_cast<const FunctionNode*>(fn); f != nullptr && f->grad_in)
+    wide = *f->grad_in;
+  return is_floating(wide) && element_size(wide) > element_size(impl->dtype) ? wide : impl->dtype;
 }
 
 Edge edge_for(const Tensor& t) {
@@ -265,6 +271,10 @@ Tensor record_slice(const char* name, const Tensor& out, const Tensor& in, Slice
   node->next.push_back(edge_for(in));
   out.impl()->grad_fn = std::move(node);
   return out;
+}
+
+void take_grad_in(const Tensor& out, DType dtype) {
+  if (auto* f = dynamic_cast<FunctionNode*>(out.impl()->grad_fn.get())) f->grad_in = dtype;
 }
 
 DType grad_dtype(const Tensor& t) {

@@ -5,7 +5,9 @@
 // gradient is wanted in fp32, so an edge into a widening-back cast node carries the cast's
 // source dtype: the engine hands fp32 gradients through as they are, and a backward
 // formula that can write fp32 directly (a GEMM with bf16 inputs and fp32 output: no
-// rounding to bf16, no separate widening pass) asks grad_dtype() for it.
+// rounding to bf16, no separate widening pass) asks grad_dtype() for it. An op that
+// computes a 16-bit output in float32 and rounds it once, where a float32 op and a cast
+// would stand (add_layer_norm's normalized rows), marks it so too (take_grad_in).
 //
 // Slices. The gradient of a slice (select, narrow, slice) is zeros of the input's shape,
 // laid out as the input is, with the slice's part filled in. When several slices of one
@@ -30,8 +32,14 @@ namespace tc::autograd::detail {
 Tensor record_cast(const Tensor& out, const Tensor& in);
 
 // The dtype the gradient of `t` is consumed in: the source dtype when t is a 16-bit cast
-// of a wider floating tensor, else t's own dtype.
+// of a wider floating tensor, the dtype take_grad_in gave, else t's own dtype.
 DType grad_dtype(const Tensor& t);
+
+// Marks `out`, just recorded by record(), as taking its gradient in `dtype` when that is
+// wider than out's own: a 16-bit output that its op computes in float32 and rounds once
+// (where a separate op and a cast would stand), whose consumers then write float32
+// gradients as they do for a cast. No-op when out was not recorded.
+void take_grad_in(const Tensor& out, DType dtype);
 
 // What a slice is of its input: `view(g)` gives the same view of an input-shaped tensor g
 // (the view op applied to g); when that view is the indices [start, end) along `dim`

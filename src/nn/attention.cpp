@@ -1,6 +1,9 @@
 // CausalSelfAttention and the GPT built from it.
 #include "tensorcast/nn/attention.h"
 
+#include <tuple>
+
+#include "tensorcast/amp/autocast.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/nn/gpt.h"
 #include "tensorcast/ops.h"
@@ -64,6 +67,12 @@ Tensor BlockImpl::forward(const Tensor& x) {
   return h + mlp->forward(ln2->forward(h));
 }
 
+TensorPair BlockImpl::forward_fused(const Tensor& x, const Tensor& normed, LayerNormImpl& next_norm,
+                                    std::optional<DType> normalized_dtype) {
+  const auto [h, h_normed] = ln2->forward_add(x, attn->forward(normed), normalized_dtype);
+  return next_norm.forward_add(h, mlp->forward(h_normed), normalized_dtype);
+}
+
 GPTImpl::GPTImpl(const GPTConfig& c) : Module("GPT"), config(c) {
   TC_CHECK(c.vocab_size() > 0 && c.context() > 0 && c.layers() >= 0, "nn", "GPT: vocab_size, context must be positive");
   wte = register_module("wte", Embedding(c.vocab_size(), c.width()));
@@ -82,10 +91,25 @@ Tensor GPTImpl::forward(const Tensor& idx) {
   const int64_t T = idx.size(1);
   TC_CHECK(T >= 1 && T <= config.context(), "nn", "GPT: sequence length ", T, " of input ", shape_str(idx.sizes()),
            " exceeds the context ", config.context());
-  const Tensor pos = tc::arange(static_cast<double>(T), TensorOptions(kInt64).device(idx.device()));
-  Tensor x = drop->forward(wte->forward(idx) + wpe->forward(pos));  // (B, T, d) + (T, d)
-  if (!blocks->is_empty()) x = blocks->forward(x);
-  return lm_head->forward(ln_f->forward(x));
+  const Device dev = idx.device();
+  const Tensor pos = tc::arange(static_cast<double>(T), TensorOptions(kInt64).device(dev));
+  const Tensor tok = wte->forward(idx), at = wpe->forward(pos);  // (B, T, d) + (T, d)
+  // The dtype the next linear reads the normalized rows in (it would cast them to it).
+  const std::optional<DType> dt =
+      amp::is_autocast_enabled(dev.type) ? std::optional(amp::get_autocast_dtype(dev.type)) : std::nullopt;
+  LayerNormImpl& first = blocks->is_empty() ? *ln_f : *blocks->at<BlockImpl>(0)->ln1;
+  Tensor x, normed;
+  if (drop->is_training() && drop->options.p() > 0) {
+    x = drop->forward(tok + at);
+    normed = first.forward(x);
+  } else {
+    std::tie(x, normed) = first.forward_add(tok, at, dt);
+  }
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    LayerNormImpl& next = i + 1 < blocks->size() ? *blocks->at<BlockImpl>(i + 1)->ln1 : *ln_f;
+    std::tie(x, normed) = blocks->at<BlockImpl>(i)->forward_fused(x, normed, next, dt);
+  }
+  return lm_head->forward(normed);
 }
 
 }  // namespace tc::nn

@@ -92,6 +92,11 @@ Tensor LayerNormImpl::forward(const Tensor& input) {
   return tc::layer_norm(input, options.normalized_shape(), weight, bias, options.eps());
 }
 
+TensorPair LayerNormImpl::forward_add(const Tensor& input, const Tensor& residual,
+                                      std::optional<DType> normalized_dtype) {
+  return tc::add_layer_norm(input, residual, options.normalized_shape(), weight, bias, options.eps(), normalized_dtype);
+}
+
 void LayerNormImpl::pretty_print(std::ostream& os) const {
   os << "LayerNorm(" << shape_str(options.normalized_shape()) << ", eps=" << options.eps()
      << ", elementwise_affine=" << (options.elementwise_affine() ? "true" : "false") << ")";

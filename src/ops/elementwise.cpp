@@ -34,6 +34,14 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
            b.device());
 }
 
+Tensor record_add(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
+  return record(
+      "add", out, {a, b}, [sa = a.sizes(), sb = b.sizes(), alpha](const Tensor& g, const std::vector<bool>& n) {
+        return std::vector<Tensor>{n[0] ? impl::sum_to_size(g, sa) : Tensor(),
+                                   n[1] ? impl::sum_to_size(alpha == 1.0 ? g : impl::mul(g, alpha), sb) : Tensor()};
+      });
+}
+
 }  // namespace op_util
 
 namespace {
@@ -77,11 +85,7 @@ namespace impl {
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   const DType dt = arith_dtype("add", a, b);
   Tensor out = alpha == 1.0 ? map2(a, b, dt, "add", fn::Add{}) : map2(a, b, dt, "add", fn::AddScaled{alpha});
-  return record(
-      "add", out, {a, b}, [sa = a.sizes(), sb = b.sizes(), alpha](const Tensor& g, const std::vector<bool>& n) {
-        return std::vector<Tensor>{n[0] ? impl::sum_to_size(g, sa) : Tensor(),
-                                   n[1] ? impl::sum_to_size(alpha == 1.0 ? g : impl::mul(g, alpha), sb) : Tensor()};
-      });
+  return op_util::record_add(out, a, b, alpha);
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {

@@ -3,8 +3,11 @@
 // input).
 #include "backend/cpu/norm.h"
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
+#include "autograd/nodes.h"
 #include "backend/cuda/norm.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
@@ -36,9 +39,11 @@ Tensor grad_buffer(bool needed, const Shape& shape, DType dtype, Device device =
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                  double eps) {
-  constexpr const char* op = "layer_norm";
+namespace {
+
+// layer_norm's checks of its arguments; returns N, the elements of a normalized row.
+int64_t check_layer_norm(const char* op, const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                         const Tensor& bias) {
   TC_CHECK(x.defined(), op, "got an undefined input");
   check_floating(op, "input", x);
   const int64_t nd = static_cast<int64_t>(normalized_shape.size());
@@ -54,16 +59,16 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     check_floating(op, name, t);
     op_util::check_same_device(op, x, t);
   }
-  const int64_t N = shape_numel(normalized_shape);
-  const int64_t M = N == 0 ? 0 : x.numel() / N;
-  const Tensor xc = x.detach().contiguous();
-  Tensor out = make_tensor(xs, x.dtype(), x.device());
-  const DType sdt = stats_dtype(x.dtype());
-  Tensor mean = make_tensor({M}, sdt, x.device()), rstd = make_tensor({M}, sdt, x.device());
-  const Tensor w = param(weight), b = param(bias);
-  (x.device().is_cuda() ? gpu::layer_norm_forward : cpu::layer_norm_forward)(out, mean, rstd, xc, w, b, M, N, eps);
-  return record(op, out, {x, weight, bias},
-                [xc, mean, rstd, w, M, N, wdt = weight.defined() ? weight.dtype() : x.dtype(),
+  return shape_numel(normalized_shape);
+}
+
+// Records out = layer_norm(x) (xc: x's values, contiguous; mean, rstd: the forward's
+// statistics of its M rows of N) with the fused backward.
+Tensor record_layer_norm(const Tensor& out, const Tensor& x, const Tensor& xc, const Tensor& mean, const Tensor& rstd,
+                         const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, int64_t M,
+                         int64_t N) {
+  return record("layer_norm", out, {x, weight, bias},
+                [xc, mean, rstd, w = param(weight), M, N, wdt = weight.defined() ? weight.dtype() : x.dtype(),
                  bdt = bias.defined() ? bias.dtype() : x.dtype(), ns = normalized_shape,
                  xdt = x.dtype()](const Tensor& g, const std::vector<bool>& needs) {
                   const Device dev = xc.device();
@@ -73,6 +78,58 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                                                                                         mean, rstd, w, M, N);
                   return std::vector<Tensor>{dx, dw, db};
                 });
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  const int64_t N = check_layer_norm("layer_norm", x, normalized_shape, weight, bias);
+  const int64_t M = N == 0 ? 0 : x.numel() / N;
+  const Tensor xc = x.detach().contiguous();
+  Tensor out = make_tensor(x.sizes(), x.dtype(), x.device());
+  const DType sdt = stats_dtype(x.dtype());
+  Tensor mean = make_tensor({M}, sdt, x.device()), rstd = make_tensor({M}, sdt, x.device());
+  (x.device().is_cuda() ? gpu::layer_norm_forward : cpu::layer_norm_forward)(out, mean, rstd, xc, param(weight),
+                                                                             param(bias), M, N, eps);
+  return record_layer_norm(out, x, xc, mean, rstd, normalized_shape, weight, bias, M, N);
+}
+
+TensorPair add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape, const Tensor& weight,
+                          const Tensor& bias, double eps, std::optional<DType> normalized_dtype) {
+  constexpr const char* op = "add_layer_norm";
+  const int64_t N = check_layer_norm(op, x, normalized_shape, weight, bias);
+  TC_CHECK(residual.defined(), op, "got an undefined residual");
+  check_floating(op, "residual", residual);
+  op_util::check_same_device(op, x, residual);
+  const Shape& xs = x.sizes();
+  TC_CHECK(broadcast_shapes(xs, residual.sizes(), op) == xs, op, "residual of shape ", shape_str(residual.sizes()),
+           " does not broadcast to input of shape ", shape_str(xs), " (the sum must have the input's shape)");
+  const DType sdt = result_type(x, residual), ydt = normalized_dtype.value_or(sdt);
+  TC_CHECK(is_floating(ydt), op, "expected a floating normalized_dtype, got ", dtype_name(ydt));
+  if (x.device().is_cuda()) {  // the composition: add, layer_norm, and the cast
+    const Tensor sum = impl::add(x, residual, 1.0);
+    const Tensor y = impl::layer_norm(sum, normalized_shape, weight, bias, eps);
+    return {sum, y.to(ydt)};
+  }
+  const int64_t M = N == 0 ? 0 : x.numel() / N;
+  // The residual as whole rows: its own (contiguous) when its shape is a trailing part of
+  // the input's holding whole normalized rows, as a position embedding's, else expanded.
+  const int64_t nd = static_cast<int64_t>(normalized_shape.size());
+  const Shape& rs = residual.sizes();
+  const bool rows = residual.dim() >= nd && std::equal(rs.begin(), rs.end(), xs.end() - residual.dim());
+  const Tensor rc = rows ? residual.detach().contiguous() : residual.detach().expand(xs).contiguous();
+  Tensor sum = make_tensor(xs, sdt, x.device()), out = make_tensor(xs, ydt, x.device());
+  const DType st = stats_dtype(sdt);
+  Tensor mean = make_tensor({M}, st, x.device()), rstd = make_tensor({M}, st, x.device());
+  cpu::add_layer_norm_forward(sum, out, mean, rstd, x.detach().contiguous(), rc, param(weight), param(bias), M, N, eps);
+  const Tensor sc = sum.detach();
+  sum = op_util::record_add(sum, x, residual, 1.0);
+  out = record_layer_norm(out, sum, sc, mean, rstd, normalized_shape, weight, bias, M, N);
+  // Computed in float32 (float64) and rounded once, as layer_norm in float32 and a cast: the
+  // next linear writes its gradient unrounded, as for the cast.
+  autograd::detail::take_grad_in(out, st);
+  return {sum, out};
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,

@@ -118,4 +118,8 @@ Tensor map3(const Tensor& a, const Tensor& b, const Tensor& c, DType out_dtype, 
 
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 
+// Records out = a + alpha b (computed by the caller, e.g. in a fused pass) with add's
+// backward; returns out.
+Tensor record_add(const Tensor& out, const Tensor& a, const Tensor& b, double alpha);
+
 }  // namespace tc::op_util

@@ -691,6 +691,59 @@ void add_nn(std::vector<OpInfo>& db) {
   ln.grad_tol = {{kFloat32, {2e-4, 2e-4}}, {kBFloat16, {3e-2, 3e-2}}, {kFloat16, {5e-3, 5e-3}}};
   db.push_back(ln);
 
+  // add_layer_norm's outputs both carry gradients and gradcheck differentiates outputs[0]:
+  // one variant leads with the normalized rows, the other ("sum") with the sum.
+  for (bool sum_first : {false, true}) {
+    OpInfo aln = entry(
+        "add_layer_norm", sum_first ? "sum" : "", CastPolicy::Passthrough,
+        sum_first ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2, 3}, [sum_first](DType dt) {
+          std::vector<Sample> s;
+          auto add = [&](const std::string& desc, const Tensor& x, const Tensor& r, const Shape& norm, const Tensor& w,
+                         const Tensor& b, bool grad = true) {
+            const int64_t n = numel_of(norm);
+            const DType out_dt = result_type(x, r);
+            Sample smp = make(
+                desc + " over " + shape_str(norm), {x, r, w, b},
+                [norm, sum_first](const Ts& in) {
+                  const auto [sum, y] = add_layer_norm(in[0], in[1], norm, in[2], in[3], 1e-5);
+                  return sum_first ? Ts{sum, y} : Ts{y, sum};
+                },
+                [n, sum_first, out_dt, dt](const Ts& in) {
+                  const Shape xs = in[0].sizes();
+                  const std::vector<double> xv = in[0].to_vector(), rv = in[1].expand(xs).contiguous().to_vector();
+                  std::vector<double> sv(xv.size());
+                  for (size_t i = 0; i < xv.size(); ++i) sv[i] = xv[i] + rv[i];
+                  RefOut sum{xs, sv}, y{xs, ref::layer_norm(sv, n, in[2], in[3], 1e-5)};
+                  if (out_dt != dt) sum.dtype = y.dtype = out_dt;
+                  return sum_first ? Refs{sum, y} : Refs{y, sum};
+                },
+                acc_of(n, 4.0));
+            smp.gradcheck = grad;
+            s.push_back(std::move(smp));
+          };
+          add("affine", U({2, 3, 4}, dt, -2, 2, 1), U({2, 3, 4}, dt, -1, 1, 2), {4}, U({4}, dt, 0.5, 1.5, 3),
+              U({4}, dt, -1, 1, 4));
+          add("position rows", U({2, 3, 4}, dt, -2, 2, 5), U({3, 4}, dt, -1, 1, 6), {4}, U({4}, dt, 0.5, 1.5, 7),
+              U({4}, dt, -1, 1, 8));
+          add("one residual row over two dims", U({2, 3, 4}, dt, -2, 2, 9), U({3, 4}, dt, -1, 1, 10), {3, 4},
+              U({3, 4}, dt, 0.5, 1.5, 11), Tensor());
+          add("broadcast residual", U({2, 3, 4}, dt, -2, 2, 12), U({2, 1, 4}, dt, -1, 1, 13), {4}, Tensor(),
+              U({4}, dt, -1, 1, 14));
+          add("no affine, transposed", Ut({6, 5}, dt, -2, 2, 15), Ut({6, 5}, dt, -1, 1, 16), {5}, Tensor(), Tensor());
+          add("larger", U({4, 3, 40}, dt, -2, 2, 17), U({3, 40}, dt, -1, 1, 18), {40}, U({40}, dt, 0.5, 1.5, 19),
+              U({40}, dt, -1, 1, 20), false);
+          add("no rows", U({0, 6}, dt, -2, 2, 21), U({0, 6}, dt, -1, 1, 22), {6}, U({6}, dt, 0.5, 1.5, 23),
+              U({6}, dt, -1, 1, 24));
+          if (is_reduced_float(dt))  // autocast's residual stream: float32 plus a 16-bit output
+            add("float32 stream", U({4, 6}, kFloat32, -2, 2, 25), U({4, 6}, dt, -1, 1, 26), {6},
+                U({6}, kFloat32, 0.5, 1.5, 27), U({6}, kFloat32, -1, 1, 28));
+          return s;
+        });
+    aln.fwd_tol = ln.fwd_tol;
+    aln.grad_tol = ln.grad_tol;
+    db.push_back(aln);
+  }
+
   // The fused kernel (same batch dims, no mask) and the composite (masks, broadcast batch).
   OpInfo sdpa = entry("scaled_dot_product_attention", "", CastPolicy::LowerPrecision, {0, 1, 2}, [](DType dt) {
     std::vector<Sample> s;

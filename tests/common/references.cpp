@@ -72,7 +72,11 @@ std::vector<double> softmax(const std::vector<double>& v, const Shape& shape, in
 }
 
 std::vector<double> layer_norm(const Tensor& x, int64_t N, const Tensor& w, const Tensor& b, double eps) {
-  std::vector<double> xv = x.to_vector(), out(xv.size());
+  return layer_norm(x.to_vector(), N, w, b, eps);
+}
+
+std::vector<double> layer_norm(const std::vector<double>& xv, int64_t N, const Tensor& w, const Tensor& b, double eps) {
+  std::vector<double> out(xv.size());
   const std::vector<double> wv = w.defined() ? w.to_vector() : std::vector<double>(N, 1.0);
   const std::vector<double> bv = b.defined() ? b.to_vector() : std::vector<double>(N, 0.0);
   for (size_t r = 0; r < xv.size() / N; ++r) {

@@ -39,6 +39,7 @@ std::vector<double> softmax(const std::vector<double>& v, const Shape& shape, in
 // layer_norm of x over rows of its last N = numel(normalized_shape) values: (x - mean) /
 // sqrt(biased variance + eps), then * w + b (undefined: 1 and 0).
 std::vector<double> layer_norm(const Tensor& x, int64_t N, const Tensor& w, const Tensor& b, double eps);
+std::vector<double> layer_norm(const std::vector<double>& xv, int64_t N, const Tensor& w, const Tensor& b, double eps);
 
 // a (..., n, k) @ b (..., k, m) by a triple loop, with NumPy batch broadcasting and 1-d
 // rules (a 1-d a is a row, a 1-d b a column, and that dim is dropped from the result).

@@ -39,6 +39,12 @@ class BlockImpl : public Module {
  public:
   explicit BlockImpl(const GPTConfig& config);
   Tensor forward(const Tensor& x);
+  // The same block over the residual stream x given ln1(x) (`normed`, made by the norm
+  // that computed x): returns (the block's output, next_norm of it), each residual add
+  // fused into the norm that reads it (LayerNorm::forward_add), the normalized rows in
+  // normalized_dtype. GPT chains its blocks so; the values are forward's.
+  TensorPair forward_fused(const Tensor& x, const Tensor& normed, LayerNormImpl& next_norm,
+                           std::optional<DType> normalized_dtype);
   LayerNorm ln1{nullptr}, ln2{nullptr};
   CausalSelfAttention attn{nullptr};
   MLP mlp{nullptr};
@@ -48,7 +54,10 @@ TC_MODULE(Block);
 class GPTImpl : public Module {
  public:
   explicit GPTImpl(const GPTConfig& config = {});
-  // idx int64 (B, T), T <= context -> logits (B, T, vocab).
+  // idx int64 (B, T), T <= context -> logits (B, T, vocab). Each residual add runs fused
+  // into the layer norm that reads its sum (Block::forward_fused); under autocast the
+  // norms write their rows in the autocast dtype the next linear reads (rounded once from
+  // the float32 norm, the value a separate cast would give).
   Tensor forward(const Tensor& idx);
 
   GPTConfig config;

@@ -1,6 +1,9 @@
 // BatchNorm2d and LayerNorm.
 #pragma once
+#include <optional>
+
 #include "tensorcast/nn/module.h"
+#include "tensorcast/ops.h"
 
 namespace tc::nn {
 
@@ -47,6 +50,11 @@ class LayerNormImpl : public Module {
   explicit LayerNormImpl(const LayerNormOptions& options);
   explicit LayerNormImpl(int64_t normalized_size) : LayerNormImpl(LayerNormOptions({normalized_size})) {}
   Tensor forward(const Tensor& input);
+  // (input + residual, forward(input + residual)) in one pass (tc::add_layer_norm): the
+  // residual stream of a transformer into this norm. The normalized rows round once to
+  // normalized_dtype (default: the sum's dtype).
+  TensorPair forward_add(const Tensor& input, const Tensor& residual,
+                         std::optional<DType> normalized_dtype = std::nullopt);
   void reset_parameters();
   void pretty_print(std::ostream& os) const override;
 

@@ -346,8 +346,7 @@ void attention_block_avx512bf16(const Bf16AttentionBlock& b) {
       tile_dot<decltype(nb)::value>(b.probs, np / 2, b.v_pairs + 32 * first, Evp, pad / 2, b.tile + 16 * first, Evp,
                                     rows);
     });
-    for (int64_t r = 0; r < rows; ++r)
-      store_row_bf16(b.tile + r * Evp, b.Ev, b.out + (g0 + r) * b.out_row, inv_sum[r]);
+    for (int64_t r = 0; r < rows; ++r) store_row_bf16(b.tile + r * Evp, b.Ev, b.out + (g0 + r) * b.out_row, inv_sum[r]);
   }
 }
 

@@ -42,11 +42,23 @@ void store_vector(const Tensor& t, const std::vector<C>& v) {
 // ------------------------------------------------------------------ layer_norm
 
 // One row of the forward: mean and rstd from two passes in double, then
-// y = (x - mean) * rstd (* w) (+ b) in one pass.
+// y = (x - mean) * rstd (* w) (+ b) in one pass. With a residual row rr the row is
+// x + rr, written to sr by the first pass (its sum taken on the way, in the same lanes).
 template <class C>
-[[gnu::always_inline]] inline void ln_forward_row(const C* xr, int64_t N, const C* wp, const C* bp, double eps, C* y,
-                                                  C* mean, C* rstd) {
-  const double mu = row_sum_double(xr, N) / static_cast<double>(N);
+[[gnu::always_inline]] inline void ln_forward_row(const C* xr, const C* rr, C* sr, int64_t N, const C* wp, const C* bp,
+                                                  double eps, C* y, C* mean, C* rstd) {
+  double total;
+  if (rr) {
+    total = sum_lanes<false>(N, 0.0, [xr, rr, sr](int64_t j) {
+      const C v = xr[j] + rr[j];
+      sr[j] = v;
+      return static_cast<double>(v);
+    });
+    xr = sr;
+  } else {
+    total = row_sum_double(xr, N);
+  }
+  const double mu = total / static_cast<double>(N);
   const double var = row_sq_dev(xr, N, mu) / static_cast<double>(N);  // biased, two-pass
   const double rs = 1.0 / std::sqrt(var + eps);
   *mean = static_cast<C>(mu);
@@ -61,27 +73,50 @@ template <class C>
 }
 
 // The float rows compiled per ISA (the loops vectorize 2-4x wider than baseline x86-64).
-TC_SIMD_CLONES void ln_forward_row_f32(const float* xr, int64_t N, const float* wp, const float* bp, double eps,
-                                       float* y, float* mean, float* rstd) {
-  ln_forward_row(xr, N, wp, bp, eps, y, mean, rstd);
+TC_SIMD_CLONES void ln_forward_row_f32(const float* xr, const float* rr, float* sr, int64_t N, const float* wp,
+                                       const float* bp, double eps, float* y, float* mean, float* rstd) {
+  ln_forward_row(xr, rr, sr, N, wp, bp, eps, y, mean, rstd);
 }
 
+// The rows of layer_norm(x), or with a residual of layer_norm(sum = x + residual) writing
+// the sum too (row r adds residual row r % R): the sum rounds to its dtype before the
+// statistics, so the result is the separate add's and layer_norm's, bit for bit.
 template <class C>
-void ln_forward(const Tensor& x, const C* wp, const C* bp, double eps, int64_t M, int64_t N, const Tensor& out, C* mean,
-                C* rstd) {
+void ln_forward(const Tensor& x, const Tensor& residual, const Tensor& sum, const C* wp, const C* bp, double eps,
+                int64_t M, int64_t N, const Tensor& out, C* mean, C* rstd) {
   const DType xdt = x.dtype(), odt = out.dtype();
   const void* xp = x.raw_data();
   void* op = out.raw_data();
   const bool direct = odt == dtype_of<C>;  // rows written in place, else converted from a buffer
+  const bool add = residual.defined();
+  const DType rdt = add ? residual.dtype() : xdt, sdt = add ? sum.dtype() : xdt;
+  const void* rp = add ? residual.raw_data() : nullptr;
+  void* sp = add ? sum.raw_data() : nullptr;
+  const int64_t R = add ? residual.numel() / N : 1;
   parallel_for(0, M, std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
-    std::vector<C> xbuf(xdt == dtype_of<C> ? 0 : static_cast<size_t>(N)), ybuf(direct ? 0 : static_cast<size_t>(N));
+    const auto n = static_cast<size_t>(N);
+    std::vector<C> xbuf(xdt == dtype_of<C> ? 0 : n), ybuf(direct ? 0 : n), rbuf(add && rdt != dtype_of<C> ? n : 0),
+        sbuf(add && sdt != dtype_of<C> ? n : 0);
     for (int64_t r = r0; r < r1; ++r) {
       const C* xr = load_row<C>(xp, xdt, r * N, N, xbuf.data());
+      const C* rr = nullptr;  // a residual row the row kernel adds (into sr) itself
+      C* sr = nullptr;
+      if (add) {
+        rr = load_row<C>(rp, rdt, (r % R) * N, N, rbuf.data());
+        if (sdt == dtype_of<C>) {
+          sr = static_cast<C*>(sp) + r * N;
+        } else {  // a 16-bit sum: rounded first, then read back as the norm's input
+          for (int64_t j = 0; j < N; ++j) sbuf[j] = xr[j] + rr[j];
+          store_row<C>(sbuf.data(), sp, sdt, r * N, N);
+          xr = load_row<C>(sp, sdt, r * N, N, sbuf.data());
+          rr = nullptr;
+        }
+      }
       C* yr = direct ? static_cast<C*>(op) + r * N : ybuf.data();
       if constexpr (std::is_same_v<C, float>)
-        ln_forward_row_f32(xr, N, wp, bp, eps, yr, mean + r, rstd + r);
+        ln_forward_row_f32(xr, rr, sr, N, wp, bp, eps, yr, mean + r, rstd + r);
       else
-        ln_forward_row(xr, N, wp, bp, eps, yr, mean + r, rstd + r);
+        ln_forward_row(xr, rr, sr, N, wp, bp, eps, yr, mean + r, rstd + r);
       if (!direct) store_row<C>(ybuf.data(), op, odt, r * N, N);
     }
   });
@@ -261,12 +296,18 @@ void bn_backward(const Tensor& g, const Tensor& x, const BnGeometry& geo, bool u
 
 void layer_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                         const Tensor& weight, const Tensor& bias, int64_t M, int64_t N, double eps) {
+  add_layer_norm_forward(Tensor(), out, mean, rstd, x, Tensor(), weight, bias, M, N, eps);
+}
+
+void add_layer_norm_forward(const Tensor& sum, const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                            const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                            int64_t M, int64_t N, double eps) {
   if (M == 0 || N == 0) return;
-  dispatch_compute(x.dtype(), [&]<class C>() {
+  dispatch_compute(residual.defined() ? sum.dtype() : x.dtype(), [&]<class C>() {
     std::vector<C> wbuf, bbuf;
     const C* wp = compute_data<C>(weight, N, wbuf);
     const C* bp = compute_data<C>(bias, N, bbuf);
-    ln_forward<C>(x, wp, bp, eps, M, N, out, mean.data_ptr<C>(), rstd.data_ptr<C>());
+    ln_forward<C>(x, residual, sum, wp, bp, eps, M, N, out, mean.data_ptr<C>(), rstd.data_ptr<C>());
   });
 }
 

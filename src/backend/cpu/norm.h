@@ -8,11 +8,20 @@
 
 namespace tc::cpu {
 
-// layer_norm over M rows of N elements of contiguous x. out: contiguous, x's shape and
-// dtype. mean, rstd: contiguous (M) in the statistics dtype, written for the backward.
-// weight, bias: undefined or N contiguous elements of any floating dtype.
+// layer_norm over M rows of N elements of contiguous x. out: contiguous, x's shape, any
+// floating dtype (each element rounds once). mean, rstd: contiguous (M) in the statistics dtype, written for the
+// backward. weight, bias: undefined or N contiguous elements of any floating dtype.
 void layer_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                         const Tensor& weight, const Tensor& bias, int64_t M, int64_t N, double eps);
+
+// The same of sum = x + residual, written into `sum` in the same pass (the rows of a
+// residual stream into its next norm): x and sum contiguous (M, N) rows, sum of add's
+// dtype (result_type), residual contiguous R rows (R divides M, row r adds row r % R);
+// out of any floating dtype (each element rounds once). The statistics are of the sum as
+// rounded to its dtype: the result is add's and layer_norm's, bit for bit.
+void add_layer_norm_forward(const Tensor& sum, const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                            const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                            int64_t M, int64_t N, double eps);
 
 // dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)); dweight = sum_rows g*xhat;
 // dbias = sum_rows g. g is contiguous with x's shape; each output is undefined (not
