@@ -107,9 +107,9 @@ TensorPair add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& 
            " does not broadcast to input of shape ", shape_str(xs), " (the sum must have the input's shape)");
   const DType sdt = result_type(x, residual), ydt = normalized_dtype.value_or(sdt);
   TC_CHECK(is_floating(ydt), op, "expected a floating normalized_dtype, got ", dtype_name(ydt));
-  if (x.device().is_cuda()) {  // the composition: add, layer_norm, and the cast
+  if (x.device().is_cuda()) {  // the composition: add, layer_norm in float32 (float64), the cast
     const Tensor sum = impl::add(x, residual, 1.0);
-    const Tensor y = impl::layer_norm(sum, normalized_shape, weight, bias, eps);
+    const Tensor y = impl::layer_norm(sum.to(stats_dtype(sdt)), normalized_shape, weight, bias, eps);
     return {sum, y.to(ydt)};
   }
   const int64_t M = N == 0 ? 0 : x.numel() / N;
