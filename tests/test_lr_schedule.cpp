@@ -92,6 +92,10 @@ TEST(LRSchedule, StateDictResume) {
   bad = sd;
   bad["last_epoch"] = state_scalar(std::nan(""));
   expect_error([&] { sb.load_state_dict(bad); }, {"[lr_scheduler]", "'last_epoch' is nan, expected an integer"});
+  bad = sd;  // a count step() could not advance without overflowing int64 (found by fuzzing)
+  bad["last_epoch"] = state_int(std::numeric_limits<int64_t>::max());
+  expect_error([&] { sb.load_state_dict(bad); },
+               {"[lr_scheduler]", "'last_epoch' is 9223372036854775807, expected an integer in [0, 9007199254740992]"});
   bad = sd;
   bad["base_lrs.0"] = state_scalar(std::numeric_limits<double>::infinity());
   expect_error([&] { sb.load_state_dict(bad); }, {"[lr_scheduler]", "'base_lrs.0' is inf, expected a finite value"});

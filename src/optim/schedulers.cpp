@@ -20,7 +20,12 @@ void LRScheduler::initial_step() {
   apply();
 }
 
+// The largest step count a scheduler keeps: every count up to it is exact as a double
+// (the closed forms' argument), and a count from a hostile file cannot overflow on step().
+constexpr int64_t kMaxEpoch = int64_t{1} << 53;
+
 void LRScheduler::step() {
+  TC_CHECK(last_epoch_ < kMaxEpoch, "lr_scheduler", "step count ", last_epoch_, " would pass its limit ", kMaxEpoch);
   ++last_epoch_;
   apply();
 }
@@ -50,7 +55,7 @@ StateDict LRScheduler::state_dict() const {
 }
 
 void LRScheduler::load_state_dict(const StateDict& sd) {
-  const int64_t epoch = read_state_int(sd, "last_epoch", "lr_scheduler", 0);
+  const int64_t epoch = read_state_int(sd, "last_epoch", "lr_scheduler", 0, kMaxEpoch);
   std::vector<double> base(base_lrs_.size());
   for (size_t i = 0; i < base.size(); ++i)
     base[i] = read_state_double(sd, "base_lrs." + std::to_string(i), "lr_scheduler", 0.0);
