@@ -179,6 +179,12 @@ Tensor new_output(const Tensor& q, const Tensor& v) {
              : make_tensor(osz, q.dtype(), q.device());
 }
 
+// Each query row's log-sum-exp, saved by a fused forward for its backward: contiguous
+// float32 (batch, L) for q (..., L, E).
+Tensor new_lse(const Tensor& q) {
+  return make_tensor({q.numel() / (q.size(-2) * q.size(-1)), q.size(-2)}, kFloat32, q.device());
+}
+
 // New gradients for q, k and v (those asked for, each of its input's shape, in dt). On the
 // CPU, when all three are wanted and are evenly spaced views of one dense block (selected
 // from one projection, as nn::GPT's attention does), they share one new block of that
@@ -297,8 +303,7 @@ Tensor attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, bool ca
   const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach();
   const Tensor out = new_output(q, v);
   const bool backward = autograd::will_record({q, k, v});
-  const Tensor lse =
-      backward ? make_tensor({q.numel() / (q.size(-2) * q.size(-1)), q.size(-2)}, kFloat32, q.device()) : Tensor();
+  const Tensor lse = backward ? new_lse(q) : Tensor();
   if (!cpu::sdpa_forward_bf16(out, lse, qd, kd, vd, scale, causal)) return Tensor();
   return record(kOp, out, {q, k, v},
                 [qd, kd, vd, lse, causal, scale](const Tensor& g_in, const std::vector<bool>& needs) {
@@ -359,8 +364,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (native16 && scores_per_entry(q, k) <= kMaxScores) return attention_products(q, k, v, Tensor(), is_causal, s);
 
   const Tensor out = new_output(q, v);
-  const int64_t batch = q.numel() / (q.size(-2) * q.size(-1));
-  const Tensor lse = make_tensor({batch, q.size(-2)}, kFloat32, q.device());
+  const Tensor lse = new_lse(q);
   const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach();
   cpu::sdpa_forward(out, lse, qd, kd, vd, s, is_causal);
   return record(kOp, out, {q, k, v},
