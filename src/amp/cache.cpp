@@ -1,14 +1,17 @@
 // The weight-cast cache (at::autocast::cached_cast): one 16-bit copy per fp32 parameter,
 // shared by every op of a region and, when asked, by later regions while the parameter is
-// unchanged.
+// unchanged; an optimizer step writes the copy it holds with the parameter (so that the
+// next forward finds it current instead of casting again).
 #include <algorithm>
 #include <atomic>
 #include <memory>
 #include <unordered_map>
 
 #include "amp/state.h"
+#include "autograd/nodes.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/autograd.h"
+#include "tensorcast/factories.h"
 
 namespace tc::amp {
 namespace {
@@ -24,6 +27,8 @@ struct Entry {
   uint64_t version = 0;
   int64_t offset = 0;
   Shape sizes, strides;
+  // What ops get: with autograd history once a grad-needing op took it (the edge back to
+  // the parameter), else a plain tensor (made under no-grad, or kept from an earlier region).
   Tensor cast;
 
   bool made_from(const TensorImpl& t) const {
@@ -31,6 +36,9 @@ struct Entry {
     return mem && mem == t.storage && version == mem->version.load(std::memory_order_relaxed) && offset == t.offset &&
            sizes == t.sizes && strides == t.strides;
   }
+  // Nothing but this entry holds the copy's memory (no graph saved it, no caller kept it),
+  // so writing it in place changes no value anyone else reads.
+  bool sole_owner() const { return cast.impl_ptr().use_count() == 1 && cast.impl()->storage.use_count() == 1; }
 };
 
 struct Cache {
@@ -54,19 +62,22 @@ Tensor cached_cast(DType to, const Tensor& t, DeviceType device) {
   const TensorImpl& src = *t.impl();
   auto it = c.entries.find(&src);
   if (it != c.entries.end()) {
-    if (it->second.source.expired()) {
+    Entry& e = it->second;
+    if (e.source.expired()) {
       c.entries.erase(it);  // a dead key: this tensor only reuses its address
-    } else if (!it->second.made_from(src)) {
+    } else if (!e.made_from(src) || e.cast.dtype() != to) {
       ++c.stats.stale_replaced;
       c.entries.erase(it);
-    } else if (is_grad_enabled() && !it->second.cast.requires_grad()) {
-      // Made under no-grad, so it has no edge back to the parameter; reusing it here
-      // would silently drop the parameter's gradient (pytorch/pytorch#65766).
-      ++c.stats.no_grad_replaced;
-      c.entries.erase(it);
     } else {
+      if (is_grad_enabled() && !e.cast.requires_grad()) {
+        // Made under no-grad (or kept from an earlier region), so it has no edge back to the
+        // parameter; served as it is, it would silently drop the parameter's gradient
+        // (pytorch/pytorch#65766). The same values, given the cast's autograd node.
+        ++c.stats.grad_attached;
+        e.cast = autograd::detail::record_cast(e.cast.detach(), t);
+      }
       ++c.stats.hits;
-      return it->second.cast;
+      return e.cast;
     }
   }
   Tensor cast = t.to(to);
@@ -96,13 +107,38 @@ void end_outermost_region() {
     clear_autocast_cache();  // torch.autocast.__exit__
     return;
   }
-  // Kept: no-grad copies of live, unchanged parameters. A copy with autograd history holds
-  // its parameter alive through the graph, so it never outlives the region.
-  std::erase_if(t_cache.entries, [](const auto& kv) {
-    const Entry& e = kv.second;
+  // Kept: the copies of live, unchanged parameters, without their autograd history (which
+  // holds the region's graph); the next grad-needing op gives them a new cast node.
+  auto& entries = t_cache.entries;
+  for (auto it = entries.begin(); it != entries.end();) {
+    Entry& e = it->second;
     const auto source = e.source.lock();
-    return !source || e.cast.requires_grad() || !e.made_from(*source);
-  });
+    if (!source || !e.made_from(*source)) {
+      it = entries.erase(it);
+      continue;
+    }
+    if (e.cast.requires_grad()) e.cast = e.cast.detach();
+    ++it;
+  }
+}
+
+Tensor copy_for_step(const Tensor& param) {
+  auto it = t_cache.entries.find(param.impl());
+  if (it == t_cache.entries.end()) return Tensor();
+  Entry& e = it->second;
+  if (e.source.expired() || !e.made_from(*param.impl()) || !e.cast.is_contiguous()) return Tensor();
+  // A copy someone else still reads (a graph not yet run backward saved it) keeps its
+  // values; the step writes a new buffer, which the entry takes.
+  if (!e.sole_owner()) e.cast = empty(e.cast.sizes(), TensorOptions(e.cast.dtype()).device(e.cast.device()));
+  return e.cast;
+}
+
+void copy_stepped(const Tensor& param, const Tensor& copy) {
+  auto it = t_cache.entries.find(param.impl());
+  if (it == t_cache.entries.end() || !copy.defined() || it->second.cast.impl() != copy.impl()) return;
+  Entry& e = it->second;
+  e.version = param.impl()->storage->version.load(std::memory_order_relaxed);
+  ++t_cache.stats.stepped;
 }
 
 }  // namespace detail

@@ -50,4 +50,14 @@ Tensor apply_cast(const CastPlan& plan, const Tensor& t);
 // what set_autocast_cache_across_regions allows.
 void end_outermost_region();
 
+// The optimizer's side of the cache (this thread's). copy_for_step: the dense 16-bit copy
+// of `param` the cache holds, made from the parameter as it is now, for the step to write
+// the updated weights into (rounded as the cast rounds); undefined when there is none. A
+// copy someone else still reads (saved by a graph not yet run backward) is left to them
+// and a new buffer takes its place. copy_stepped: the step wrote `param` and `copy`, so the
+// entry is current for the parameter's new version. A step that throws between the two
+// leaves the entry stale: it is cast again.
+Tensor copy_for_step(const Tensor& param);
+void copy_stepped(const Tensor& param, const Tensor& copy);
+
 }  // namespace tc::amp::detail

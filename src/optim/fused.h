@@ -1,6 +1,7 @@
 // Internal: the fused per-parameter pass every optimizer's update runs in, and the
 // write-back of 16-bit parameters (round to nearest even, stochastic rounding, or the
-// Kahan-compensated update of WeightUpdate::PureKahan).
+// Kahan-compensated update of WeightUpdate::PureKahan) and of float32 parameters' 16-bit
+// copies (the autocast cache's).
 //
 // fused_for_each splits one parameter's elements across the intra-op threads and walks
 // each share in stack blocks of cpu::kBlock elements: the gradient block is loaded as the
@@ -53,6 +54,10 @@ struct StepArgs {
   DType state_dtype = kFloat32;                              // the state buffers' dtype: param_dtype in Pure modes
   WeightUpdate weight_update = WeightUpdate::MasterFloat32;  // of a 16-bit parameter
   void* compensation = nullptr;                              // PureKahan: the parameter-dtype compensation buffer
+  // A float32 parameter's 16-bit copy (the autocast cache's) written with it, rounded to
+  // nearest even as the cast rounds; null: none. CPU only.
+  void* copy16 = nullptr;
+  DType copy_dtype = kBFloat16;
   Rounding rounding = Rounding::NearestEven;
   uint64_t sr_key = 0;  // stochastic rounding: hash of (seed, step, parameter index)
 
@@ -111,6 +116,7 @@ inline void kahan_write(const float* w, const StepArgs& a, int64_t offset, int64
 // 16-bit parameter rounded to nearest even or stochastically (the CPU's bits). The Pure
 // modes and float64 parameters run on the CPU only so far.
 inline gpu::FusedStep device_step(const StepArgs& a, const StateBuffers& state) {
+  TC_CHECK(a.copy16 == nullptr, "optim", "internal: a 16-bit weight copy to write on CUDA");
   TC_CHECK(a.weight_dtype == kFloat32 && !a.pure() && a.state_dtype == kFloat32, "optim",
            "on CUDA the optimizers update float32 parameters and 16-bit ones through float32 master weights; got a ",
            dtype_name(a.param_dtype), " parameter", a.pure() ? " in a Pure weight-update mode" : "");
@@ -194,6 +200,7 @@ void fused_for_each(const StepArgs& a, const StateBuffers& state, Body body) {
       body(n, g, w, s);
       if constexpr (std::is_same_v<C, float>) {
         if (a.param16 != nullptr) write_back(w, a, j, n);
+        if (a.copy16 != nullptr) store16(w, a.copy16, a.copy_dtype, j, n);
       }
     }
   });

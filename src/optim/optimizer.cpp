@@ -7,6 +7,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "amp/state.h"
 #include "core/async_read.h"
 #include "core/tensor_impl.h"
 #include "optim/fused.h"
@@ -254,8 +255,16 @@ void Optimizer::run_step(const AmpStep* amp, PendingStep* pending) {
       a.compensation = s.compensation.defined() ? s.compensation.raw_data() : nullptr;
       a.rounding = rounding_;
       a.sr_key = detail::rounding_key(seed_, s.step, index);
+      // The 16-bit copy autocast's cache holds of the parameter (the next forward's weight)
+      // is written in the same pass rather than cast again from the new weights.
+      const Tensor copy = p.dtype() == kFloat32 && p.device().is_cpu() ? amp::detail::copy_for_step(p) : Tensor();
+      if (copy.defined()) {
+        a.copy16 = copy.raw_data();
+        a.copy_dtype = copy.dtype();
+      }
       update(*g.options, s, a);
-      increment_version(p);  // written through raw pointers: cached 16-bit copies are stale
+      increment_version(p);  // written through raw pointers: other cached 16-bit copies are stale
+      if (copy.defined()) amp::detail::copy_stepped(p, copy);
     }
   }
 }

@@ -67,28 +67,33 @@ int autocast_nesting_depth();  // live AutocastGuards on this thread
 // parameter) is made once and reused by every op of the region. The key holds no
 // strong reference to the parameter (a weak_ptr detects a dead key whose address was
 // reused). A copy is reused only while its parameter is unchanged: same memory, geometry
-// and _version() (a parameter written in place, say by an optimizer step inside the
-// region, is cast again; PyTorch would serve the stale copy). A copy made under
-// NoGradGuard has no autograd history; an op that needs gradients never reuses it
-// (pytorch/pytorch#65766) but recasts and replaces it.
+// and _version() (a parameter written in place is cast again; PyTorch would serve the
+// stale copy), and cast to the dtype asked. A copy made under NoGradGuard has no autograd
+// history; an op that needs gradients never takes it as it is (pytorch/pytorch#65766) but
+// gets the same values with the cast's autograd node. An optimizer step writes the copy
+// this thread's cache holds of each parameter it updates, in the same pass as the
+// parameter and rounded as the cast would be, so the copy stays current.
 struct AutocastCacheStats {
   int64_t hits = 0;
-  int64_t misses = 0;            // casts made and stored (every replacement counts too)
-  int64_t no_grad_replaced = 0;  // entries made under no-grad, recast for a grad-needing op
-  int64_t stale_replaced = 0;    // entries whose parameter was written since, recast
-  int64_t size = 0;              // entries held now
+  int64_t misses = 0;          // casts made and stored (every replacement counts too)
+  int64_t grad_attached = 0;   // copies without autograd history given the cast's node
+  int64_t stale_replaced = 0;  // entries whose parameter was written since, or cast to another dtype, recast
+  int64_t stepped = 0;         // copies an optimizer step wrote with their parameter
+  int64_t size = 0;            // entries held now
 };
 AutocastCacheStats autocast_cache_stats();  // this thread's cache
 void reset_autocast_cache_stats();          // zeroes hits, misses and the replacement counts
 void clear_autocast_cache();                // drops this thread's entries (torch.clear_autocast_cache)
 
 // Keeping weight copies from one region to the next (process-wide; off by default, where
-// the outermost region's exit clears the cache as torch.autocast's does). On, a copy made
-// under NoGradGuard outlives its region and serves later regions while its parameter is
-// alive and unchanged (the checks above): a model served one forward per region casts its
-// weights once instead of on every call. Copies with autograd history (training) are
-// still dropped at the exit, since they hold the parameter's graph. Writes made through
-// data_ptr are invisible to _version(): call tc::increment_version(t) after them.
+// the outermost region's exit clears the cache as torch.autocast's does). On, the copy of
+// a parameter outlives its region and serves later regions while the parameter is alive
+// and unchanged (the checks above): a model served one forward per region casts its
+// weights once instead of on every call, and a training loop (forward in a region,
+// backward, optimizer step) never casts them again, since the step writes the copies. A
+// copy keeps its values but not its autograd history (the region's graph) past the exit.
+// The cost: each parameter's 16-bit copy stays allocated between regions. Writes made
+// through data_ptr are invisible to _version(): call tc::increment_version(t) after them.
 void set_autocast_cache_across_regions(bool enabled);
 bool is_autocast_cache_across_regions();
 
