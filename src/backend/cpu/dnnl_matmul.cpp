@@ -310,7 +310,7 @@ bool worth_widening(const Tensor& a, const Tensor& b, const Tensor& c) {
 // FMA: AMX tiles (Intel Sapphire Rapids and later, when the OS grants them), or AMD's
 // AVX512-BF16 (Zen 4 and later: the dot product at twice the fp32 FMA rate). Elsewhere
 // (Intel AVX512-BF16 without AMX: the dot product at the fp32 FMA rate, and oneDNN 2.6's
-// fp32 GEMM measured 1.5-1.9x faster than its bf16 one; docs/performance.md) float32.
+// fp32 GEMM measured 1.5-1.9x faster than its bf16 one; docs/performance-history.md) float32.
 // float16: the native kernel wherever oneDNN has one (AVX512-FP16, AMX-FP16).
 Gemm16 auto_choice(DType dt) {
   if (dt == kFloat16) return Gemm16::kNative;
