@@ -53,24 +53,23 @@ std::vector<C> to_compute_vector(const Tensor& t) {
   return v;
 }
 
-// The sum of value(i) for i in [0, n) (kSquaredDeviation: of (value(i) - mu)^2) in double,
-// over 32 independent lanes added pairwise: vectorizes without -ffast-math, keeps long rows
+// The sum of x[i] for i in [0, n) (kSquaredDeviation: of (x[i] - mu)^2) in double, over 32
+// independent lanes added pairwise: vectorizes without -ffast-math, keeps long rows
 // accurate, and a short row's sum is bound by the additions' count rather than one
-// accumulator's latency. value may compute (and store) each element on the way: one lane
-// order for every caller, so the sums agree bit for bit.
-template <bool kSquaredDeviation, class Value>
-[[gnu::always_inline]] inline double sum_lanes(int64_t n, double mu, Value value) {
+// accumulator's latency.
+template <bool kSquaredDeviation, class C>
+[[gnu::always_inline]] inline double sum_in_double(const C* x, int64_t n, double mu) {
   constexpr int kLanes = 32;
   double acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int l = 0; l < kLanes; ++l) {
-      double v = value(i + l);
+      double v = static_cast<double>(x[i + l]);
       if constexpr (kSquaredDeviation) v = (v - mu) * (v - mu);
       acc[l] += v;
     }
   for (; i < n; ++i) {
-    double v = value(i);
+    double v = static_cast<double>(x[i]);
     if constexpr (kSquaredDeviation) v = (v - mu) * (v - mu);
     acc[0] += v;
   }
@@ -79,11 +78,6 @@ template <bool kSquaredDeviation, class Value>
   for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
   for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
   return (acc[0] + acc[2]) + (acc[1] + acc[3]);
-}
-
-template <bool kSquaredDeviation, class C>
-[[gnu::always_inline]] inline double sum_in_double(const C* x, int64_t n, double mu) {
-  return sum_lanes<kSquaredDeviation>(n, mu, [x](int64_t i) { return static_cast<double>(x[i]); });
 }
 
 // Sum of n values, and sum of squared deviations from `mean`, in double. Named apart from
