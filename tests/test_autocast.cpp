@@ -507,14 +507,24 @@ TEST(AutocastCache, AcrossRegionsKeepsCopiesOfUnchangedParameters) {
     EXPECT_TRUE(tc::testing::equal(linear(x, w), fresh()));
   }
   EXPECT_EQ(amp::autocast_cache_stats().stale_replaced, 1);
-  // A copy that took autograd history keeps its values past the exit, not the graph: the
-  // next region's op with gradients gets a new edge to the parameter, nothing cast again.
+  // A copy that took autograd history ends with its region (its graph would have freed it)
+  // unless training copies are kept: then its values outlive the exit, not the graph, and
+  // the next region's op with gradients gets a new edge to the parameter, nothing cast again.
   {
     AutocastGuard g(kCPU, kBFloat16);
     EXPECT_TRUE(linear(x, w).requires_grad());
-    EXPECT_EQ(amp::autocast_cache_stats().grad_attached, 1);
+    EXPECT_EQ(amp::autocast_cache_stats().grad_attached, 1);  // the kept no-grad copy, given the edge
   }
+  EXPECT_EQ(amp::autocast_cache_stats().size, 0);
+  EXPECT_FALSE(amp::autocast_cache_keeps_training_copies());
+  amp::set_autocast_cache_keeps_training_copies(true);
+  for (int region = 0; region < 2; ++region) {
+    AutocastGuard g(kCPU, kBFloat16);
+    EXPECT_TRUE(linear(x, w).requires_grad());
+  }
+  amp::set_autocast_cache_keeps_training_copies(false);
   EXPECT_EQ(amp::autocast_cache_stats().size, 1);
+  EXPECT_EQ(amp::autocast_cache_stats().grad_attached, 2);
   {
     AutocastGuard g(kCPU, kBFloat16);
     NoGradGuard ng;
@@ -531,7 +541,7 @@ TEST(AutocastCache, AcrossRegionsKeepsCopiesOfUnchangedParameters) {
   EXPECT_EQ(amp::autocast_cache_stats().size, 2);
   { AutocastGuard g(kCPU, kBFloat16); }
   EXPECT_EQ(amp::autocast_cache_stats().size, 1);
-  EXPECT_EQ(amp::autocast_cache_stats().misses, 3);  // w twice, tmp once
+  EXPECT_EQ(amp::autocast_cache_stats().misses, 4);  // w after its write and after its region's exit, tmp once
 }
 
 TEST(AutocastCache, AcrossRegionsIsOffByDefault) {

@@ -18,17 +18,22 @@ using namespace tc;
 using amp::AutocastGuard;
 using tc::testing::uniform;
 
+// The cache kept across regions, training copies included (on), or cleared at every
+// region's exit (off).
 struct AcrossRegions {
-  explicit AcrossRegions(bool on) : prev(amp::is_autocast_cache_across_regions()) {
+  explicit AcrossRegions(bool on)
+      : prev(amp::is_autocast_cache_across_regions()), prev_training(amp::autocast_cache_keeps_training_copies()) {
     amp::clear_autocast_cache();
     amp::reset_autocast_cache_stats();
     amp::set_autocast_cache_across_regions(on);
+    amp::set_autocast_cache_keeps_training_copies(on);
   }
   ~AcrossRegions() {
     amp::set_autocast_cache_across_regions(prev);
+    amp::set_autocast_cache_keeps_training_copies(prev_training);
     amp::clear_autocast_cache();
   }
-  bool prev;
+  bool prev, prev_training;
 };
 
 Tensor param(const Shape& s, uint64_t seed) { return uniform(s, kFloat32, -1, 1, seed).requires_grad_(true); }
@@ -192,6 +197,37 @@ TEST(WeightCopies, ACopyAGraphStillReadsIsNotWritten) {
     EXPECT_EQ(amp::autocast_cache_stats().stepped, 1);
     EXPECT_TRUE(tc::testing::equal(cached_copy(w, kBFloat16), w.detach().to(kBFloat16)));
   }
+}
+
+// Across regions without training copies: a copy that took autograd history ends with its
+// region (as the graph would free it), so the step finds none to write; a copy an
+// evaluation forward made under no-grad is kept, and the step writes it.
+TEST(WeightCopies, WithoutTrainingCopiesOnlyNoGradCopiesAreKept) {
+  AcrossRegions a(true);
+  amp::set_autocast_cache_keeps_training_copies(false);
+  Net net;
+  optim::SGD opt(net.params(), optim::SGDOptions(0.1));
+  const Tensor x = uniform({24, 16}, kFloat32, -2, 2, 7);
+  net.loss(x, kBFloat16).backward();
+  EXPECT_EQ(amp::autocast_cache_stats().size, 0);
+  opt.step();
+  EXPECT_EQ(amp::autocast_cache_stats().stepped, 0);
+  {
+    NoGradGuard ng;
+    (void)net.loss(x, kBFloat16);  // an evaluation forward
+  }
+  EXPECT_EQ(amp::autocast_cache_stats().size, 4);
+  opt.zero_grad();
+  net.loss(x, kBFloat16).backward();  // attaches the kept copies, then drops them at the exit
+  EXPECT_EQ(amp::autocast_cache_stats().size, 0);
+  {
+    NoGradGuard ng;
+    (void)net.loss(x, kBFloat16);
+  }
+  opt.step();
+  EXPECT_EQ(amp::autocast_cache_stats().stepped, 4);
+  for (const Tensor& p : net.params())
+    EXPECT_TRUE(tc::testing::equal(cached_copy(p, kBFloat16), p.detach().to(kBFloat16)));
 }
 
 // One entry per parameter: a region of another 16-bit dtype casts again.

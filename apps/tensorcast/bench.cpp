@@ -34,6 +34,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
   const bool use_scaler = prec.compute == tc::kFloat16 && cfg.scaler && !cfg.inference;
   tc::manual_seed(0);
   Model model = build_model(cfg.model, cfg.size);
+  tc::amp::set_autocast_cache_keeps_training_copies(model.keeps_weight_copies);
   model.module->to(device);
   tc::data::Example batch = synthetic_batch(cfg.model, cfg.batch_size, cfg.size);
   batch = {batch.data.to(device), batch.target.to(device)};

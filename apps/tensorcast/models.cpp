@@ -68,6 +68,7 @@ Model build_model(const std::string& name, const ModelSize& size) {
       return hook("logits", f(x));
     };
     m.language_model = true;
+    m.keeps_weight_copies = true;
     m.description = "GPT bytes, context " + std::to_string(ctx) + ", " + std::to_string(layers) + " layers x " +
                     std::to_string(w / 64) + " heads, width " + std::to_string(w);
     return m;

@@ -28,7 +28,12 @@ struct Model {
   using LayerHook = std::function<tc::Tensor(const std::string&, const tc::Tensor&)>;
   std::function<tc::Tensor(const tc::Tensor&, const LayerHook&)> forward_hooked;
   bool language_model = false;  // logits (B,T,256), targets (B,T)
-  std::string description;      // one line, for logs
+  // Whether training keeps the 16-bit weight copies from one step to the next, written by
+  // the optimizer step (tc::amp::set_autocast_cache_keeps_training_copies): gpt, whose peak
+  // memory comes as its backward starts, when every copy is alive anyway; not the others,
+  // whose peak comes late in the backward, after their graph freed some copies.
+  bool keeps_weight_copies = false;
+  std::string description;  // one line, for logs
 };
 
 // Other sizes of mlp-large and gpt, for scaling benchmarks (`tensorcast bench --width

@@ -443,6 +443,7 @@ TrainResult run_training(const TrainConfig& config) {
 
   tc::manual_seed(cfg.seed);
   Model model = build_model(cfg.model);
+  tc::amp::set_autocast_cache_keeps_training_copies(model.keeps_weight_copies);
   // Before the optimizer: it makes its state where, and as, the parameters are.
   if (device.is_cuda()) model.module->to(device);
   if (prec.pure) model.module->to(tc::kBFloat16);

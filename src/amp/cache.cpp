@@ -47,6 +47,7 @@ struct Cache {
 };
 thread_local Cache t_cache;
 std::atomic<bool> g_across_regions{false};
+std::atomic<bool> g_training_copies{false};
 
 }  // namespace
 
@@ -99,6 +100,8 @@ void clear_autocast_cache() { t_cache.entries.clear(); }
 
 void set_autocast_cache_across_regions(bool enabled) { g_across_regions.store(enabled); }
 bool is_autocast_cache_across_regions() { return g_across_regions.load(); }
+void set_autocast_cache_keeps_training_copies(bool enabled) { g_training_copies.store(enabled); }
+bool autocast_cache_keeps_training_copies() { return g_training_copies.load(); }
 
 namespace detail {
 
@@ -107,13 +110,15 @@ void end_outermost_region() {
     clear_autocast_cache();  // torch.autocast.__exit__
     return;
   }
-  // Kept: the copies of live, unchanged parameters, without their autograd history (which
-  // holds the region's graph); the next grad-needing op gives them a new cast node.
+  // Kept: the copies of live, unchanged parameters; those that took autograd history only
+  // when asked (their graph would have freed them), without it (it holds the region's
+  // graph): the next grad-needing op gives them a new cast node.
+  const bool training = autocast_cache_keeps_training_copies();
   auto& entries = t_cache.entries;
   for (auto it = entries.begin(); it != entries.end();) {
     Entry& e = it->second;
     const auto source = e.source.lock();
-    if (!source || !e.made_from(*source)) {
+    if (!source || !e.made_from(*source) || (e.cast.requires_grad() && !training)) {
       it = entries.erase(it);
       continue;
     }

@@ -86,16 +86,23 @@ void reset_autocast_cache_stats();          // zeroes hits, misses and the repla
 void clear_autocast_cache();                // drops this thread's entries (torch.clear_autocast_cache)
 
 // Keeping weight copies from one region to the next (process-wide; off by default, where
-// the outermost region's exit clears the cache as torch.autocast's does). On, the copy of
-// a parameter outlives its region and serves later regions while the parameter is alive
-// and unchanged (the checks above): a model served one forward per region casts its
-// weights once instead of on every call, and a training loop (forward in a region,
-// backward, optimizer step) never casts them again, since the step writes the copies. A
-// copy keeps its values but not its autograd history (the region's graph) past the exit.
-// The cost: each parameter's 16-bit copy stays allocated between regions. Writes made
-// through data_ptr are invisible to _version(): call tc::increment_version(t) after them.
+// the outermost region's exit clears the cache as torch.autocast's does). On, a copy made
+// under NoGradGuard outlives its region and serves later regions while its parameter is
+// alive and unchanged (the checks above): a model served one forward per region casts its
+// weights once instead of on every call. Writes made through data_ptr are invisible to
+// _version(): call tc::increment_version(t) after them.
 void set_autocast_cache_across_regions(bool enabled);
 bool is_autocast_cache_across_regions();
+
+// With the above, also keep the copies that took autograd history (training), their values
+// without the graph (process-wide; off by default). A training loop (forward in a region,
+// backward, optimizer step) then never casts its weights again: the step writes each copy
+// with its parameter. The cost: every 16-bit copy stays allocated through the backward and
+// the step, where the graph would have freed some, up to 2 bytes per parameter of peak
+// memory (none for a transformer, whose peak comes as its backward starts; 3 % for the
+// CLI's convnet, whose peak comes late in its backward).
+void set_autocast_cache_keeps_training_copies(bool enabled);
+bool autocast_cache_keeps_training_copies();
 
 // The cast autocast applies to one argument (at::autocast::cached_cast): floating tensors
 // on `device` other than float64 are cast to `to`; anything else comes back unchanged.
