@@ -13,15 +13,19 @@ pass() { echo "ok: $*"; }
 # be32 N: N as 4 big-endian bytes (printf octal escapes).
 be32() { printf "\\$(printf %03o $(( ($1 >> 24) & 255 )))\\$(printf %03o $(( ($1 >> 16) & 255 )))\\$(printf %03o $(( ($1 >> 8) & 255 )))\\$(printf %03o $(( $1 & 255 )))"; }
 
-# make_idx_dataset DIR NTRAIN NTEST: a tiny Fashion-MNIST look-alike (raw IDX files,
+# make_idx_dataset DIR NTRAIN NTEST [SEED]: a tiny Fashion-MNIST look-alike (raw IDX files,
 # random pixels, labels 0..9 in a fixed cycle), so tests run in seconds without the dataset.
+# With SEED the pixels are the same on every run (gzip's output for a counter from SEED:
+# varied bytes, not uniform), for comparisons that hold on most data but not all.
 make_idx_dataset() {
-  local dir="$1" ntrain="$2" ntest="$3"
+  local dir="$1" ntrain="$2" ntest="$3" seed="${4:-}"
   mkdir -p "$dir"
   local split n
   for split in train t10k; do
     if [ "$split" = train ]; then n=$ntrain; else n=$ntest; fi
-    { printf '\000\000\010\003'; be32 "$n"; be32 28; be32 28; head -c $((n * 784)) /dev/urandom; } > "$dir/$split-images-idx3-ubyte"
+    { printf '\000\000\010\003'; be32 "$n"; be32 28; be32 28
+      if [ -n "$seed" ]; then seq "$seed" $((seed + n * 784)) | gzip -1 -n -c | tail -c +11 | head -c $((n * 784)) || true
+      else head -c $((n * 784)) /dev/urandom; fi; } > "$dir/$split-images-idx3-ubyte"
     { printf '\000\000\010\001'; be32 "$n"
       local i; for ((i = 0; i < n; i++)); do printf "\\$(printf %03o $((i * 7 % 10)))"; done; } > "$dir/$split-labels-idx1-ubyte"
   done

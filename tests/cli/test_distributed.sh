@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 command -v mpirun > /dev/null || { echo "skipped: no mpirun (scripts/deps.sh installs openmpi-bin)"; exit 77; }
 export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_vader_single_copy_mechanism=none
 MPI=(timeout 120 mpirun --oversubscribe --allow-run-as-root)
-make_idx_dataset data 384 120   # 6 global batches of 64 per epoch
+make_idx_dataset data 384 120 1  # 6 global batches of 64 per epoch; fixed pixels (below)
 
 losses() { sed -E 's/, "seconds": [^,}]*//' "$@"; }
 common=(--data data --model mlp --batch-size 64 --epochs 2 --precision fp32 --log-every 1 --no-progress --threads 1)
@@ -16,7 +16,10 @@ common=(--data data --model mlp --batch-size 64 --epochs 2 --precision fp32 --lo
 # turns last-bit differences in a near-zero gradient into lr-sized steps (sign(g)), so on
 # some random datasets its trajectories part by 1e-3 within 14 steps while SGD's stay
 # within 3e-6 (measured on 30 datasets); test_dist.cpp shows DDP's AdamW steps are bitwise
-# those of one process accumulating the same shards.
+# those of one process accumulating the same shards. Even SGD's parted by 1e-4 on one
+# random dataset in a CI run (a ReLU whose input lies within the summation orders' last
+# bits flips its derivative), so the pixels are fixed: on these the trajectories stay
+# within 4e-8, the same on every run.
 "$TC" train "${common[@]}" --optimizer sgd --metrics one.jsonl > one.log
 for np in 2 3; do
   [ "$np" = 3 ] && bs=(--batch-size 63 --optimizer sgd) || bs=(--optimizer sgd)
