@@ -42,7 +42,7 @@ Bf16BackwardScratch attention_backward_scratch(int64_t S, int64_t E, int64_t Ev)
   const int64_t np = round_up(S, 32), E2 = (E + 1) / 2, Ev2 = (Ev + 1) / 2;
   const int64_t Ep = round_up(E, 16), Evp = round_up(Ev, 16);
   const int64_t halves = E2 * np * 2 + np / 2 * Ep * 2 + Ev2 * np * 2 + kRows * max_of(E2, Ev2) * 2 + kRows * Ev2 * 2 +
-                         kRankRows / 2 * (Ep + Evp) * 2 + 2 * kRankRows * np;
+                         kRankRows / 2 * (Ep + Evp) * 2 + 4 * kRankRows * np;
   return {halves, 2 * kRows * np + kRows * Ep + S * (Ep + Evp)};
 }
 
@@ -88,12 +88,15 @@ __mmask16 lanes_below(int64_t count) {
 // out[r][16 b + l] = sum_t a[r][t] . bm[t][16 b + l] for r < 4, b < NB, t < pairs, where
 // a[r][t] and bm[t][c] are pairs of bfloat16 (lda, ldb in pairs) and . is the pair's dot
 // product: every product of the kernels (scores = q k^T over pairs of the embedding,
-// out = p v and dq = ds k over pairs of keys). The first `rows` rows are stored.
+// out = p v and dq = ds k over pairs of keys). All 4 rows are stored, rows past a group's
+// end too (every caller's buffer has them): with a variable count GCC keeps the
+// accumulators on the stack, zeroing and storing them there on every call.
 template <int NB>
-void tile_dot(const uint16_t* a, int64_t lda, const uint16_t* bm, int64_t ldb, int64_t pairs, float* out, int64_t ldo,
-              int64_t rows) {
+void tile_dot(const uint16_t* a, int64_t lda, const uint16_t* bm, int64_t ldb, int64_t pairs, float* out, int64_t ldo) {
   __m512 acc[kRows][NB];
+#pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_setzero_ps();
   for (int64_t t = 0; t < pairs; ++t) {
     __m512i bb[NB];
@@ -105,28 +108,38 @@ void tile_dot(const uint16_t* a, int64_t lda, const uint16_t* bm, int64_t ldb, i
       for (int b = 0; b < NB; ++b) acc[r][b] = _mm512_dpbf16_ps(acc[r][b], as_bh(ab), as_bh(bb[b]));
     }
   }
-  for (int r = 0; r < rows; ++r)
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) _mm512_storeu_ps(out + r * ldo + 16 * b, acc[r][b]);
 }
 
-// y[j][c0 + 16 b + l] += sum_{r < kRankRows} w[r][j] z[r][c] for j < m: w kRankRows bfloat16
-// rows (row stride np), z as its row pairs zp[h][c] = (z[2 h][c], z[2 h + 1][c]) of Cp
-// columns. Each y row is loaded and stored once per kRankRows / 2 dot products.
+// y[j][c0 + 16 b + l] += sum_{r < kRankRows} w[r][j] z[r][c] for j < m: w as its row pairs
+// wp[h][j] = (w[2 h][j], w[2 h + 1][j]) (ldw pairs per h), z as zp[h][c] = (z[2 h][c],
+// z[2 h + 1][c]) of Cp columns. Each y row is loaded and stored once per kRankRows / 2 dot
+// products.
 template <int NB>
-void rank_blocks(const uint16_t* w, int64_t np, int64_t m, const uint16_t* zp, int64_t Cp, int64_t c0, float* y,
+void rank_blocks(const uint16_t* wp, int64_t ldw, int64_t m, const uint16_t* zp, int64_t Cp, int64_t c0, float* y,
                  int64_t ldy) {
   constexpr int kPairs = kRankRows / 2;
   __m512i z[kPairs][NB];
+#pragma GCC unroll 4
   for (int h = 0; h < kPairs; ++h)
+#pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) z[h][b] = _mm512_loadu_si512(zp + (h * Cp + c0 + 16 * b) * 2);
   for (int64_t j = 0; j < m; ++j) {
     __m512i wb[kPairs];
-    for (int h = 0; h < kPairs; ++h)
-      wb[h] = _mm512_set1_epi32(
-          static_cast<int>(w[2 * h * np + j] | (static_cast<uint32_t>(w[(2 * h + 1) * np + j]) << 16)));
+#pragma GCC unroll 4
+    for (int h = 0; h < kPairs; ++h) {
+      uint32_t w;
+      std::memcpy(&w, wp + (h * ldw + j) * 2, 4);
+      wb[h] = _mm512_set1_epi32(static_cast<int>(w));
+    }
+#pragma GCC unroll 4
     for (int b = 0; b < NB; ++b) {
       float* yj = y + j * ldy + c0 + 16 * b;
       __m512 acc = _mm512_loadu_ps(yj);
+#pragma GCC unroll 4
       for (int h = 0; h < kPairs; ++h) acc = _mm512_dpbf16_ps(acc, as_bh(wb[h]), as_bh(z[h][b]));
       _mm512_storeu_ps(yj, acc);
     }
@@ -336,15 +349,14 @@ void attention_block_avx512bf16(const Bf16AttentionBlock& b) {
     const uint16_t* qg = group_pairs(b.q + g0 * b.q_row, b.q_row, b.E, rows, b.q_group, &ldq);
     const int64_t pad = round_up(m_max, 32);  // whole pairs of keys, zero past each row's m
     by_blocks(round_up(m_max, 16) / 16, [&](int64_t first, auto nb) {
-      tile_dot<decltype(nb)::value>(qg, ldq, b.k_pairs + 32 * first, np, E2, b.scores + 16 * first, np, kRows);
+      tile_dot<decltype(nb)::value>(qg, ldq, b.k_pairs + 32 * first, np, E2, b.scores + 16 * first, np);
     });
     float inv_sum[kRows];
     for (int64_t r = 0; r < kRows; ++r)
       inv_sum[r] = softmax_row(b.scores + r * np, m[r], pad, b.scale, b.probs + r * np,
                                b.lse && r < rows ? b.lse + g0 + r : nullptr);
     by_blocks(Evp / 16, [&](int64_t first, auto nb) {
-      tile_dot<decltype(nb)::value>(b.probs, np / 2, b.v_pairs + 32 * first, Evp, pad / 2, b.tile + 16 * first, Evp,
-                                    rows);
+      tile_dot<decltype(nb)::value>(b.probs, np / 2, b.v_pairs + 32 * first, Evp, pad / 2, b.tile + 16 * first, Evp);
     });
     for (int64_t r = 0; r < rows; ++r) store_row_bf16(b.tile + r * Evp, b.Ev, b.out + (g0 + r) * b.out_row, inv_sum[r]);
   }
@@ -363,6 +375,8 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
   uint16_t* g_rows = q_rows + kRankRows / 2 * Ep * 2;         // of g: dv += p^T g
   uint16_t* p16 = g_rows + kRankRows / 2 * Evp * 2;           // kRankRows rows of p and of ds
   uint16_t* ds16 = p16 + kRankRows * np;
+  uint16_t* p_pairs = ds16 + kRankRows * np;  // p16 and ds16 as row pairs: the rank updates' broadcasts
+  uint16_t* ds_pairs = p_pairs + kRankRows * np;
   float* s = b.scratch32;  // scores, then float32 probabilities
   float* dp = s + kRows * np;
   float* tile = dp + kRows * np;  // a group's dq
@@ -398,8 +412,8 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
       const uint16_t* qg = group_pairs(b.q + g0 * b.q_row, b.q_row, E, rows, q_group, &ldq);
       const uint16_t* gg = group_pairs(b.g + g0 * b.g_row, b.g_row, Ev, rows, g_group, &ldg);
       by_blocks(round_up(mt_max, 16) / 16, [&](int64_t first, auto nb) {
-        tile_dot<decltype(nb)::value>(qg, ldq, k_pairs + 32 * first, np, E2, s + 16 * first, np, kRows);
-        tile_dot<decltype(nb)::value>(gg, ldg, v_pairs + 32 * first, np, Ev2, dp + 16 * first, np, kRows);
+        tile_dot<decltype(nb)::value>(qg, ldq, k_pairs + 32 * first, np, E2, s + 16 * first, np);
+        tile_dot<decltype(nb)::value>(gg, ldg, v_pairs + 32 * first, np, Ev2, dp + 16 * first, np);
       });
       for (int64_t r = 0; r < kRows; ++r) {  // ds = scale p (dp - sum(p dp)), rounded once
         float* pr = s + r * np;
@@ -416,7 +430,7 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
       if (b.dq) {
         const int64_t pairs = round_up(mt_max, 32) / 2;
         by_blocks(Ep / 16, [&](int64_t first, auto nb) {
-          tile_dot<decltype(nb)::value>(dst, np / 2, k_key_pairs + 32 * first, Ep, pairs, tile + 16 * first, Ep, rows);
+          tile_dot<decltype(nb)::value>(dst, np / 2, k_key_pairs + 32 * first, Ep, pairs, tile + 16 * first, Ep);
         });
         for (int64_t r = 0; r < rows; ++r) store_row_bf16(tile + r * Ep, E, b.dq + (g0 + r) * b.dq_row);
       }
@@ -424,11 +438,13 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
     const int64_t rows = min_of(kRankRows, b.L - r0);
     pack_values(b.g + r0 * b.g_row, b.g_row, rows, kRankRows, Ev, g_rows);
     pack_values(b.q + r0 * b.q_row, b.q_row, rows, kRankRows, E, q_rows);
+    pack_values(p16, np, kRankRows, kRankRows, pad, p_pairs);
+    pack_values(ds16, np, kRankRows, kRankRows, pad, ds_pairs);
     by_blocks(Evp / 16, [&](int64_t first, auto nb) {
-      rank_blocks<decltype(nb)::value>(p16, np, m_max, g_rows, Evp, 16 * first, dv, Evp);
+      rank_blocks<decltype(nb)::value>(p_pairs, pad, m_max, g_rows, Evp, 16 * first, dv, Evp);
     });
     by_blocks(Ep / 16, [&](int64_t first, auto nb) {
-      rank_blocks<decltype(nb)::value>(ds16, np, m_max, q_rows, Ep, 16 * first, dk, Ep);
+      rank_blocks<decltype(nb)::value>(ds_pairs, pad, m_max, q_rows, Ep, 16 * first, dk, Ep);
     });
   }
   for (int64_t j = 0; b.dk && j < S; ++j) store_row_bf16(dk + j * Ep, E, b.dk + j * b.dk_row);
