@@ -347,7 +347,7 @@ void attention_block_avx512bf16(const Bf16AttentionBlock& b) {
     }
     int64_t ldq = 0;
     const uint16_t* qg = group_pairs(b.q + g0 * b.q_row, b.q_row, b.E, rows, b.q_group, &ldq);
-    const int64_t pad = round_up(m_max, 32);  // whole pairs of keys, zero past each row's m
+    const int64_t pad = round_up(m_max, 16);  // whole pairs of keys, zero past each row's m
     by_blocks(round_up(m_max, 16) / 16, [&](int64_t first, auto nb) {
       tile_dot<decltype(nb)::value>(qg, ldq, b.k_pairs + 32 * first, np, E2, b.scores + 16 * first, np);
     });
@@ -395,7 +395,7 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
       m[r] = r0 + r < b.L ? (b.causal ? min_of(S, r0 + r + 1) : S) : 0;
       m_max = max_of(m_max, m[r]);
     }
-    const int64_t pad = round_up(m_max, 32);             // p and ds rows are zero in [m[r], pad)
+    const int64_t pad = round_up(m_max, 16);             // p and ds rows are zero in [m[r], pad)
     for (int64_t t0 = 0; t0 < kRankRows; t0 += kRows) {  // the register tiles of kRows rows
       const int64_t g0 = r0 + t0, rows = min_of(kRows, b.L - g0);
       uint16_t* pt = p16 + t0 * np;
@@ -428,7 +428,7 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
         }
       }
       if (b.dq) {
-        const int64_t pairs = round_up(mt_max, 32) / 2;
+        const int64_t pairs = round_up(mt_max, 16) / 2;
         by_blocks(Ep / 16, [&](int64_t first, auto nb) {
           tile_dot<decltype(nb)::value>(dst, np / 2, k_key_pairs + 32 * first, Ep, pairs, tile + 16 * first, Ep);
         });
