@@ -15,6 +15,10 @@ void load_block(const char* p, int64_t stride, DType dt, C* dst, int64_t n) {
     std::fill(dst, dst + n, v);
     return;
   }
+  if (dt == dtype_of<C> && stride == static_cast<int64_t>(sizeof(C))) {  // the compute type, contiguous
+    std::memcpy(dst, p, static_cast<size_t>(n) * sizeof(C));
+    return;
+  }
   if constexpr (std::is_same_v<C, float>) {
     if (stride == 2 && dt == kBFloat16) return bf16_to_float(reinterpret_cast<const BFloat16*>(p), dst, n);
     if (stride == 2 && dt == kFloat16) return half_to_float(reinterpret_cast<const Half*>(p), dst, n);
@@ -30,6 +34,10 @@ void load_block(const char* p, int64_t stride, DType dt, C* dst, int64_t n) {
 
 template <class C>
 void store_block(const C* src, char* p, int64_t stride, DType dt, int64_t n) {
+  if (dt == dtype_of<C> && stride == static_cast<int64_t>(sizeof(C))) {
+    std::memcpy(p, src, static_cast<size_t>(n) * sizeof(C));
+    return;
+  }
   if constexpr (std::is_same_v<C, float>) {
     if (stride == 2 && dt == kBFloat16) return float_to_bf16(src, reinterpret_cast<BFloat16*>(p), n);
     if (stride == 2 && dt == kFloat16) return float_to_half(src, reinterpret_cast<Half*>(p), n);
