@@ -82,7 +82,7 @@ struct AutocastCacheStats {
   int64_t size = 0;            // entries held now
 };
 AutocastCacheStats autocast_cache_stats();  // this thread's cache
-void reset_autocast_cache_stats();          // zeroes hits, misses and the replacement counts
+void reset_autocast_cache_stats();          // zeroes every count (size is not a count: the entries stay)
 void clear_autocast_cache();                // drops this thread's entries (torch.clear_autocast_cache)
 
 // Keeping weight copies from one region to the next (process-wide; off by default, where
