@@ -1,5 +1,6 @@
 // Tests for views: geometry, storage sharing (writes through a view reach the base),
 // errors, and gradients through every view op against hand-computed values.
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,45 @@ TEST(Views, TransposePermuteT) {
   EXPECT_NE(c.data_ptr<float>(), a.data_ptr<float>());
   EXPECT_TRUE(all_close(c, {0, 3, 1, 4, 2, 5}, {0, 0}));
   EXPECT_TRUE(a.contiguous().is_same(a));
+}
+
+TEST(Views, LargeTransposesCopyEveryElement) {
+  // Past 1 MiB a transposed copy goes by tiles: every element size, sides that are not
+  // multiples of the tile, a batch dim outside the transposed pair, the destination a
+  // strided view; checked element by element against the source's own indexing (the raw
+  // bits, so NaN payloads and -0 count).
+  struct Case {
+    DType dt;
+    Shape shape;  // of the source before the transpose of its last two dims
+  };
+  for (const Case& c : {Case{kUInt8, {1037, 1100}}, Case{kBFloat16, {2051, 1033}}, Case{kFloat32, {3, 601, 333}},
+                        Case{kInt64, {517, 300}}}) {
+    const int64_t es = static_cast<int64_t>(element_size(c.dt));
+    int64_t n = 1;
+    for (int64_t d : c.shape) n *= d;
+    Tensor src = empty(c.shape, TensorOptions(c.dt));
+    auto* sb = static_cast<unsigned char*>(src.raw_data());
+    for (int64_t i = 0; i < n * es; ++i) sb[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
+    const Tensor view = src.transpose(-1, -2);
+    const Tensor dense = view.contiguous();
+    // and into a destination with padded rows (its rows are not contiguous with each other)
+    Shape padded = view.sizes();
+    padded.back() += 3;
+    Tensor into = zeros(padded, TensorOptions(c.dt)).narrow(-1, 0, view.size(-1));
+    into.copy_(view);
+    const int64_t B = c.shape.size() == 3 ? c.shape[0] : 1, R = c.shape[c.shape.size() - 2], C = c.shape.back();
+    const auto* db = static_cast<const unsigned char*>(dense.raw_data());
+    const auto* ib = static_cast<const unsigned char*>(into.raw_data());
+    int64_t wrong = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t col = 0; col < C; ++col)
+        for (int64_t row = 0; row < R; ++row) {  // view[b][col][row] = src[b][row][col]
+          const unsigned char* want = sb + ((b * R + row) * C + col) * es;
+          wrong += std::memcmp(db + ((b * C + col) * R + row) * es, want, es) != 0;
+          wrong += std::memcmp(ib + ((b * C + col) * (R + 3) + row) * es, want, es) != 0;
+        }
+    EXPECT_EQ(wrong, 0) << dtype_name(c.dt) << " " << shape_str(c.shape);
+  }
 }
 
 TEST(Views, NarrowSliceSelect) {

@@ -63,6 +63,59 @@ template void load_block<double>(const char*, int64_t, DType, double*, int64_t);
 template void store_block<float>(const float*, char*, int64_t, DType, int64_t);
 template void store_block<double>(const double*, char*, int64_t, DType, int64_t);
 
+namespace {
+
+// A same-dtype copy whose source is a transpose of the destination's layout: the
+// destination's innermost dim is contiguous and the source's is the next one out (b.t()
+// made contiguous). Walking the destination's rows reads the source down a column, a
+// cache line per element, at a power-of-two stride as often as not (the lines then share
+// a few L1 sets and evict each other before their next element is read). By square tiles
+// through a buffer instead: each source line is read whole into the tile, each
+// destination line written whole from it.
+// Below ~1 MiB the column walk's lines stay in L2 and it is as fast.
+bool is_transpose(const RunGeometry<2>& g, int64_t es) {
+  const int nd = g.ndim;
+  return nd >= 2 && g.numel * es > (int64_t{1} << 20) && g.strides[0][nd - 1] == es && g.strides[1][nd - 2] == es &&
+         g.strides[1][nd - 1] != es && g.strides[1][nd - 1] != 0 && g.sizes[nd - 1] >= 16 && g.sizes[nd - 2] >= 16;
+}
+
+template <class U>
+void copy_transposed(const RunGeometry<2>& g) {
+  constexpr int64_t kTile = 32;
+  const int nd = g.ndim;
+  const int64_t R = g.sizes[nd - 2], C = g.sizes[nd - 1];
+  const int64_t d_row = g.strides[0][nd - 2], s_col = g.strides[1][nd - 1];  // bytes
+  int64_t outer = 1;
+  for (int d = 0; d < nd - 2; ++d) outer *= g.sizes[d];
+  const int64_t row_tiles = (R + kTile - 1) / kTile;
+  parallel_for(0, outer * row_tiles, std::max<int64_t>(1, kGrainElements / (kTile * C)), [&](int64_t b, int64_t e) {
+    alignas(64) U tile[kTile][kTile];  // tile[c][r]: a source line per c
+    for (int64_t t = b; t < e; ++t) {
+      char* dp = g.base[0];
+      const char* sp = g.base[1];
+      for (int64_t rem = t / row_tiles, d = nd - 3; d >= 0; --d) {
+        const int64_t i = rem % g.sizes[d];
+        rem /= g.sizes[d];
+        dp += i * g.strides[0][d];
+        sp += i * g.strides[1][d];
+      }
+      const int64_t r0 = (t % row_tiles) * kTile, nr = std::min(kTile, R - r0);
+      for (int64_t c0 = 0; c0 < C; c0 += kTile) {
+        const int64_t nc = std::min(kTile, C - c0);
+        for (int64_t c = 0; c < nc; ++c)
+          std::memcpy(tile[c], sp + r0 * static_cast<int64_t>(sizeof(U)) + (c0 + c) * s_col, nr * sizeof(U));
+        for (int64_t r = 0; r < nr; ++r) {
+          char* row = dp + (r0 + r) * d_row + c0 * static_cast<int64_t>(sizeof(U));
+          for (int64_t c = 0; c < nc; ++c)
+            std::memcpy(row + c * static_cast<int64_t>(sizeof(U)), &tile[c][r], sizeof(U));
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
 void copy_into(const Tensor& dst, const Tensor& src) {
   TC_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy_", "a CPU copy got tensors on ", dst.device(), " and ",
            src.device());
@@ -73,6 +126,21 @@ void copy_into(const Tensor& dst, const Tensor& src) {
     const size_t es = element_size(dst.dtype());
     std::array<Operand, 2> ops{Operand{static_cast<char*>(dst.raw_data()), dst.dtype(), &ds},
                                Operand{static_cast<char*>(src.raw_data()), src.dtype(), &ss}};
+    const RunGeometry<2> g = make_geometry<2>(ops, dst.sizes());
+    if (g.numel > 0 && is_transpose(g, static_cast<int64_t>(es))) {
+      switch (es) {
+        case 1:
+          return copy_transposed<uint8_t>(g);
+        case 2:
+          return copy_transposed<uint16_t>(g);
+        case 4:
+          return copy_transposed<uint32_t>(g);
+        case 8:
+          return copy_transposed<uint64_t>(g);
+        default:
+          break;  // (no other element size today)
+      }
+    }
     for_each_run<2>(ops, dst.sizes(), [es](char** p, const int64_t* st, int64_t n) {
       if (st[0] == static_cast<int64_t>(es) && st[1] == static_cast<int64_t>(es)) {
         std::memcpy(p[0], p[1], n * es);
