@@ -29,6 +29,15 @@ __m512 c(float v) { return _mm512_set1_ps(v); }
 constexpr int kWays = 4;
 using Vecs = __m512[kWays];
 
+// Horner's rule continued over k on every vector: p = p x + k[0], then p x + k[1], ...
+template <int N>
+void horner(Vecs& p, const Vecs& x, const float (&k)[N]) {
+#pragma GCC unroll 8
+  for (int i = 0; i < N; ++i)
+#pragma GCC unroll 4
+    for (int w = 0; w < kWays; ++w) p[w] = _mm512_fmadd_ps(p[w], x[w], c(k[i]));
+}
+
 // e = exp(x) for x <= 0 or NaN, fast_exp's arithmetic: n = round(x log2 e) by the 1.5 * 2^23
 // trick, r = x - n ln 2 in two parts, Cephes' degree-6 polynomial, times 2^n from bits;
 // 0 below exp's normal range (x < -87.33654), NaN for NaN.
@@ -50,10 +59,7 @@ void exp_nonpositive(const Vecs& x, Vecs& e) {
 #pragma GCC unroll 4
   for (int w = 0; w < kWays; ++w) p[w] = _mm512_fmadd_ps(r[w], c(1.9875691500e-4f), c(1.3981999507e-3f));
   constexpr float kExp[] = {8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
-#pragma GCC unroll 4
-  for (float k : kExp)
-#pragma GCC unroll 4
-    for (int w = 0; w < kWays; ++w) p[w] = _mm512_fmadd_ps(p[w], r[w], c(k));
+  horner(p, r, kExp);
 #pragma GCC unroll 4
   for (int w = 0; w < kWays; ++w) {
     p[w] = _mm512_add_ps(_mm512_fmadd_ps(r[w], _mm512_mul_ps(r[w], p[w]), r[w]), c(1.0f));
@@ -79,10 +85,7 @@ void gelu_value_grad(const Vecs& v, Vecs& y, Vecs& d) {
   }
   constexpr float kErfc[] = {1.9440034404e-02f, 1.0939510912e-01f, -7.1672543883e-02f, -1.9396702945e-01f,
                              1.0901347548e-01f, 5.7810568810e-01f, 7.4405932426e-01f,  5.4656386375e-01f};
-#pragma GCC unroll 8
-  for (float k : kErfc)
-#pragma GCC unroll 4
-    for (int w = 0; w < kWays; ++w) q[w] = _mm512_fmadd_ps(q[w], u[w], c(k));
+  horner(q, u, kErfc);
 #pragma GCC unroll 4
   for (int w = 0; w < kWays; ++w) {
     const __m512 half_erfc = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(t[w], c(0.5f)), q[w]), e[w]);
