@@ -9,6 +9,7 @@ namespace tc::cpu {
 
 template <class C>
 void load_block(const char* p, int64_t stride, DType dt, C* dst, int64_t n) {
+  if (n <= 0) return;  // (an empty tensor's data pointer may be null, which memcpy may not take)
   if (stride == 0) {  // a broadcast value
     C v{};
     load_block<C>(p, static_cast<int64_t>(element_size(dt)), dt, &v, 1);
@@ -34,6 +35,7 @@ void load_block(const char* p, int64_t stride, DType dt, C* dst, int64_t n) {
 
 template <class C>
 void store_block(const C* src, char* p, int64_t stride, DType dt, int64_t n) {
+  if (n <= 0) return;
   if (dt == dtype_of<C> && stride == static_cast<int64_t>(sizeof(C))) {
     std::memcpy(p, src, static_cast<size_t>(n) * sizeof(C));
     return;
