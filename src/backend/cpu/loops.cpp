@@ -10,7 +10,7 @@ namespace tc::cpu {
 template <class C>
 void load_block(const char* p, int64_t stride, DType dt, C* dst, int64_t n) {
   if (n <= 0) return;  // (an empty tensor's data pointer may be null, which memcpy may not take)
-  if (stride == 0) {  // a broadcast value
+  if (stride == 0) {   // a broadcast value
     C v{};
     load_block<C>(p, static_cast<int64_t>(element_size(dt)), dt, &v, 1);
     std::fill(dst, dst + n, v);
