@@ -338,9 +338,9 @@ TEST(Special, NanInfSignedZero) {
   EXPECT_TRUE(all_close(x.grad(), {0, 0}, {1e-30, 0}));
 }
 
-// ------------------------------------------------------------------ fast erf / tanh and GELU
+// ------------------------------------------------------------------ fast tanh, normal cdf and GELU
 
-// Inputs for the fast_erf/fast_tanh sweeps: every 1/4096 on [-10, 10], a stride through
+// Inputs for the fast_tanh and fast_normal_cdf_pdf sweeps: every 1/4096 on [-10, 10], a stride through
 // all float bit patterns (both signs, denormals to FLT_MAX), and the edge values.
 std::vector<float> math_sweep() {  // ~1.1M values
   std::vector<float> v;
@@ -350,26 +350,6 @@ std::vector<float> math_sweep() {  // ~1.1M values
                   -0.9f, std::nextafter(0.9f, 0.0f), 4.0f, std::nextafter(4.0f, 0.0f), 9.5f, 1e-20f})
     v.push_back(f);
   return v;
-}
-
-TEST(FastMath, ErfMaxAbsError) {
-  double worst = 0, at = 0;
-  for (float x : math_sweep()) {
-    if (std::isnan(x)) continue;
-    const float y = cpu::fast_erf(x);
-    const double err = std::fabs(static_cast<double>(y) - std::erf(static_cast<double>(x)));
-    if (err > worst) worst = err, at = x;
-    // Odd exactly, and tiny arguments stay accurate (no flush to zero).
-    EXPECT_EQ(std::bit_cast<uint32_t>(cpu::fast_erf(-x)), std::bit_cast<uint32_t>(y) ^ 0x80000000u) << x;
-    if (std::fabs(x) >= 1e-36f && std::fabs(x) < 1e-30f) EXPECT_NEAR(y / x, 1.1283791670955126, 1e-6) << x;
-  }
-  EXPECT_LE(worst, 1e-7) << "at x = " << at;  // documented: 7.6e-8 over every float
-  EXPECT_TRUE(std::isnan(cpu::fast_erf(NAN)));
-  EXPECT_EQ(cpu::fast_erf(INFINITY), 1.0f);
-  EXPECT_EQ(cpu::fast_erf(-INFINITY), -1.0f);
-  EXPECT_TRUE(std::signbit(cpu::fast_erf(-0.0f)) && cpu::fast_erf(-0.0f) == 0.0f);
-  EXPECT_EQ(cpu::fast_erf(0.0), std::erf(0.0));  // the double overload is std::erf
-  EXPECT_EQ(cpu::fast_erf(0.7), std::erf(0.7));
 }
 
 TEST(FastMath, NormalCdfPdfErrors) {
@@ -512,42 +492,85 @@ TEST(Gelu, BFloat16IsRoundedFloat32) {
   }
 }
 
-TEST(Gelu, Bf16TrainingKernelIsTheFloat32LoopBitForBit) {
-  // The training forward's GELU (y and gelu' in h's place) on bfloat16 runs its own AVX-512
-  // kernel where the CPU has AVX-512 BF16: over every bfloat16 bit pattern its y and gelu'
-  // are the float32 loop's, rounded once, bit for bit (NaN stays NaN). 37 patterns more
-  // than 2^16, so the kernel's last partial vector is checked as well.
-  const int64_t n = 65536 + 37;
-  Tensor h = empty({n}, TensorOptions(kBFloat16));
-  auto* bits = static_cast<uint16_t*>(h.raw_data());
-  for (int64_t i = 0; i < n; ++i) bits[i] = static_cast<uint16_t>(i);
-  Tensor d32 = h.to(kFloat32), y32 = empty({n});
-  const Tensor y = empty({n}, TensorOptions(kBFloat16));
-  cpu::activation_and_derivative(y, h, cpu::Activation::kGelu);  // h becomes gelu'(h)
-  cpu::activation_and_derivative(y32, d32, cpu::Activation::kGelu);
-  const Tensor want_y = y32.to(kBFloat16), want_d = d32.to(kBFloat16);
-  const auto* gy = static_cast<const uint16_t*>(y.raw_data());
-  const auto* gd = static_cast<const uint16_t*>(h.raw_data());
-  const auto* wy = static_cast<const uint16_t*>(want_y.raw_data());
-  const auto* wd = static_cast<const uint16_t*>(want_d.raw_data());
-  auto is_nan = [](uint16_t b) { return (b & 0x7fff) > 0x7f80; };
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  // Sanitizer builds compile the float loop once, for baseline x86-64 (fast_math.h): no
-  // fused multiply-adds there, so the two may part by a bfloat16 ulp (adjacent bit patterns
-  // of one sign: their bits differ by at most 1).
-  auto close = [](uint16_t a, uint16_t b) { return a == b || ((a ^ b) < 0x8000 && (a > b ? a - b : b - a) == 1); };
-#else
-  auto close = [](uint16_t a, uint16_t b) { return a == b; };
-#endif
-  int64_t mismatches = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const auto in = static_cast<uint16_t>(i);
-    const bool ok = is_nan(in) ? is_nan(gy[i]) && is_nan(gd[i]) : close(gy[i], wy[i]) && close(gd[i], wd[i]);
-    if (!ok && ++mismatches <= 5)
-      ADD_FAILURE() << "input bits 0x" << std::hex << in << ": y 0x" << gy[i] << " want 0x" << wy[i] << ", d 0x"
-                    << gd[i] << " want 0x" << wd[i];
+namespace {
+
+// act(x) and act'(x) in float64: the reference for the 16-bit tables.
+void activation_reference(cpu::Activation act, double x, double& y, double& d) {
+  if (act == cpu::Activation::kRelu) {
+    y = x > 0 ? x : 0;
+    d = x > 0 ? 1 : 0;
+  } else if (act == cpu::Activation::kGelu) {
+    const double cdf = 0.5 * std::erfc(-x * M_SQRT1_2);
+    y = x * cdf;
+    d = cdf + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+  } else {
+    const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));
+    y = 0.5 * x * (1 + t);
+    d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
   }
-  EXPECT_EQ(mismatches, 0);
+}
+
+// The spacing of dtype dt's values at |v| (bfloat16: 8 significant bits, float16: 11).
+double unit_at(double v, DType dt) {
+  const int bits = dt == kBFloat16 ? 8 : 11, min_exp = dt == kBFloat16 ? -126 : -14;
+  return std::ldexp(1.0, std::max(v == 0 ? min_exp : std::ilogb(v), min_exp) - (bits - 1));
+}
+
+}  // namespace
+
+TEST(Activation, SixteenBitTablesAreTheFloat32LoopForEveryBitPattern) {
+  // bfloat16 and float16 activations are looked up, one entry per bit pattern: for every
+  // pattern (and 37 more, past the loops' last full vector) the training forward's y and
+  // act'(h), the forward alone and the gelu op give the float32 loop's results rounded
+  // once, bit for bit (NaN stays NaN); and each finite one is within a unit of the dtype of
+  // the float64 value (plus the float32 loop's own error: the tanh form's 1 + tanh loses
+  // its digits for large negative h, as PyTorch's float32 kernel does).
+  const int64_t n = 65536 + 37;
+  for (DType dt : {kBFloat16, kFloat16}) {
+    for (cpu::Activation act : {cpu::Activation::kRelu, cpu::Activation::kGelu, cpu::Activation::kGeluTanh}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " activation " + std::to_string(static_cast<int>(act)));
+      Tensor h = empty({n}, TensorOptions(dt));
+      auto* bits = static_cast<uint16_t*>(h.raw_data());
+      for (int64_t i = 0; i < n; ++i) bits[i] = static_cast<uint16_t>(i);
+      const Tensor x64 = h.to(kFloat64);
+      Tensor d32 = h.to(kFloat32), y32 = empty({n}), d = h.clone();
+      const Tensor y = empty({n}, TensorOptions(dt)), y_alone = empty({n}, TensorOptions(dt));
+      cpu::activation_and_derivative(y, d, act);  // d: h, then act'(h)
+      cpu::activation_value(y_alone, h, act);
+      cpu::activation_and_derivative(y32, d32, act);
+      const Tensor y_op = act == cpu::Activation::kRelu ? y : gelu(h, act == cpu::Activation::kGelu ? "none" : "tanh");
+      const Tensor want_y = y32.to(dt), want_d = d32.to(dt), gy64 = y.to(kFloat64), gd64 = d.to(kFloat64);
+      const auto* gy = static_cast<const uint16_t*>(y.raw_data());
+      const auto* gd = static_cast<const uint16_t*>(d.raw_data());
+      const auto* ga = static_cast<const uint16_t*>(y_alone.raw_data());
+      const auto* go = static_cast<const uint16_t*>(y_op.raw_data());
+      const auto* wy = static_cast<const uint16_t*>(want_y.raw_data());
+      const auto* wd = static_cast<const uint16_t*>(want_d.raw_data());
+      const double* xv = x64.data_ptr<double>();
+      const double* yv = gy64.data_ptr<double>();
+      const double* dv = gd64.data_ptr<double>();
+      const uint16_t exp_mask = dt == kBFloat16 ? 0x7f80 : 0x7c00;
+      auto is_nan = [&](uint16_t b) { return (b & 0x7fff) > exp_mask; };
+      auto same = [&](uint16_t a, uint16_t b) { return a == b || (is_nan(a) && is_nan(b)); };
+      int64_t mismatches = 0, far = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (!(same(gy[i], wy[i]) && same(gd[i], wd[i]) && same(ga[i], gy[i]) && same(go[i], gy[i])) &&
+            ++mismatches <= 5)
+          ADD_FAILURE() << "input bits 0x" << std::hex << bits[i] << ": y 0x" << gy[i] << " (alone 0x" << ga[i]
+                        << ", op 0x" << go[i] << ") want 0x" << wy[i] << ", d 0x" << gd[i] << " want 0x" << wd[i];
+        if (!std::isfinite(xv[i])) continue;
+        double ry, rd;
+        activation_reference(act, xv[i], ry, rd);
+        const double loop_error = 0x1p-23 * std::max(1.0, std::fabs(xv[i]));
+        const bool near = std::fabs(yv[i] - ry) <= unit_at(ry, dt) + loop_error &&
+                          std::fabs(dv[i] - rd) <= unit_at(rd, dt) + loop_error;
+        if (!near && ++far <= 5)
+          ADD_FAILURE() << "x " << xv[i] << ": y " << yv[i] << " want " << ry << ", d " << dv[i] << " want " << rd;
+      }
+      EXPECT_EQ(mismatches, 0);
+      EXPECT_EQ(far, 0);
+    }
+  }
 }
 
 // ------------------------------------------------------------------ bad input

@@ -200,7 +200,7 @@ struct IsFinite {
 };
 
 // GELU, erf or tanh form. The CPU runs its own vectorized loops (backend/cpu/activation.cpp,
-// same formulas over fast_erf/fast_tanh); these are the device's, over the math library.
+// the same GELU over fast_normal_cdf_pdf/fast_tanh); these are the device's, over the math library.
 struct Gelu {
   bool tanh_form;
   template <class C>

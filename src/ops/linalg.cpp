@@ -262,20 +262,25 @@ Tensor apply(cpu::Activation act, const Tensor& h) {
 }  // namespace
 
 // The composition (what autograd records, and what every path computes) is
-// activation(linear(input, weight, bias)). Without a graph to record, the CPU runs the
-// activation as the GEMM's post-op on the float32 accumulators: one pass over the output
-// instead of two, and a 16-bit result rounded once instead of twice.
+// activation(linear(input, weight, bias)). Without a graph to record, the CPU runs ReLU,
+// and GELU on float32, as the GEMM's post-op on the float32 accumulators: one pass over the
+// output instead of two. A 16-bit GELU is looked up in place in the GEMM's rounded output
+// (activation.h's table: a load per value, where the epilogue's erf cost ~20 % of the
+// GEMM at gpt's shape), which gives the training forward's bits, rounded twice as PyTorch's
+// linear then gelu.
 Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor& bias, std::string_view activation) {
   const char* op = "linear_activation";
   const cpu::Activation act = parse_activation(op, activation);
   check_linear(op, input, weight, bias);
   if (input.device().is_cuda() || autograd::will_record({input, weight, bias}))
     return apply(act, impl::linear(input, weight, bias));
+  const bool by_table = act != cpu::Activation::kRelu && (input.dtype() == kBFloat16 || input.dtype() == kFloat16);
   bool applied = false;
   const Tensor h = product(as_rows(input), weight.detach().t(), bias.defined() ? bias.detach() : Tensor(), op,
-                           std::nullopt, act, &applied)
+                           std::nullopt, by_table ? cpu::Activation::kNone : act, &applied)
                        .view(with_last(input.sizes(), weight.size(0)));
-  return applied ? h : apply(act, h);
+  if (by_table) cpu::activation_value(h, h, act);
+  return applied || by_table ? h : apply(act, h);
 }
 
 // linear(activation(linear(x, W1, b1)), W2, b2). Without a graph: linear_activation then
