@@ -112,17 +112,19 @@ TEST(Views, TransposePermuteT) {
   EXPECT_TRUE(a.contiguous().is_same(a));
 }
 
-TEST(Views, LargeTransposesCopyEveryElement) {
-  // Past 1 MiB a transposed copy goes by tiles: every element size, sides that are not
-  // multiples of the tile, a batch dim outside the transposed pair, the destination a
-  // strided view; checked element by element against the source's own indexing (the raw
-  // bits, so NaN payloads and -0 count).
+TEST(Views, TransposesCopyEveryElement) {
+  // Past 1 MiB a transposed copy goes by tiles (16-bit ones at any size with AVX-512, by
+  // 32 x 32 register tiles): every element size, sides that are not multiples of the tile,
+  // a batch dim outside the transposed pair, the destination a strided view; checked
+  // element by element against the source's own indexing (the raw bits, so NaN payloads
+  // and -0 count).
   struct Case {
     DType dt;
     Shape shape;  // of the source before the transpose of its last two dims
   };
   for (const Case& c : {Case{kUInt8, {1037, 1100}}, Case{kBFloat16, {2051, 1033}}, Case{kFloat32, {3, 601, 333}},
-                        Case{kInt64, {517, 300}}}) {
+                        Case{kInt64, {517, 300}}, Case{kBFloat16, {2048, 256}}, Case{kFloat16, {2, 64, 96}},
+                        Case{kBFloat16, {33, 70}}, Case{kFloat16, {20, 17}}}) {
     const int64_t es = static_cast<int64_t>(element_size(c.dt));
     int64_t n = 1;
     for (int64_t d : c.shape) n *= d;

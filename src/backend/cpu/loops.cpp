@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/copy_kernels.h"
+#include "tensorcast/convert.h"
+
 namespace tc::cpu {
 
 template <class C>
@@ -73,11 +76,19 @@ namespace {
 // cache line per element, at a power-of-two stride as often as not (the lines then share
 // a few L1 sets and evict each other before their next element is read). By square tiles
 // through a buffer instead: each source line is read whole into the tile, each
-// destination line written whole from it.
-// Below ~1 MiB the column walk's lines stay in L2 and it is as fast.
+// destination line written whole from it; 16-bit tiles on AVX-512 by permutes in
+// registers (copy_kernels.h: bf16 2048 x 1024, 2 threads, 0.59 -> 0.14 ms).
+// Below ~1 MiB the column walk's lines stay in L2 and it is as fast as the scalar tiles
+// (not as the registers').
+bool has_avx512_tiles(int64_t es) {
+  const CpuFeatures& f = cpu_features();
+  return es == 2 && f.avx512f && f.avx512bw;
+}
+
 bool is_transpose(const RunGeometry<2>& g, int64_t es) {
   const int nd = g.ndim;
-  return nd >= 2 && g.numel * es > (int64_t{1} << 20) && g.strides[0][nd - 1] == es && g.strides[1][nd - 2] == es &&
+  const int64_t min_bytes = has_avx512_tiles(es) ? 0 : int64_t{1} << 20;
+  return nd >= 2 && g.numel * es > min_bytes && g.strides[0][nd - 1] == es && g.strides[1][nd - 2] == es &&
          g.strides[1][nd - 1] != es && g.strides[1][nd - 1] != 0 && g.sizes[nd - 1] >= 16 && g.sizes[nd - 2] >= 16;
 }
 
@@ -90,6 +101,7 @@ void copy_transposed(const RunGeometry<2>& g) {
   int64_t outer = 1;
   for (int d = 0; d < nd - 2; ++d) outer *= g.sizes[d];
   const int64_t row_tiles = (R + kTile - 1) / kTile;
+  const bool avx512 = has_avx512_tiles(sizeof(U));
   parallel_for(0, outer * row_tiles, std::max<int64_t>(1, kGrainElements / (kTile * C)), [&](int64_t b, int64_t e) {
     alignas(64) U tile[kTile][kTile];  // tile[c][r]: a source line per c
     for (int64_t t = b; t < e; ++t) {
@@ -104,6 +116,11 @@ void copy_transposed(const RunGeometry<2>& g) {
       const int64_t r0 = (t % row_tiles) * kTile, nr = std::min(kTile, R - r0);
       for (int64_t c0 = 0; c0 < C; c0 += kTile) {
         const int64_t nc = std::min(kTile, C - c0);
+        if (avx512 && nr == kTile && nc == kTile) {  // a full 16-bit tile in registers
+          detail::transpose_tile_16bit_avx512(reinterpret_cast<const uint16_t*>(sp + r0 * 2 + c0 * s_col), s_col / 2,
+                                              reinterpret_cast<uint16_t*>(dp + r0 * d_row + c0 * 2), d_row / 2);
+          continue;
+        }
         for (int64_t c = 0; c < nc; ++c)
           std::memcpy(tile[c], sp + r0 * static_cast<int64_t>(sizeof(U)) + (c0 + c) * s_col, nr * sizeof(U));
         for (int64_t r = 0; r < nr; ++r) {

@@ -1,0 +1,60 @@
+// The AVX-512 transpose of a 32 x 32 tile of 16-bit values (backend/cpu/copy_kernels.h):
+// the 32 source lines in registers, then five rounds of two-source word permutes, each
+// swapping the off-diagonal blocks of every 2h x 2h block (h = 16, 8, 4, 2, 1), so that
+// 160 permutes move 1024 values where the scalar tile loop made 1024 strided moves.
+//
+// This file is compiled with -mavx512*: it must not odr-use inline functions from
+// headers, or the linker could keep this file's AVX-512 copy for callers on CPUs without
+// it. Plain pointers in, helpers in an unnamed namespace.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers (see convert_avx512.cpp)
+#endif
+#include <immintrin.h>
+
+#include "backend/cpu/copy_kernels.h"
+
+namespace tc::cpu::detail {
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+namespace {
+
+// The permute indices of one round: row i (bit h of i clear) keeps its columns j with bit
+// h clear and takes row i + h's columns j - h for the others; row i + h takes row i's
+// columns j + h and keeps its own. (Index bit 5 picks the second source.)
+template <int H>
+void swap_blocks(__m512i (&rows)[32]) {
+  alignas(64) uint16_t lo[32], hi[32];
+  for (int j = 0; j < 32; ++j) {
+    lo[j] = static_cast<uint16_t>((j & H) ? 32 + j - H : j);
+    hi[j] = static_cast<uint16_t>((j & H) ? 32 + j : j + H);
+  }
+  const __m512i ilo = _mm512_load_si512(lo), ihi = _mm512_load_si512(hi);
+#pragma GCC unroll 32
+  for (int i = 0; i < 32; ++i) {
+    if (i & H) continue;
+    const __m512i a = rows[i], b = rows[i + H];
+    rows[i] = _mm512_permutex2var_epi16(a, ilo, b);
+    rows[i + H] = _mm512_permutex2var_epi16(a, ihi, b);
+  }
+}
+
+}  // namespace
+
+void transpose_tile_16bit_avx512(const uint16_t* src, int64_t src_stride, uint16_t* dst, int64_t dst_stride) {
+  __m512i rows[32];
+#pragma GCC unroll 32
+  for (int i = 0; i < 32; ++i) rows[i] = _mm512_loadu_si512(src + i * src_stride);
+  swap_blocks<16>(rows);
+  swap_blocks<8>(rows);
+  swap_blocks<4>(rows);
+  swap_blocks<2>(rows);
+  swap_blocks<1>(rows);
+#pragma GCC unroll 32
+  for (int i = 0; i < 32; ++i) _mm512_storeu_si512(dst + i * dst_stride, rows[i]);
+}
+#else
+// Never called: the caller checks the CPU's features first.
+void transpose_tile_16bit_avx512(const uint16_t*, int64_t, uint16_t*, int64_t) { __builtin_trap(); }
+#endif
+
+}  // namespace tc::cpu::detail
