@@ -3,9 +3,9 @@
 // swapping the off-diagonal blocks of every 2h x 2h block (h = 16, 8, 4, 2, 1), so that
 // 160 permutes move 1024 values where the scalar tile loop made 1024 strided moves.
 //
-// This file is compiled with -mavx512*: it must not odr-use inline functions from
-// headers, or the linker could keep this file's AVX-512 copy for callers on CPUs without
-// it. Plain pointers in, helpers in an unnamed namespace.
+// Compiled for AVX-512 alone (CMakeLists.txt), so, as every such file, it shares no inline
+// code with the library (the linker might keep its AVX-512 copy for every CPU): plain
+// pointers in, helpers in an unnamed namespace.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers (see convert_avx512.cpp)
 #endif
