@@ -1,8 +1,9 @@
 // Internal: the fused layer_norm and batch_norm kernels, forward and backward.
 //
-// 16-bit inputs are widened to float32 per row, statistics accumulate in double lanes and
-// are kept in the statistics dtype (float32; float64 for float64 input), and each output
-// rounds once. Work splits depend only on the shapes, never on the thread count.
+// 16-bit inputs are widened to float32 per row, the forward's statistics accumulate in
+// double lanes and are kept in the statistics dtype (float32; float64 for float64 input),
+// the backward's row sums in the compute dtype's vector lanes (as PyTorch's CPU kernel),
+// and each output rounds once. Work splits depend only on the shapes, never on the thread count.
 #pragma once
 #include "core/tensor_impl.h"
 
