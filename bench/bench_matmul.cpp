@@ -244,48 +244,42 @@ void BM_tc_attention(benchmark::State& state) {
   state.counters["16bit/f32"] = (median(fwd[1]) + median(bwd[1])) / (median(fwd[0]) + median(bwd[0]));
 }
 
-// ---------------------------------------------------------------- a gpt step's products alone
-// Every linear-layer product of a tc::nn::GPT step (qkv, attention out, fc, proj per block,
-// and the head), in bf16 with the layouts the step uses (the weight read transposed through
-// its strides; backward: dX = g W and dW = g^T x through a transposed view), and nothing
-// else: no activation, norm, attention, cast or optimizer. Its time is what any step built
-// on these oneDNN products must spend at least; bench/compare sets it against the peers.
-// Each iteration also times one bf16 1024^3 product, so that the pass and the GEMM peak
-// are measured in the same seconds of a shared machine. Args: batch, context, width,
-// layers, training (0: the forward only). Counters: the median pass (ms), its rate over the
-// linear layers' FLOPs, the median 1024^3 rate (peak GFLOP/s) and their ratio.
-void BM_tc_gpt_products(benchmark::State& state) {
-  const int64_t B = state.range(0), T = state.range(1), C = state.range(2), layers = state.range(3), vocab = 256;
-  const bool training = state.range(4) != 0;
-  const int64_t rows = B * T;
-  struct Layer {
-    tc::Tensor x, w, b, g;
-  };
-  std::vector<Layer> ls;
-  auto add = [&](int64_t in, int64_t out) {
-    const tc::DType bf = tc::kBFloat16;
-    ls.push_back({tc::randn({rows, in}).to(bf), (tc::randn({out, in}) * 0.05).to(bf), tc::zeros({out}, bf),
-                  tc::randn({rows, out}).to(bf)});
-  };
-  for (int64_t l = 0; l < layers; ++l) {
-    add(C, 3 * C);
-    add(C, C);
-    add(C, 4 * C);
-    add(4 * C, C);
-  }
-  add(C, vocab);
+// ---------------------------------------------------------------- a step's products alone
+// Every linear-layer product of a model's step, in bf16 with the layouts tensorcast's step
+// uses (the weight read transposed through its strides; backward: dX = g W and dW = g^T x
+// through a transposed view), and nothing else: no activation, norm, attention, cast or
+// optimizer. Its time is what any step built on these oneDNN products must spend at least;
+// bench/compare sets it against the peers. Each iteration also times one bf16 1024^3
+// product, so that the pass and the GEMM peak are measured in the same seconds of a shared
+// machine. Counters: the median pass (ms), its rate over the linear layers' FLOPs, the
+// median 1024^3 rate (peak GFLOP/s) and their ratio.
+struct ProductLayer {
+  tc::Tensor x, w, b, g;
+  bool needs_dx;  // false for a layer reading the data, whose input has no gradient
+};
+
+ProductLayer product_layer(int64_t rows, int64_t in, int64_t out, bool needs_dx = true) {
+  const tc::DType bf = tc::kBFloat16;
+  return {tc::randn({rows, in}).to(bf), (tc::randn({out, in}) * 0.05).to(bf), tc::zeros({out}, bf),
+          tc::randn({rows, out}).to(bf), needs_dx};
+}
+
+void time_products(benchmark::State& state, const std::vector<ProductLayer>& ls, bool training) {
   double flops = 0;
-  for (const Layer& l : ls) flops += (training ? 6.0 : 2.0) * static_cast<double>(l.w.numel() * rows);
+  for (const ProductLayer& l : ls) {
+    const double fwd = 2.0 * static_cast<double>(l.w.numel() * l.x.size(0));
+    flops += training ? fwd * (l.needs_dx ? 3 : 2) : fwd;
+  }
   const tc::Tensor a = tc::randn({kN, kN}).to(tc::kBFloat16), b = tc::randn({kN, kN}).to(tc::kBFloat16);
   tc::NoGradGuard no_grad;
   std::vector<double> ms, peak_ms;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (const Layer& l : ls) benchmark::DoNotOptimize(tc::linear(l.x, l.w, l.b).raw_data());
+    for (const ProductLayer& l : ls) benchmark::DoNotOptimize(tc::linear(l.x, l.w, l.b).raw_data());
     if (training)
       for (auto it = ls.rbegin(); it != ls.rend(); ++it) {
         benchmark::DoNotOptimize(tc::matmul(it->g.t(), it->x).raw_data());
-        benchmark::DoNotOptimize(tc::matmul(it->g, it->w).raw_data());
+        if (it->needs_dx) benchmark::DoNotOptimize(tc::matmul(it->g, it->w).raw_data());
       }
     const auto t1 = std::chrono::steady_clock::now();
     benchmark::DoNotOptimize(tc::matmul(a, b).raw_data());
@@ -297,6 +291,56 @@ void BM_tc_gpt_products(benchmark::State& state) {
   state.counters["GFLOP/s"] = rate;
   state.counters["peak GFLOP/s"] = peak;
   state.counters["of peak"] = rate / peak;
+}
+
+// tc::nn::GPT: qkv, attention out, fc, proj per block, and the head. Args: batch, context,
+// width, layers, training (0: the forward only).
+void BM_tc_gpt_products(benchmark::State& state) {
+  const int64_t B = state.range(0), T = state.range(1), C = state.range(2), layers = state.range(3), vocab = 256;
+  const int64_t rows = B * T;
+  std::vector<ProductLayer> ls;
+  for (int64_t l = 0; l < layers; ++l)
+    for (auto [in, out] : {std::pair{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}})
+      ls.push_back(product_layer(rows, in, out));
+  ls.push_back(product_layer(rows, C, vocab));
+  time_products(state, ls, state.range(4) != 0);
+}
+
+// The CLI's mlp-large: Linear(W, 4W), Linear(4W, W), Linear(W, 10) (the GELUs are not
+// products); the first layer reads the data, so its input gets no gradient. Args: batch,
+// width, training.
+void BM_tc_mlp_products(benchmark::State& state) {
+  const int64_t B = state.range(0), W = state.range(1);
+  time_products(state, {product_layer(B, W, 4 * W, false), product_layer(B, 4 * W, W), product_layer(B, W, 10)},
+                state.range(2) != 0);
+}
+
+// ---------------------------------------------------------------- memory bandwidth
+// An in-place update, a[i] += s b[i], on 2 x 128 MiB of float32 (8 times a 32 MiB L3) on
+// the intra-op threads: the rate at which memory-bound work that reads and rewrites its
+// state in place (an optimizer step over state no cache holds) can stream, 12 bytes an
+// element (a read and a write of a, a read of b; no write-allocate traffic, as in such a
+// step). The fastest repetition counts: bench/compare turns it into the least time of an
+// AdamW step, which must not be overestimated.
+void BM_stream_update(benchmark::State& state) {
+  constexpr int64_t n = int64_t{32} << 20;
+  std::vector<float> a(n, 1.0f), b(n, 2.0f);
+  auto update = [&] {
+    tc::parallel_for(0, n, 1 << 16, [&](int64_t i0, int64_t i1) {
+      float* __restrict ap = a.data();
+      const float* __restrict bp = b.data();
+      for (int64_t i = i0; i < i1; ++i) ap[i] += 0.5f * bp[i];
+    });
+  };
+  update();  // first touch
+  double best = 1e30;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    update();
+    benchmark::DoNotOptimize(a.data());
+    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  state.counters["GB/s"] = 12.0 * n * 1e-6 / best;
 }
 
 }  // namespace
@@ -349,6 +393,15 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(2.0);
+  // The mlp-large configurations bench/compare times at batch 1024 (step and inference).
+  for (const auto& [name, args] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+           {"B1024_W1024_train", {1024, 1024, 1}}, {"B1024_W1024_infer", {1024, 1024, 0}}})
+    benchmark::RegisterBenchmark(("tc_mlp_products/bf16/" + name).c_str(), BM_tc_mlp_products)
+        ->Args(args)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(2.0);
+  benchmark::RegisterBenchmark("stream_update", BM_stream_update)->Unit(benchmark::kMillisecond)->UseRealTime();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -141,6 +141,48 @@ TEST(Adam, MatchesReferenceAdamAndAdamW) {
   }
 }
 
+// The float32 step is PyTorch's single-tensor AdamW op by op, each op rounded to float32,
+// bit for bit, on a tensor long enough for the vector loops of every ISA's clone (an FMA
+// fusing a product into a sum would change the last bits).
+TEST(Adam, Float32StepIsTheSeparateOpsBitForBit) {
+  const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1;
+  Tensor p = make_param({4099}, kFloat32, 5);
+  std::vector<float> w(p.numel()), m(p.numel(), 0.0f), v(p.numel(), 0.0f);
+  for (int64_t i = 0; i < p.numel(); ++i) w[i] = static_cast<float>(p.to_vector()[i]);
+  optim::AdamW opt({p}, optim::AdamWOptions(lr).betas({b1, b2}).eps(eps).weight_decay(wd));
+  for (int s = 1; s <= 3; ++s) {
+    Tensor g = grad_for(kGradSeed, p, s);
+    const std::vector<double> gd = g.to_vector();
+    p.set_grad(g);
+    opt.step();
+    const float decay = static_cast<float>(1.0 - lr * wd), lerp_w = static_cast<float>(1.0 - b1);
+    const float beta2 = static_cast<float>(b2), one_minus_b2 = static_cast<float>(1.0 - b2);
+    const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, s)));
+    const float neg_step = static_cast<float>(-(lr / (1.0 - std::pow(b1, s))));
+    for (size_t i = 0; i < w.size(); ++i) {
+      const volatile float gi = static_cast<float>(gd[i]);  // volatile: no contraction here either
+      volatile float t = w[i] * decay;                      // param.mul_(1 - lr wd)
+      w[i] = t;
+      t = gi - m[i];
+      t = lerp_w * t;
+      m[i] = m[i] + t;  // exp_avg.lerp_(grad, 1 - beta1), weight < 0.5
+      t = v[i] * beta2;
+      volatile float q = one_minus_b2 * gi;
+      q = q * gi;
+      v[i] = t + q;  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
+      volatile float denom = std::sqrt(v[i]) / bc2_sqrt;
+      denom = denom + static_cast<float>(eps);
+      q = neg_step * m[i];
+      q = q / denom;
+      w[i] = w[i] + q;  // param.addcdiv_(exp_avg, denom, value=-step_size)
+    }
+  }
+  const std::vector<double> got = p.to_vector();
+  int64_t mismatches = 0;
+  for (size_t i = 0; i < w.size(); ++i) mismatches += static_cast<float>(got[i]) != w[i];
+  EXPECT_EQ(mismatches, 0) << "of " << w.size() << " weights";
+}
+
 TEST(Adam, LibtorchStyleOptions) {
   Tensor p = make_param({2}, kFloat32, 1);
   optim::AdamW opt({p}, optim::AdamWOptions(1e-3).weight_decay(0.01));

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cpu/fast_math.h"
 #include "backend/cpu/loops.h"
 #include "backend/cuda/optim.h"
 #include "tensorcast/convert.h"
@@ -138,6 +139,17 @@ inline gpu::FusedStep device_step(const StepArgs& a, const StateBuffers& state) 
   return f;
 }
 
+// The update bodies (backend/optim_fns.h, shared with the CUDA kernels) are plain loops;
+// built for baseline x86-64 alone, Adam's square root and division ran 4 lanes wide and its
+// step over state no cache holds took 1.4x what the memory needs. Each body is compiled per
+// ISA here (flatten inlines it into every clone). The optimizer files build with
+// -ffp-contract=off (CMakeLists.txt), so the FMA clones round each product and sum apart,
+// as the baseline loop and PyTorch's separate ops do: the same bits on every CPU.
+template <class Body, class C>
+TC_SIMD_CLONES [[gnu::flatten]] void run_body(const Body& body, int64_t n, const C* g, C* w, C* const* s) {
+  body(n, g, w, s);
+}
+
 inline constexpr int64_t kFusedGrain = 16384;  // elements; below this one thread is faster
 
 // body(int64_t n, const C* g, C* w, C* const* s): updates n elements of the weights w and
@@ -185,7 +197,7 @@ void fused_for_each(const StepArgs& a, const StateBuffers& state, Body body) {
               s[k] = static_cast<C*>(state[k]) + j;
             }
           }
-          body(n, g, wbuf, s);
+          run_body(body, n, g, wbuf, s);
           for (int k = 0; k < kMaxState; ++k)
             if (state16 && state[k] != nullptr) store16(sbuf[k], state[k], a.state_dtype, j, n);
           if (a.weight_update == WeightUpdate::PureKahan)
@@ -197,7 +209,7 @@ void fused_for_each(const StepArgs& a, const StateBuffers& state, Body body) {
       }
       for (int k = 0; k < kMaxState; ++k) s[k] = state[k] != nullptr ? static_cast<C*>(state[k]) + j : nullptr;
       C* w = static_cast<C*>(a.weight) + j;
-      body(n, g, w, s);
+      run_body(body, n, g, w, s);
       if constexpr (std::is_same_v<C, float>) {
         if (a.param16 != nullptr) write_back(w, a, j, n);
         if (a.copy16 != nullptr) store16(w, a.copy16, a.copy_dtype, j, n);
