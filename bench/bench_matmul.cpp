@@ -401,7 +401,10 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(2.0);
-  benchmark::RegisterBenchmark("stream_update", BM_stream_update)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("stream_update", BM_stream_update)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->MinTime(1.0);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
