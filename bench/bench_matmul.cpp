@@ -373,38 +373,25 @@ int main(int argc, char** argv) {
     add("tc_conv2d" + suffix, BM_tc_conv2d, d);
     add("dnnl_conv2d" + suffix, BM_dnnl_conv2d, d);
   }
-  benchmark::RegisterBenchmark("tc_mlp_block_fused_vs_composed/bf16", BM_tc_mlp_block)
-      ->Unit(benchmark::kMillisecond)
-      ->UseRealTime()
-      ->MinTime(3.0);
-  benchmark::RegisterBenchmark("tc_attention_16bit_vs_f32/bf16", BM_tc_attention)
-      ->Unit(benchmark::kMillisecond)
-      ->UseRealTime()
-      ->MinTime(3.0);
-  // The gpt configurations bench/compare times (its B=16 step and inference, batch-1
-  // inference, the 8-layer d=512 step), named as it looks them up.
+  // The benchmarks that time themselves in wall milliseconds, for at least min_time s.
+  auto timed = [](benchmark::internal::Benchmark* b, double min_time) {
+    b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(min_time);
+  };
+  timed(benchmark::RegisterBenchmark("tc_mlp_block_fused_vs_composed/bf16", BM_tc_mlp_block), 3.0);
+  timed(benchmark::RegisterBenchmark("tc_attention_16bit_vs_f32/bf16", BM_tc_attention), 3.0);
+  // The configurations bench/compare times, named as it looks them up: gpt's B=16 step and
+  // inference, batch-1 inference and the 8-layer d=512 step; mlp-large's B=1024 step and
+  // inference.
   for (const auto& [name, args] :
        std::vector<std::pair<std::string, std::vector<int64_t>>>{{"B16_T128_C256_L4_train", {16, 128, 256, 4, 1}},
                                                                  {"B16_T128_C256_L4_infer", {16, 128, 256, 4, 0}},
                                                                  {"B1_T128_C256_L4_infer", {1, 128, 256, 4, 0}},
                                                                  {"B4_T256_C512_L8_train", {4, 256, 512, 8, 1}}})
-    benchmark::RegisterBenchmark(("tc_gpt_products/bf16/" + name).c_str(), BM_tc_gpt_products)
-        ->Args(args)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime()
-        ->MinTime(2.0);
-  // The mlp-large configurations bench/compare times at batch 1024 (step and inference).
+    timed(benchmark::RegisterBenchmark(("tc_gpt_products/bf16/" + name).c_str(), BM_tc_gpt_products)->Args(args), 2.0);
   for (const auto& [name, args] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
            {"B1024_W1024_train", {1024, 1024, 1}}, {"B1024_W1024_infer", {1024, 1024, 0}}})
-    benchmark::RegisterBenchmark(("tc_mlp_products/bf16/" + name).c_str(), BM_tc_mlp_products)
-        ->Args(args)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime()
-        ->MinTime(2.0);
-  benchmark::RegisterBenchmark("stream_update", BM_stream_update)
-      ->Unit(benchmark::kMillisecond)
-      ->UseRealTime()
-      ->MinTime(1.0);
+    timed(benchmark::RegisterBenchmark(("tc_mlp_products/bf16/" + name).c_str(), BM_tc_mlp_products)->Args(args), 2.0);
+  timed(benchmark::RegisterBenchmark("stream_update", BM_stream_update), 1.0);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
