@@ -162,37 +162,51 @@ void store_row_bf16(const float* src, int64_t n, uint16_t* dst, float factor = 1
     store_bf16(dst + c, _mm512_mul_ps(_mm512_loadu_ps(src + c), f), lanes_below(n - c));
 }
 
-// Row r of the group: p[0, m) = exp(scale s[0, m) - max) rounded to bfloat16, the
-// softmax's numerators (the caller divides the row's product with v by their sum, as
-// FlashAttention does), p[m, pad) = 0. Returns 1 / the sum and (lse not null) sets *lse to
-// the log-sum-exp of scale s[0, m), for the backward. A NaN score makes the row and its
-// lse NaN, as the composite's softmax.
-float softmax_row(const float* s, int64_t m, int64_t pad, float scale, uint16_t* p, float* lse) {
+// The group's kRows rows together (row r: scores s + r ld, m[r] keys): p[r][0, m[r]) =
+// exp(scale s - the row's max) rounded to bfloat16, the softmax's numerators (the caller
+// divides the row's product with v by their sum, as FlashAttention does), p[r][m[r], pad)
+// = 0. Sets inv_sum[r] = 1 / the sum and (lse not null) lse[r] = the log-sum-exp of
+// scale s[r][0, m[r]) for r < rows, for the backward. The rows' passes are interleaved:
+// one row's max, exp and sum are chains of dependent instructions (the reductions' and
+// the exp polynomial's latencies), which four independent rows hide from each other. A
+// NaN score makes its row and its lse NaN, as the composite's softmax.
+void softmax_group(const float* s, int64_t ld, const int64_t* m, int64_t rows, int64_t pad, float scale, uint16_t* p,
+                   float* inv_sum, float* lse) {
   const __m512 sc = _mm512_set1_ps(scale);
-  __m512 vmax = _mm512_set1_ps(-__builtin_inff());
-  __mmask16 nan = 0;
-  for (int64_t j = 0; j < m; j += 16) {
-    const __mmask16 k = lanes_below(m - j);
-    const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), sc);
-    nan |= _mm512_mask_cmp_ps_mask(k, x, x, _CMP_UNORD_Q);
-    vmax = _mm512_mask_max_ps(vmax, k, vmax, x);
+  __m512 vmax[kRows], vsum[kRows];
+  __mmask16 nan[kRows];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) {
+    vmax[r] = _mm512_set1_ps(-__builtin_inff());
+    vsum[r] = _mm512_setzero_ps();
+    nan[r] = 0;
   }
-  const float mx = _mm512_reduce_max_ps(vmax);
-  const __m512 vmx = _mm512_set1_ps(mx);
-  __m512 vsum = _mm512_setzero_ps();
-  for (int64_t j = 0; j < pad; j += 16) {
-    const __mmask16 k = lanes_below(m - j);
-    const __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + j), sc, vmx)));
-    vsum = _mm512_add_ps(vsum, e);
-    store_bf16(p + j, e);
+  for (int64_t j = 0; j < pad; j += 16)
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      const __mmask16 k = lanes_below(m[r] - j);
+      const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + r * ld + j), sc);
+      nan[r] |= _mm512_mask_cmp_ps_mask(k, x, x, _CMP_UNORD_Q);
+      vmax[r] = _mm512_mask_max_ps(vmax[r], k, vmax[r], x);
+    }
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) vmax[r] = _mm512_set1_ps(_mm512_reduce_max_ps(vmax[r]));
+  for (int64_t j = 0; j < pad; j += 16)
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      const __mmask16 k = lanes_below(m[r] - j);
+      const __m512 e =
+          _mm512_maskz_mov_ps(k, exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + r * ld + j), sc, vmax[r])));
+      vsum[r] = _mm512_add_ps(vsum[r], e);
+      store_bf16(p + r * ld + j, e);
+    }
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) {
+    const float sum = _mm512_reduce_add_ps(vsum[r]);
+    const bool is_nan = nan[r] != 0;
+    inv_sum[r] = is_nan ? __builtin_nanf("") : 1.0f / sum;
+    if (lse && r < rows) lse[r] = is_nan ? __builtin_nanf("") : _mm512_cvtss_f32(vmax[r]) + __builtin_logf(sum);
   }
-  const float sum = _mm512_reduce_add_ps(vsum);
-  if (nan) {
-    if (lse) *lse = __builtin_nanf("");
-    return __builtin_nanf("");
-  }
-  if (lse) *lse = mx + __builtin_logf(sum);
-  return 1.0f / sum;
 }
 
 // The backward's row: the forward's probabilities again from its log-sum-exp in one pass,
@@ -352,9 +366,7 @@ void attention_block_avx512bf16(const Bf16AttentionBlock& b) {
       tile_dot<decltype(nb)::value>(qg, ldq, b.k_pairs + 32 * first, np, E2, b.scores + 16 * first, np);
     });
     float inv_sum[kRows];
-    for (int64_t r = 0; r < kRows; ++r)
-      inv_sum[r] = softmax_row(b.scores + r * np, m[r], pad, b.scale, b.probs + r * np,
-                               b.lse && r < rows ? b.lse + g0 + r : nullptr);
+    softmax_group(b.scores, np, m, rows, pad, b.scale, b.probs, inv_sum, b.lse ? b.lse + g0 : nullptr);
     by_blocks(Evp / 16, [&](int64_t first, auto nb) {
       tile_dot<decltype(nb)::value>(b.probs, np / 2, b.v_pairs + 32 * first, Evp, pad / 2, b.tile + 16 * first, Evp);
     });
