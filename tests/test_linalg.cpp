@@ -243,7 +243,7 @@ TEST(Gemv, MatchesTheReferenceInEveryLayoutAndDtype) {
   for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
     for (int64_t rows = 1; rows <= cpu::kGemvMaxRows; ++rows) {
       for (int64_t k : kGemvInner) {
-        for (int64_t m : {1, 7, 67}) {
+        for (int64_t m : {1, 7, 67, 300}) {  // 300: whole column blocks of the row-major layout and a part
           const std::string what = std::string(dtype_name(dt)) + " rows " + std::to_string(rows) + " k " +
                                    std::to_string(k) + " m " + std::to_string(m);
           const uint64_t seed = static_cast<uint64_t>(rows * 1000 + k + m);

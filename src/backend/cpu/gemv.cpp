@@ -1,7 +1,8 @@
 // Matrix-vector-like products (backend/cpu/gemv.h). The few rows of a are widened once
-// into a zero-padded float32 buffer; the weight is read once, in blocks widened to float32
-// (float32 weights are read in place), and multiplied into float32 accumulators by
-// micro-kernels compiled per ISA. Columns of c split among threads; each element is
+// into a zero-padded float32 buffer; the weight is read once, in blocks (float32 in place,
+// bfloat16 in place and widened in registers where one widening serves, else widened into
+// a float32 buffer), and multiplied into float32 accumulators by micro-kernels compiled
+// per ISA. Columns of c split among threads; each element is
 // summed by one thread in an order set by k, so results do not depend on the thread count.
 #include "backend/cpu/gemv.h"
 
@@ -19,7 +20,12 @@ namespace tc::cpu {
 namespace {
 
 constexpr int64_t kBlock = 1024;  // dot layout: weight elements per pass over x (a multiple of 16)
-constexpr int64_t kCols = 256;    // row-major layout: columns accumulated at a time (multiple of 16)
+// Row-major layout: columns accumulated in registers at a time (8 vectors: 8 independent
+// FMA chains per row of b), and rows of b per pass: a pass's kSpan x kCols block of b,
+// copied contiguous (rows of b a power of two apart would evict each other from L1),
+// serves every row of a from L1.
+constexpr int64_t kCols = 128;
+constexpr int64_t kSpan = 32;
 
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
@@ -89,24 +95,29 @@ float lane_sum(const float* l) {
   return (h[0] + h[2]) + (h[1] + h[3]);
 }
 
-// y[r][c] += x[r][0] w[c] for c < n (a multiple of 16), r < rows.
-TC_SIMD_CLONES void axpy_block(const float* x, int64_t ldx, int64_t rows, const float* w, int64_t n, float* y,
-                               int64_t ldy) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float s = x[r * ldx];
-    float* yr = y + r * ldy;
-    for (int64_t c = 0; c < n; c += 16) TC_STORE16(yr + c, TC_LOAD16(yr + c) + s * TC_LOAD16(w + c));
+// For r < rows, c < kCols: y[r][c] += sum over p < n of x[r][p] w[p * ldw + c], in
+// increasing p, the accumulators in registers for the whole pass (LOAD16W as in
+// TC_DOT_BLOCK). As there, widening is exact, so a 16-bit weight gives bitwise the sums of
+// its float32 widening.
+#define TC_AXPY_BLOCK(name, WeightT, LOAD16W)                                                                   \
+  TC_SIMD_CLONES void name(const float* x, int64_t ldx, int64_t rows, const WeightT* w, int64_t ldw, int64_t n, \
+                           float* y) {                                                                          \
+    constexpr int kV = kCols / 16;                                                                              \
+    for (int64_t r = 0; r < rows; ++r) {                                                                        \
+      const float* xr = x + r * ldx;                                                                            \
+      float* yr = y + r * kCols;                                                                                \
+      v16 s[kV];                                                                                                \
+      for (int v = 0; v < kV; ++v) s[v] = TC_LOAD16(yr + 16 * v);                                               \
+      for (int64_t p = 0; p < n; ++p) {                                                                         \
+        const float xp = xr[p];                                                                                 \
+        for (int v = 0; v < kV; ++v) s[v] += xp * LOAD16W(w + p * ldw + 16 * v);                                \
+      }                                                                                                         \
+      for (int v = 0; v < kV; ++v) TC_STORE16(yr + 16 * v, s[v]);                                               \
+    }                                                                                                           \
   }
-}
 
-// `n` elements of type dt at `src` (unit stride) as float32: in place when they already
-// are and fill the padded length, else widened into `buf` and zero-padded to `padded`.
-const float* as_float(const char* src, DType dt, int64_t n, int64_t padded, float* buf) {
-  if (dt == kFloat32 && n == padded) return reinterpret_cast<const float*>(src);
-  convert(src, dt, buf, kFloat32, n);
-  std::fill(buf + n, buf + padded, 0.0f);
-  return buf;
-}
+TC_AXPY_BLOCK(axpy_f32, float, TC_LOAD16)
+TC_AXPY_BLOCK(axpy_bf16, uint16_t, TC_LOAD16_BF16)
 
 struct Product {
   int64_t rows, k;
@@ -159,16 +170,30 @@ struct Product {
     }
   }
 
-  // b(p, j) at b + (p * b_stride + j) * b_es: rows of b are read in column blocks.
+  // b(p, j) at b + (p * b_stride + j) * b_es: rows of b are read in column blocks, in
+  // place for one row of a when whole (float32, bfloat16), else widened into a buffer,
+  // zero-padded.
   void axpy_columns(int64_t j0, int64_t j1) const {
-    alignas(64) float buf[kCols];
+    alignas(64) float buf[kSpan * kCols];
     alignas(64) float y[kGemvMaxRows * kCols];
     for (int64_t c0 = j0; c0 < j1; c0 += kCols) {
-      const int64_t n = std::min(kCols, j1 - c0), padded = round_up(n, 16);
+      const int64_t n = std::min(kCols, j1 - c0);
+      const bool in_place = rows == 1 && n == kCols && (bdt == kFloat32 || bdt == kBFloat16);
       std::fill(y, y + rows * kCols, 0.0f);
-      for (int64_t p = 0; p < k; ++p) {
-        const float* w = as_float(b + (p * b_stride + c0) * b_es, bdt, n, padded, buf);
-        axpy_block(x + p, ldx, rows, w, padded, y, kCols);
+      for (int64_t p0 = 0; p0 < k; p0 += kSpan) {
+        const int64_t span = std::min(kSpan, k - p0);
+        const char* w = b + (p0 * b_stride + c0) * b_es;
+        if (in_place && bdt == kFloat32) {
+          axpy_f32(x + p0, ldx, rows, reinterpret_cast<const float*>(w), b_stride, span, y);
+        } else if (in_place) {
+          axpy_bf16(x + p0, ldx, rows, reinterpret_cast<const uint16_t*>(w), b_stride, span, y);
+        } else {
+          for (int64_t p = 0; p < span; ++p) {
+            convert(w + p * b_stride * b_es, bdt, buf + p * kCols, kFloat32, n);
+            std::fill(buf + p * kCols + n, buf + (p + 1) * kCols, 0.0f);
+          }
+          axpy_f32(x + p0, ldx, rows, buf, kCols, span, y);
+        }
       }
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < n; ++c) write(r, c0 + c, y[r * kCols + c]);
