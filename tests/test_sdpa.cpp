@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "common/testing.h"
 #include "tensorcast/allocator.h"
 #include "tensorcast/convert.h"
@@ -26,6 +27,19 @@ Tensor neutral_mask(int64_t L, int64_t S, bool causal) {
   const Tensor i = arange(static_cast<double>(L), kInt64).unsqueeze(1),
                j = arange(static_cast<double>(S), kInt64).unsqueeze(0);
   return causal ? le(j, i) : ge(j + i, 0.0);
+}
+
+// The bfloat16 kernels' variants this CPU runs: on AMX tiles (where it has AMX-BF16) and
+// on AVX-512 BF16 dot products; a test runs f(label) once per variant.
+template <class F>
+void for_each_bf16_kernel(F f) {
+  const bool amx = cpu::sdpa_uses_amx();
+  for (bool use : {true, false}) {
+    if (use && !amx) continue;
+    cpu::set_sdpa_amx(use);
+    f(use ? " amx" : "");
+  }
+  cpu::set_sdpa_amx(true);
 }
 
 struct Result {
@@ -64,35 +78,37 @@ TEST(Sdpa, FusedMatchesCompositeAndFloat64) {
     const Result ref = run(q, k, v, g, c.causal, true);  // float64: the composite
     // 16-bit inputs take the product path where this CPU multiplies them natively (kNative;
     // elsewhere both settings give the fused kernel), the fused kernel under kFloat32.
-    for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kNative})
-      for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
-        set_cpu_gemm16(mode);
-        const Result fused = run(q.to(dt), k.to(dt), v.to(dt), g, c.causal, false);
-        set_cpu_gemm16(Gemm16::kAuto);
-        const Result comp = run(q.to(dt), k.to(dt), v.to(dt), g, c.causal, true);
-        auto err = [](const Tensor& a, const Tensor& b) {
-          double m = 0;
-          const std::vector<double> x = a.to_vector(), y = b.to_vector();
-          for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
-          return m;
-        };
-        const std::pair<Tensor, Tensor> pairs[] = {
-            {fused.out, ref.out}, {fused.dq, ref.dq}, {fused.dk, ref.dk}, {fused.dv, ref.dv}};
-        const std::pair<Tensor, Tensor> comp_pairs[] = {
-            {comp.out, ref.out}, {comp.dq, ref.dq}, {comp.dk, ref.dk}, {comp.dv, ref.dv}};
-        const char* names[] = {"out", "dq", "dk", "dv"};
-        for (int t = 0; t < 4; ++t) {
-          const double e_fused = err(pairs[t].first, pairs[t].second);
-          const double e_comp = err(comp_pairs[t].first, comp_pairs[t].second);
-          const double scale = err(zeros_like(pairs[t].second), pairs[t].second);
-          // The fused kernel rounds once per output; the composite rounds scores, weights and
-          // products in `dt`: the fused error is at most the composite's (plus float32 noise).
-          EXPECT_LE(e_fused, std::max(1.5 * e_comp, 1e-5 * scale))
-              << shape_str(c.q) << " " << dtype_name(dt) << " " << gemm16_name(mode) << " " << names[t] << ": fused "
-              << e_fused << ", composite " << e_comp;
-          EXPECT_EQ(pairs[t].first.dtype(), dt);
+    for_each_bf16_kernel([&](const char* kernel) {
+      for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kNative})
+        for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
+          set_cpu_gemm16(mode);
+          const Result fused = run(q.to(dt), k.to(dt), v.to(dt), g, c.causal, false);
+          set_cpu_gemm16(Gemm16::kAuto);
+          const Result comp = run(q.to(dt), k.to(dt), v.to(dt), g, c.causal, true);
+          auto err = [](const Tensor& a, const Tensor& b) {
+            double m = 0;
+            const std::vector<double> x = a.to_vector(), y = b.to_vector();
+            for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+            return m;
+          };
+          const std::pair<Tensor, Tensor> pairs[] = {
+              {fused.out, ref.out}, {fused.dq, ref.dq}, {fused.dk, ref.dk}, {fused.dv, ref.dv}};
+          const std::pair<Tensor, Tensor> comp_pairs[] = {
+              {comp.out, ref.out}, {comp.dq, ref.dq}, {comp.dk, ref.dk}, {comp.dv, ref.dv}};
+          const char* names[] = {"out", "dq", "dk", "dv"};
+          for (int t = 0; t < 4; ++t) {
+            const double e_fused = err(pairs[t].first, pairs[t].second);
+            const double e_comp = err(comp_pairs[t].first, comp_pairs[t].second);
+            const double scale = err(zeros_like(pairs[t].second), pairs[t].second);
+            // The fused kernel rounds once per output; the composite rounds scores, weights and
+            // products in `dt`: the fused error is at most the composite's (plus float32 noise).
+            EXPECT_LE(e_fused, std::max(1.5 * e_comp, 1e-5 * scale))
+                << shape_str(c.q) << " " << dtype_name(dt) << " " << gemm16_name(mode) << kernel << " " << names[t]
+                << ": fused " << e_fused << ", composite " << e_comp;
+            EXPECT_EQ(pairs[t].first.dtype(), dt);
+          }
         }
-      }
+    });
   }
 }
 
@@ -177,57 +193,61 @@ TEST(Sdpa, GradientsOfOneProjectionShareOneBlock) {
   const int64_t B = 2, T = 128, H = 2, hd = 32;
   const Tensor proj0 = uniform({B, T, 3, H, hd}, kFloat32, -2, 2, 11);
   const Tensor g = uniform({B, H, T, hd}, kFloat32, -1, 1, 12);
-  for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kNative})
-    for (DType dt : {kFloat32, kBFloat16}) {
-      set_cpu_gemm16(mode);
-      Tensor proj = proj0.to(dt).detach().requires_grad_();
-      profiler::Profile prof;
-      const Tensor heads = mul(proj, 1.0).permute({2, 0, 3, 1, 4});  // a non-leaf, as a linear's output
-      const Tensor out =
-          scaled_dot_product_attention(heads.select(0, 0), heads.select(0, 1), heads.select(0, 2), Tensor(), 0.0, true);
-      (out * g.to(dt)).sum().backward();
-      prof.stop();
-      int64_t selects = 0, select_bytes = 0, copies = 0;
-      for (const profiler::OpStat& st : prof.key_averages()) {
-        if (st.name.rfind("select backward", 0) == 0) {
-          selects += st.calls;
-          select_bytes += st.self_alloc_bytes;
+  for_each_bf16_kernel([&](const char* kernel) {
+    for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kNative})
+      for (DType dt : {kFloat32, kBFloat16}) {
+        set_cpu_gemm16(mode);
+        Tensor proj = proj0.to(dt).detach().requires_grad_();
+        profiler::Profile prof;
+        const Tensor heads = mul(proj, 1.0).permute({2, 0, 3, 1, 4});  // a non-leaf, as a linear's output
+        const Tensor out = scaled_dot_product_attention(heads.select(0, 0), heads.select(0, 1), heads.select(0, 2),
+                                                        Tensor(), 0.0, true);
+        (out * g.to(dt)).sum().backward();
+        prof.stop();
+        int64_t selects = 0, select_bytes = 0, copies = 0;
+        for (const profiler::OpStat& st : prof.key_averages()) {
+          if (st.name.rfind("select backward", 0) == 0) {
+            selects += st.calls;
+            select_bytes += st.self_alloc_bytes;
+          }
+          if (st.name == "clone" || st.name == "contiguous") copies += st.calls;
         }
-        if (st.name == "clone" || st.name == "contiguous") copies += st.calls;
+        const std::string what = std::string(dtype_name(dt)) + " " + std::string(gemm16_name(mode)) + kernel;
+        EXPECT_EQ(selects, 3) << what;
+        EXPECT_EQ(select_bytes, 0) << what;
+        EXPECT_EQ(copies, 0) << what;
+        // Reference: the same attention on contiguous copies of q, k, v.
+        const Tensor hp = proj0.to(dt).permute({2, 0, 3, 1, 4});
+        const Result ref = run(hp.select(0, 0).contiguous(), hp.select(0, 1).contiguous(), hp.select(0, 2).contiguous(),
+                               g, true, false);
+        set_cpu_gemm16(Gemm16::kAuto);
+        const Tensor gp = proj.grad().permute({2, 0, 3, 1, 4});
+        EXPECT_TRUE(testing::equal(gp.select(0, 0), ref.dq)) << what;
+        EXPECT_TRUE(testing::equal(gp.select(0, 1), ref.dk)) << what;
+        EXPECT_TRUE(testing::equal(gp.select(0, 2), ref.dv)) << what;
       }
-      const std::string what = std::string(dtype_name(dt)) + " " + std::string(gemm16_name(mode));
-      EXPECT_EQ(selects, 3) << what;
-      EXPECT_EQ(select_bytes, 0) << what;
-      EXPECT_EQ(copies, 0) << what;
-      // Reference: the same attention on contiguous copies of q, k, v.
-      const Tensor hp = proj0.to(dt).permute({2, 0, 3, 1, 4});
-      const Result ref =
-          run(hp.select(0, 0).contiguous(), hp.select(0, 1).contiguous(), hp.select(0, 2).contiguous(), g, true, false);
-      set_cpu_gemm16(Gemm16::kAuto);
-      const Tensor gp = proj.grad().permute({2, 0, 3, 1, 4});
-      EXPECT_TRUE(testing::equal(gp.select(0, 0), ref.dq)) << what;
-      EXPECT_TRUE(testing::equal(gp.select(0, 1), ref.dk)) << what;
-      EXPECT_TRUE(testing::equal(gp.select(0, 2), ref.dv)) << what;
-    }
+  });
 }
 
 // A NaN in a query row makes that row's output NaN and leaves the others alone, in every
 // path and dtype (the composite's softmax propagates it the same way).
 TEST(Sdpa, NanQueryRowPoisonsOnlyItsRow) {
-  for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kNative})
-    for (DType dt : {kFloat32, kBFloat16}) {
-      set_cpu_gemm16(mode);
-      Tensor q = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 13);
-      q.select(2, 5).select(2, 3).fill_(std::nan(""));
-      const Tensor kv = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 14).to(dt);
-      const std::vector<double> out = scaled_dot_product_attention(q.to(dt), kv, kv, Tensor(), 0.0, true).to_vector();
-      set_cpu_gemm16(Gemm16::kAuto);
-      for (int64_t h = 0; h < 2; ++h)
-        for (int64_t i = 0; i < 40; ++i)
-          for (int64_t e = 0; e < 16; ++e)
-            EXPECT_EQ(std::isnan(out[static_cast<size_t>((h * 40 + i) * 16 + e)]), i == 5)
-                << dtype_name(dt) << " " << gemm16_name(mode) << " head " << h << " row " << i;
-    }
+  for_each_bf16_kernel([](const char* kernel) {
+    for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kNative})
+      for (DType dt : {kFloat32, kBFloat16}) {
+        set_cpu_gemm16(mode);
+        Tensor q = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 13);
+        q.select(2, 5).select(2, 3).fill_(std::nan(""));
+        const Tensor kv = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 14).to(dt);
+        const std::vector<double> out = scaled_dot_product_attention(q.to(dt), kv, kv, Tensor(), 0.0, true).to_vector();
+        set_cpu_gemm16(Gemm16::kAuto);
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t i = 0; i < 40; ++i)
+            for (int64_t e = 0; e < 16; ++e)
+              EXPECT_EQ(std::isnan(out[static_cast<size_t>((h * 40 + i) * 16 + e)]), i == 5)
+                  << dtype_name(dt) << " " << gemm16_name(mode) << kernel << " head " << h << " row " << i;
+      }
+  });
 }
 
 // The kernels split work by batch entry and query block, never by thread: the same bits
@@ -235,22 +255,24 @@ TEST(Sdpa, NanQueryRowPoisonsOnlyItsRow) {
 TEST(Sdpa, ResultsDoNotDependOnTheThreadCount) {
   const int saved = get_num_threads();
   const Tensor x = uniform({2, 3, 3, 150, 32}, kFloat32, -2, 2, 15), g = uniform({2, 3, 150, 32}, kFloat32, -1, 1, 16);
-  for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kNative})
-    for (DType dt : {kFloat32, kBFloat16}) {
-      set_cpu_gemm16(mode);
-      Result r[2];
-      for (int t = 0; t < 2; ++t) {
-        set_num_threads(t == 0 ? 1 : 3);
-        const Tensor h = x.to(dt).permute({1, 0, 2, 3, 4});
-        r[t] = run(h.select(0, 0), h.select(0, 1), h.select(0, 2), g, true, false);
+  for_each_bf16_kernel([&](const char* kernel) {
+    for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kNative})
+      for (DType dt : {kFloat32, kBFloat16}) {
+        set_cpu_gemm16(mode);
+        Result r[2];
+        for (int t = 0; t < 2; ++t) {
+          set_num_threads(t == 0 ? 1 : 3);
+          const Tensor h = x.to(dt).permute({1, 0, 2, 3, 4});
+          r[t] = run(h.select(0, 0), h.select(0, 1), h.select(0, 2), g, true, false);
+        }
+        set_cpu_gemm16(Gemm16::kAuto);
+        const std::string what = std::string(dtype_name(dt)) + " " + std::string(gemm16_name(mode)) + kernel;
+        EXPECT_TRUE(testing::equal(r[0].out, r[1].out)) << what;
+        EXPECT_TRUE(testing::equal(r[0].dq, r[1].dq)) << what;
+        EXPECT_TRUE(testing::equal(r[0].dk, r[1].dk)) << what;
+        EXPECT_TRUE(testing::equal(r[0].dv, r[1].dv)) << what;
       }
-      set_cpu_gemm16(Gemm16::kAuto);
-      const std::string what = std::string(dtype_name(dt)) + " " + std::string(gemm16_name(mode));
-      EXPECT_TRUE(testing::equal(r[0].out, r[1].out)) << what;
-      EXPECT_TRUE(testing::equal(r[0].dq, r[1].dq)) << what;
-      EXPECT_TRUE(testing::equal(r[0].dk, r[1].dk)) << what;
-      EXPECT_TRUE(testing::equal(r[0].dv, r[1].dv)) << what;
-    }
+  });
   set_num_threads(saved);
 }
 

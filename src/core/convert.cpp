@@ -7,6 +7,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace tc {
 
@@ -25,6 +29,16 @@ const CpuFeatures& cpu_features() {
     r.avx512bw = __builtin_cpu_supports("avx512bw");
     r.avx512vl = __builtin_cpu_supports("avx512vl");
     r.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
+    // AMX: the CPUID bits (leaf 7: EDX 22 AMX-BF16, 24 AMX-TILE), and Linux's permission for
+    // this process to use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA, 5.16
+    // and later; refused where the kernel or the hypervisor does not save the tile state).
+    // oneDNN asks for the same permission before its AMX kernels.
+    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 22)) && (edx & (1u << 24))) {
+#if defined(__linux__) && defined(__x86_64__)
+      constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+      r.amx_bf16 = syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+#endif
+    }
 #endif
     return r;
   }();

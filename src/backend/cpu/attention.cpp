@@ -7,6 +7,7 @@
 #include "backend/cpu/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
@@ -301,6 +302,11 @@ bool bf16_kernels_apply(std::initializer_list<const Tensor*> ts) {
   return ok;
 }
 
+std::atomic<bool> amx_allowed{true};
+
+// Whether those kernels run on AMX tiles: the CPU has AMX-BF16 and the OS grants it.
+bool use_amx() { return amx_allowed.load(std::memory_order_relaxed) && cpu_features().amx_bf16; }
+
 // Batch entry b's first row of a bfloat16 matrix, as raw bits.
 uint16_t* bf16_rows(const MatrixView& m, int64_t b) { return reinterpret_cast<uint16_t*>(m.row(b, 0)); }
 
@@ -308,6 +314,9 @@ uint16_t* bf16_rows(const MatrixView& m, int64_t b) { return reinterpret_cast<ui
 uint16_t* halves(int which, int64_t elems) { return reinterpret_cast<uint16_t*>(buffer(which, (elems + 1) / 2)); }
 
 }  // namespace
+
+void set_sdpa_amx(bool allowed) { amx_allowed.store(allowed, std::memory_order_relaxed); }
+bool sdpa_uses_amx() { return use_amx(); }
 
 bool sdpa_forward_bf16(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        double scale, bool causal) {
@@ -318,33 +327,36 @@ bool sdpa_forward_bf16(const Tensor& out, const Tensor& lse, const Tensor& q, co
   const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1);
   constexpr int64_t kBlock = 128;  // query rows that share one packed copy of their keys and values
   const int64_t blocks = (L + kBlock - 1) / kBlock;
+  const bool amx = use_amx();
   parallel_for(0, N * blocks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / blocks, i0 = (t % blocks) * kBlock, i1 = std::min(L, i0 + kBlock);
       const int64_t n = causal ? std::min(S, i1) : S;  // keys any row of the block sees
-      const detail::Bf16AttentionScratch sz = detail::attention_block_scratch(n, E, Ev);
-      detail::attention_block_avx512bf16({.q = bf16_rows(Q, b),
-                                          .k = bf16_rows(K, b),
-                                          .v = bf16_rows(V, b),
-                                          .q_row = Q.row_stride,
-                                          .k_row = K.row_stride,
-                                          .v_row = V.row_stride,
-                                          .out = bf16_rows(O, b),
-                                          .out_row = O.row_stride,
-                                          .i0 = i0,
-                                          .i1 = i1,
-                                          .n = n,
-                                          .E = E,
-                                          .Ev = Ev,
-                                          .causal = causal,
-                                          .scale = static_cast<float>(scale),
-                                          .k_pairs = halves(1, sz.k_pairs),
-                                          .v_pairs = halves(2, sz.v_pairs),
-                                          .q_group = halves(3, sz.q_group),
-                                          .scores = buffer(4, sz.scores),
-                                          .probs = halves(5, sz.probs),
-                                          .tile = buffer(6, sz.tile),
-                                          .lse = lse_p ? lse_p + b * L : nullptr});
+      const detail::Bf16AttentionScratch sz =
+          amx ? detail::attention_block_scratch_amx(n, E, Ev) : detail::attention_block_scratch(n, E, Ev);
+      (amx ? detail::attention_block_amx
+           : detail::attention_block_avx512bf16)({.q = bf16_rows(Q, b),
+                                                  .k = bf16_rows(K, b),
+                                                  .v = bf16_rows(V, b),
+                                                  .q_row = Q.row_stride,
+                                                  .k_row = K.row_stride,
+                                                  .v_row = V.row_stride,
+                                                  .out = bf16_rows(O, b),
+                                                  .out_row = O.row_stride,
+                                                  .i0 = i0,
+                                                  .i1 = i1,
+                                                  .n = n,
+                                                  .E = E,
+                                                  .Ev = Ev,
+                                                  .causal = causal,
+                                                  .scale = static_cast<float>(scale),
+                                                  .k_pairs = halves(1, sz.k_pairs),
+                                                  .v_pairs = halves(2, sz.v_pairs),
+                                                  .q_group = halves(3, sz.q_group),
+                                                  .scores = buffer(4, sz.scores),
+                                                  .probs = halves(5, sz.probs),
+                                                  .tile = buffer(6, sz.tile),
+                                                  .lse = lse_p ? lse_p + b * L : nullptr});
     }
   });
   return true;
@@ -364,32 +376,35 @@ bool sdpa_backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   auto stride = [](const std::optional<MatrixView>& m) { return m ? m->row_stride : 0; };
   const int64_t N = static_cast<int64_t>(Q.batch_offset.size());
   const int64_t L = q.size(-2), S = k.size(-2), E = q.size(-1), Ev = v.size(-1);
-  const detail::Bf16BackwardScratch sz = detail::attention_backward_scratch(S, E, Ev);
+  const bool amx = use_amx();
+  const detail::Bf16BackwardScratch sz =
+      amx ? detail::attention_backward_scratch_amx(S, E, Ev) : detail::attention_backward_scratch(S, E, Ev);
   parallel_for(0, N, 1, [&](int64_t b0, int64_t b1) {  // one batch entry per task: its dk, dv sum over every row
     for (int64_t b = b0; b < b1; ++b) {
-      detail::attention_backward_avx512bf16({.q = bf16_rows(Q, b),
-                                             .k = bf16_rows(K, b),
-                                             .v = bf16_rows(V, b),
-                                             .g = bf16_rows(G, b),
-                                             .lse = lse.data_ptr<float>() + b * L,
-                                             .q_row = Q.row_stride,
-                                             .k_row = K.row_stride,
-                                             .v_row = V.row_stride,
-                                             .g_row = G.row_stride,
-                                             .dq = rows(DQ, b),
-                                             .dk = rows(DK, b),
-                                             .dv = rows(DV, b),
-                                             .dq_row = stride(DQ),
-                                             .dk_row = stride(DK),
-                                             .dv_row = stride(DV),
-                                             .L = L,
-                                             .S = S,
-                                             .E = E,
-                                             .Ev = Ev,
-                                             .causal = causal,
-                                             .scale = static_cast<float>(scale),
-                                             .scratch16 = halves(3, sz.halves),
-                                             .scratch32 = buffer(4, sz.floats)});
+      (amx ? detail::attention_backward_amx
+           : detail::attention_backward_avx512bf16)({.q = bf16_rows(Q, b),
+                                                     .k = bf16_rows(K, b),
+                                                     .v = bf16_rows(V, b),
+                                                     .g = bf16_rows(G, b),
+                                                     .lse = lse.data_ptr<float>() + b * L,
+                                                     .q_row = Q.row_stride,
+                                                     .k_row = K.row_stride,
+                                                     .v_row = V.row_stride,
+                                                     .g_row = G.row_stride,
+                                                     .dq = rows(DQ, b),
+                                                     .dk = rows(DK, b),
+                                                     .dv = rows(DV, b),
+                                                     .dq_row = stride(DQ),
+                                                     .dk_row = stride(DK),
+                                                     .dv_row = stride(DV),
+                                                     .L = L,
+                                                     .S = S,
+                                                     .E = E,
+                                                     .Ev = Ev,
+                                                     .causal = causal,
+                                                     .scale = static_cast<float>(scale),
+                                                     .scratch16 = halves(3, sz.halves),
+                                                     .scratch32 = buffer(4, sz.floats)});
     }
   });
   return true;

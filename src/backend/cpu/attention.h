@@ -40,6 +40,12 @@ bool sdpa_forward_bf16(const Tensor& out, const Tensor& lse, const Tensor& q, co
 bool sdpa_backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& lse, double scale, bool causal);
 
+// Where the CPU has AMX-BF16 (and the OS grants it), the two functions above multiply on
+// AMX tiles; set_sdpa_amx(false) keeps them on the AVX-512 BF16 dot products (for tests
+// and benchmarks: both give the same rounding points). sdpa_uses_amx: whether they do now.
+void set_sdpa_amx(bool allowed);
+bool sdpa_uses_amx();
+
 // The probabilities of the product path (ops/attention.cpp, where this CPU multiplies 16-bit
 // matrices natively): p = softmax(scale * s) along the last dim of float32 scores s
 // (..., rows, n), a band of rows [first_row, first_row + rows) and keys [0, n) of an

@@ -1,6 +1,7 @@
-// Internal: the AVX-512 BF16 attention kernel (attention_avx512bf16.cpp), called by
-// backend/cpu/attention.cpp on CPUs that have the instructions. Plain pointers only: that
-// file is compiled for AVX-512 and must share no inline code with the rest of the library.
+// Internal: the AVX-512 BF16 attention kernels (attention_avx512bf16.cpp) and their AMX
+// variant (attention_amx.cpp), called by backend/cpu/attention.cpp on CPUs that have the
+// instructions. Plain pointers only: those files are compiled for AVX-512 (and AMX) and
+// must share no inline code with the rest of the library.
 #pragma once
 #include <cstdint>
 
@@ -63,5 +64,13 @@ struct Bf16BackwardScratch {
 };
 Bf16BackwardScratch attention_backward_scratch(int64_t S, int64_t E, int64_t Ev);
 void attention_backward_avx512bf16(const Bf16AttentionBackward& b);
+
+// The same two kernels on AMX tiles (attention_amx.cpp; CPUs with AMX-BF16, the tile data
+// granted by the OS): the same arguments, scratch of these sizes, the same rounding
+// points (the float32 sums may add in another order).
+Bf16AttentionScratch attention_block_scratch_amx(int64_t n, int64_t E, int64_t Ev);
+void attention_block_amx(const Bf16AttentionBlock& b);
+Bf16BackwardScratch attention_backward_scratch_amx(int64_t S, int64_t E, int64_t Ev);
+void attention_backward_amx(const Bf16AttentionBackward& b);
 
 }  // namespace tc::cpu::detail
