@@ -24,7 +24,7 @@ namespace {
 
 constexpr int64_t kTile = 16;       // rows of a tile: query rows per group
 constexpr int64_t kPairs = 16;      // bfloat16 pairs along a product's inner dim per tile
-constexpr int64_t kRankRows = 32;   // query rows per dk, dv update: one tile's inner dim
+constexpr int64_t kRankRows = 64;   // query rows per dk, dv update: two tiles' inner dim
 constexpr int64_t kTileBytes = 64;  // bytes of a tile row
 
 }  // namespace
@@ -47,8 +47,8 @@ Bf16BackwardScratch attention_backward_scratch_amx(int64_t S, int64_t E, int64_t
 namespace {
 
 // Every tile 16 rows of 64 bytes: 0-3 hold c's blocks, 4 a's chunk, 5-7 b's blocks. A
-// constant in memory: GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes, so
-// the stores of a local configuration's other bytes may be dropped.
+// constant in memory: GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes,
+// so the stores of a local configuration's other bytes may be dropped.
 struct alignas(64) TileConfig {
   uint8_t palette, start_row, reserved[14];
   uint16_t colsb[16];
@@ -130,22 +130,23 @@ void pack_key_tiles(const uint16_t* k, int64_t k_row, int64_t n, int64_t np, int
   std::memset(kp + E2 * np * 2, 0, static_cast<size_t>((E2p - E2) * np) * 4);
 }
 
-// t[j][h] = (x[2 h][j], x[2 h + 1][j]) for j < keys (a multiple of 16), h < 16: 32 rows of
-// bfloat16 (ld apart) as key-major pairs of rows, a tile's rows per 16 keys.
+// t[j][h] = (x[2 h][j], x[2 h + 1][j]) for j < keys (a multiple of 16), h < kRankRows / 2:
+// kRankRows rows of bfloat16 (ld apart) as key-major pairs of rows, a tile's rows per 16
+// keys, two tiles' inner dims per row.
 void transpose_row_pairs(const uint16_t* x, int64_t ld, int64_t keys, uint16_t* t) {
   uint32_t* out = reinterpret_cast<uint32_t*>(t);
-  for (int64_t j0 = 0; j0 < keys; j0 += 16) {
-    __m512i w[16];
-    for (int h = 0; h < 16; ++h) {
-      const __m512i lo =
-          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2 * h * ld + j0)));
-      const __m512i hi =
-          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + (2 * h + 1) * ld + j0)));
-      w[h] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+  for (int64_t j0 = 0; j0 < keys; j0 += 16)
+    for (int64_t h0 = 0; h0 < kRankRows / 2; h0 += 16) {
+      __m512i w[16];
+      for (int64_t h = 0; h < 16; ++h) {
+        const uint16_t* lo_row = x + 2 * (h0 + h) * ld + j0;
+        const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo_row)));
+        const __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo_row + ld)));
+        w[h] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+      }
+      transpose16(w);
+      for (int64_t c = 0; c < 16; ++c) _mm512_storeu_si512(out + (j0 + c) * (kRankRows / 2) + h0, w[c]);
     }
-    transpose16(w);
-    for (int c = 0; c < 16; ++c) _mm512_storeu_si512(out + (j0 + c) * 16, w[c]);
-  }
 }
 
 }  // namespace
@@ -251,8 +252,12 @@ void attention_backward_amx(const Bf16AttentionBackward& b) {
     transpose_row_pairs(p16, np, keys, p_t);
     transpose_row_pairs(ds16, np, keys, ds_t);
     for (int64_t j0 = 0; j0 < keys; j0 += kTile) {  // a tile of keys: its dv, dk rows += 32 query rows' terms
-      product(p_t + j0 * kRankRows, kTileBytes, g_rows, Evp * 4, Evp, 1, dv + j0 * Evp, Evp * 4, true);
-      product(ds_t + j0 * kRankRows, kTileBytes, q_rows, Ep * 4, Ep, 1, dk + j0 * Ep, Ep * 4, true);
+      // (causal: rows before the tile's first key see none of it, their chunks of p, ds are zero)
+      const int64_t first = b.causal ? max_of(0, j0 - r0) / 32 : 0, chunks = kRankRows / 32 - first;
+      product(p_t + j0 * kRankRows + 32 * first, kRankRows * 2, g_rows + first * 16 * Evp * 2, Evp * 4, Evp, chunks,
+              dv + j0 * Evp, Evp * 4, true);
+      product(ds_t + j0 * kRankRows + 32 * first, kRankRows * 2, q_rows + first * 16 * Ep * 2, Ep * 4, Ep, chunks,
+              dk + j0 * Ep, Ep * 4, true);
     }
   }
   _tile_release();
