@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/activation.h"
+#include "backend/cpu/activation_kernels.h"
 #include "backend/cpu/fast_math.h"
 #include "common/testing.h"
 
@@ -569,6 +570,44 @@ TEST(Activation, SixteenBitTablesAreTheFloat32LoopForEveryBitPattern) {
       }
       EXPECT_EQ(mismatches, 0);
       EXPECT_EQ(far, 0);
+    }
+  }
+}
+
+// Both AVX-512 lookup forms (gathers, chosen on Intel; scalar loads, on AMD) on any CPU
+// with AVX-512: every 16-bit pattern and 37 more (a partial last vector and chunk) give
+// the table's entry split in halves, out of place and in place (d = h, y = h).
+TEST(Activation, BothAvx512LookupFormsReadTheTable) {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.avx512f && f.avx512bw && f.avx512vl)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const int64_t n = 65536 + 37;
+  std::vector<uint32_t> table(65536);
+  uint64_t state = 12345;
+  for (uint32_t& t : table)
+    t = static_cast<uint32_t>((state = state * 6364136223846793005ull + 1442695040888963407ull) >> 32);
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) h[static_cast<size_t>(i)] = static_cast<uint16_t>(i * 40503);
+  for (bool gather : {true, false}) {
+    for (int64_t len : {n, int64_t{5}, int64_t{64}, int64_t{100}}) {
+      std::vector<uint16_t> y(h.size()), d(h.size()), d_in_place(h), y_alone(h.size()), y_in_place(h);
+      cpu::detail::lookup_value_grad_avx512(table.data(), h.data(), y.data(), d.data(), len, gather);
+      cpu::detail::lookup_value_grad_avx512(table.data(), d_in_place.data(), y_alone.data(), d_in_place.data(), len,
+                                            gather);
+      int64_t bad = 0;
+      for (int64_t i = 0; i < len; ++i) {
+        const uint32_t t = table[h[static_cast<size_t>(i)]];
+        const auto lo = static_cast<uint16_t>(t), hi = static_cast<uint16_t>(t >> 16);
+        const size_t u = static_cast<size_t>(i);
+        bad += y[u] != lo || d[u] != hi || d_in_place[u] != hi || y_alone[u] != lo;
+      }
+      cpu::detail::lookup_value_avx512(table.data(), h.data(), y_alone.data(), len, gather);
+      cpu::detail::lookup_value_avx512(table.data(), y_in_place.data(), y_in_place.data(), len, gather);
+      for (int64_t i = 0; i < len; ++i) {
+        const auto lo = static_cast<uint16_t>(table[h[static_cast<size_t>(i)]]);
+        bad += y_alone[static_cast<size_t>(i)] != lo || y_in_place[static_cast<size_t>(i)] != lo;
+      }
+      for (int64_t i = len; i < n; ++i) bad += y[static_cast<size_t>(i)] != 0 || d[static_cast<size_t>(i)] != 0;
+      EXPECT_EQ(bad, 0) << (gather ? "gathers" : "scalar loads") << ", " << len << " values";
     }
   }
 }

@@ -15,6 +15,7 @@ struct CpuFeatures {
   bool avx2 = false, f16c = false, fma = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512_bf16 = false;
   bool avx512_fp16 = false, amx_bf16 = false;
+  bool fast_gather = false;  // AVX-512 gathers at about an element a cycle (Intel; AMD microcodes them)
 };
 const CpuFeatures& cpu_features();
 

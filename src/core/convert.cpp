@@ -29,6 +29,9 @@ const CpuFeatures& cpu_features() {
     r.avx512bw = __builtin_cpu_supports("avx512bw");
     r.avx512vl = __builtin_cpu_supports("avx512vl");
     r.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
+    // Vendor "GenuineIntel" (EBX, EDX, ECX of leaf 0).
+    r.fast_gather = r.avx512f && __get_cpuid(0, &eax, &ebx, &ecx, &edx) && ebx == 0x756e6547u && edx == 0x49656e69u &&
+                    ecx == 0x6c65746eu;
     // AMX: the CPUID bits (leaf 7: EDX 22 AMX-BF16, 24 AMX-TILE), and Linux's permission for
     // this process to use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA, 5.16
     // and later; refused where the kernel or the hypervisor does not save the tile state).

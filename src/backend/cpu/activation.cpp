@@ -176,8 +176,8 @@ const uint32_t* value_grad_table(Activation act, DType dt) {
 }
 
 // y = act(h) and d = act'(h) over n 16-bit patterns from `table`; d may be h. (With
-// AVX-512, activation_kernels.h's lookups instead, which split the entries 16 at a time:
-// 0.24 against 0.32 ns a value, Zen 5.)
+// AVX-512, activation_kernels.h's lookups instead: by gathers on Intel, 0.24 ns a value;
+// by scalar loads split 16 at a time on AMD, 0.24 against this loop's 0.32 on Zen 5.)
 void lookup_value_grad(const uint32_t* table, const uint16_t* h, uint16_t* y, uint16_t* d, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t t = table[h[i]];
@@ -199,9 +199,12 @@ void activation_value(const Tensor& y, const Tensor& h, Activation act) {
   const uint32_t* table = value_grad_table(act, h.dtype());
   const auto* h16 = static_cast<const uint16_t*>(h.raw_data());
   auto* const y16 = static_cast<uint16_t*>(y.raw_data());
-  const bool vector = has_avx512_lookup();
+  const bool vector = has_avx512_lookup(), gather = cpu_features().fast_gather;
   parallel_for(0, h.numel(), kGrainElements, [&](int64_t b, int64_t e) {
-    (vector ? detail::lookup_value_avx512 : lookup_value)(table, h16 + b, y16 + b, e - b);
+    if (vector)
+      detail::lookup_value_avx512(table, h16 + b, y16 + b, e - b, gather);
+    else
+      lookup_value(table, h16 + b, y16 + b, e - b);
   });
 }
 
@@ -233,9 +236,12 @@ void activation_and_derivative(const Tensor& y, const Tensor& h, Activation act)
     const uint32_t* table = value_grad_table(act, dt);
     auto* const h16 = static_cast<uint16_t*>(h.raw_data());
     auto* const y16 = static_cast<uint16_t*>(y.raw_data());
-    const bool vector = has_avx512_lookup();
+    const bool vector = has_avx512_lookup(), gather = cpu_features().fast_gather;
     parallel_for(0, h.numel(), kGrainElements, [&](int64_t b, int64_t e) {
-      (vector ? detail::lookup_value_grad_avx512 : lookup_value_grad)(table, h16 + b, y16 + b, h16 + b, e - b);
+      if (vector)
+        detail::lookup_value_grad_avx512(table, h16 + b, y16 + b, h16 + b, e - b, gather);
+      else
+        lookup_value_grad(table, h16 + b, y16 + b, h16 + b, e - b);
     });
     return;
   }

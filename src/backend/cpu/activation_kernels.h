@@ -7,10 +7,12 @@
 namespace tc::cpu::detail {
 
 // y = act(h) and d = act'(h) for n 16-bit patterns h, from `table` (entry b: act's bits in
-// the low half, act''s in the high, for the value of pattern b). d may be h.
-void lookup_value_grad_avx512(const uint32_t* table, const uint16_t* h, uint16_t* y, uint16_t* d, int64_t n);
+// the low half, act''s in the high, for the value of pattern b). d may be h. gather: by
+// VPGATHERDD (where the CPU runs it fast: CpuFeatures::fast_gather), else by scalar loads.
+void lookup_value_grad_avx512(const uint32_t* table, const uint16_t* h, uint16_t* y, uint16_t* d, int64_t n,
+                              bool gather);
 
 // y = act(h) alone (the low halves). y may be h.
-void lookup_value_avx512(const uint32_t* table, const uint16_t* h, uint16_t* y, int64_t n);
+void lookup_value_avx512(const uint32_t* table, const uint16_t* h, uint16_t* y, int64_t n, bool gather);
 
 }  // namespace tc::cpu::detail
