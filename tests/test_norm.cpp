@@ -152,6 +152,44 @@ TEST(AddLayerNorm, IsAddLayerNormAndCastBitForBit) {
       }
 }
 
+// x's gradient when x also feeds another op (a residual stream): layer_norm's backward
+// adds what the other consumer already sent into dx's pass, rather than the engine adding
+// it after; bit for bit the two gradients taken apart and added, in either order of the
+// loss's terms, for a leaf and for an op's output, in float32 and float64 (where the
+// kernel adds it) and bfloat16 (where the engine does).
+TEST(LayerNorm, BackwardAddsTheGradientAlreadyReceived) {
+  for (DType dt : {kFloat32, kFloat64, kBFloat16})
+    for (bool leaf : {true, false})
+      for (bool ln_first : {true, false}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + (leaf ? " leaf" : " op output") + (ln_first ? " ln first" : ""));
+        const Tensor x0 = uniform({5, 7, 40}, dt, -2, 2, 1), w0 = uniform({40}, dt, 0.5, 1.5, 2);
+        const Tensor gy = uniform({5, 7, 40}, dt, -1, 1, 3), go = uniform({5, 7, 40}, dt, -1, 1, 4);
+        auto terms = [&](const Tensor& h, const Tensor& w, bool ln, bool other) {
+          Tensor loss = zeros({}, TensorOptions(dt));
+          if (ln) loss = loss + (layer_norm(h, {40}, w, Tensor(), 1e-5) * gy).sum();
+          if (other) loss = loss + (h * 3.0 * go).sum();
+          return loss;
+        };
+        auto grad_of = [&](bool ln, bool other, bool both_orders_first_ln) {
+          Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_();
+          const Tensor h = leaf ? x : x * 2.0;
+          Tensor loss;
+          if (ln && other)
+            loss = both_orders_first_ln ? terms(h, w, true, false) + terms(h, w, false, true)
+                                        : terms(h, w, false, true) + terms(h, w, true, false);
+          else
+            loss = terms(h, w, ln, other);
+          loss.backward();
+          return std::pair{x.grad(), w.grad()};
+        };
+        const auto [dx, dw] = grad_of(true, true, ln_first);
+        const auto [dx_ln, dw_ln] = grad_of(true, false, true);
+        const auto [dx_other, unused] = grad_of(false, true, true);
+        EXPECT_TRUE(testing::bits_equal(dx, dx_ln + dx_other));
+        EXPECT_TRUE(testing::bits_equal(dw, dw_ln));
+      }
+}
+
 TEST(AddLayerNorm, Errors) {
   const Tensor x = zeros({2, 3, 4});
   EXPECT_TRUE(throws_with(

@@ -282,6 +282,13 @@ DType grad_dtype(const Tensor& t) {
   return t.impl()->grad_fn ? gradient_dtype(t.impl()) : t.dtype();
 }
 
+namespace {
+// The running node's take_accumulated_grad (null outside its formula).
+thread_local const std::function<Tensor(size_t)>* g_take_accumulated = nullptr;
+}  // namespace
+
+Tensor take_accumulated_grad(size_t input) { return g_take_accumulated ? (*g_take_accumulated)(input) : Tensor(); }
+
 }  // namespace detail
 
 namespace {
@@ -354,6 +361,32 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
   buffers[root_fn.get()] = root_grad;
   std::vector<Node*> ready{root_fn.get()};
   NoGradGuard no_grad;
+  Node* running = nullptr;
+  // detail::take_accumulated_grad for the node whose formula runs: its input's buffer so far.
+  const std::function<Tensor(size_t)> take = [&](size_t i) -> Tensor {
+    if (running == nullptr || i >= running->next.size() || !running->next[i].fn) return Tensor();
+    const Edge& e = running->next[i];
+    auto it = buffers.find(e.fn.get());
+    if (it == buffers.end() || !it->second.defined()) return Tensor();
+    Tensor& buf = completed(e.fn.get());
+    if (buf.dtype() != e.dtype || buf.sizes() != e.shape || !buf.is_contiguous()) return Tensor();
+    return std::move(buf);
+  };
+  // Runs n's formula with take_accumulated_grad answering for it.
+  auto apply = [&](Node* n, const Tensor& g) {
+    running = n;
+    const std::function<Tensor(size_t)>* outer = detail::g_take_accumulated;
+    detail::g_take_accumulated = &take;
+    struct Restore {
+      const std::function<Tensor(size_t)>* outer;
+      Node*& running;
+      ~Restore() {
+        detail::g_take_accumulated = outer;
+        running = nullptr;
+      }
+    } restore{outer, running};
+    return n->apply(g);
+  };
   while (!ready.empty()) {
     Node* n = ready.back();
     ready.pop_back();
@@ -365,11 +398,11 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
       // Written into the input's gradient buffer: nothing more flows from n.
     } else if (capture && capture->count(n)) {
       (*capture)[n] = g;  // autograd::grad: report it instead of writing .grad()
-      if (dynamic_cast<AccumulateGrad*>(n) == nullptr && g.defined()) grads = n->apply(g);
+      if (dynamic_cast<AccumulateGrad*>(n) == nullptr && g.defined()) grads = apply(n, g);
     } else if (capture && dynamic_cast<AccumulateGrad*>(n) != nullptr) {
       // autograd::grad never touches .grad(), not even of leaves it was not asked about.
     } else if (g.defined()) {
-      grads = n->apply(g);
+      grads = apply(n, g);
     }
     if (!retain_graph) n->release();
     for (size_t i = 0; i < n->next.size(); ++i) {

@@ -41,6 +41,15 @@ DType grad_dtype(const Tensor& t);
 // gradients as they do for a cast. No-op when out was not recorded.
 void take_grad_in(const Tensor& out, DType dtype);
 
+// Inside a backward formula, while the engine runs its node: the gradient that input
+// `input` has received so far from its other consumers, taken out of the engine's buffer
+// (undefined when none has arrived, or when it is not a contiguous tensor of the input's
+// shape and gradient dtype). A formula that takes it must add it into the gradient it
+// returns for that input: it saves the engine's separate addition pass (IEEE addition
+// commutes, so the sum is the same), e.g. layer_norm's backward into the residual
+// stream's gradient. Undefined outside a backward.
+Tensor take_accumulated_grad(size_t input);
+
 // What a slice is of its input: `view(g)` gives the same view of an input-shaped tensor g
 // (the view op applied to g); when that view is the indices [start, end) along `dim`
 // (select, narrow, a slice of step 1) they are given too, else dim is -1.

@@ -74,8 +74,16 @@ Tensor record_layer_norm(const Tensor& out, const Tensor& x, const Tensor& xc, c
                   const Device dev = xc.device();
                   Tensor dx = grad_buffer(needs[0], xc.sizes(), xdt, dev);
                   Tensor dw = grad_buffer(needs[1], ns, wdt, dev), db = grad_buffer(needs[2], ns, bdt, dev);
-                  (dev.is_cuda() ? gpu::layer_norm_backward : cpu::layer_norm_backward)(dx, dw, db, g.contiguous(), xc,
-                                                                                        mean, rstd, w, M, N);
+                  if (dev.is_cuda()) {
+                    gpu::layer_norm_backward(dx, dw, db, g.contiguous(), xc, mean, rstd, w, M, N);
+                  } else {
+                    // What x's other consumers sent (a residual stream's gradient), added in
+                    // dx's pass: dx is computed in x's own dtype (float32, float64), so the sum
+                    // rounds once as the engine's addition would.
+                    const bool wide = xdt == kFloat32 || xdt == kFloat64;
+                    const Tensor acc = needs[0] && wide ? autograd::detail::take_accumulated_grad(0) : Tensor();
+                    cpu::layer_norm_backward(dx, dw, db, g.contiguous(), xc, mean, rstd, w, M, N, acc);
+                  }
                   return std::vector<Tensor>{dx, dw, db};
                 });
 }

@@ -148,14 +148,25 @@ TC_SIMD_CLONES void ln_backward_row_f32(const float* xr, const float* gr, float 
   ln_backward_row(xr, gr, m, s, wp, N, dwc, dbc, dx, xhat, gw);
 }
 
+// dx[j] += p[j]: a loop of its own, so that dx is rounded before the addition (not fused
+// into the multiply that made it).
+template <class C>
+[[gnu::noinline]] void add_row(C* dx, const C* p, int64_t N) {
+  for (int64_t j = 0; j < N; ++j) dx[j] += p[j];
+}
+
 template <class C>
 void ln_backward(const Tensor& g, const Tensor& x, const C* mean, const C* rstd, const C* wp, int64_t M, int64_t N,
-                 const Tensor& dx, std::vector<C>* dw, std::vector<C>* db) {
+                 const Tensor& dx, const Tensor& dx_plus, std::vector<C>* dw, std::vector<C>* db) {
   const DType gdt = g.dtype(), xdt = x.dtype();
   const void* gp = g.raw_data();
   const void* xp = x.raw_data();
   void* dxp = dx.defined() ? dx.raw_data() : nullptr;
   const bool direct = dx.defined() && dx.dtype() == dtype_of<C>;  // dx rows written in place
+  TC_CHECK(!dx_plus.defined() ||
+               (direct && dx_plus.dtype() == dx.dtype() && dx_plus.is_contiguous() && dx_plus.numel() == dx.numel()),
+           "layer_norm", "internal: a gradient to add into dx must be contiguous, of dx's size and compute dtype");
+  const C* plus = dx_plus.defined() ? static_cast<const C*>(dx_plus.raw_data()) : nullptr;
   const int64_t chunks = num_chunks(M, N);
   // Per-chunk partial sums for dw/db: no atomics, deterministic combination order.
   std::vector<C> dw_part(dw ? static_cast<size_t>(chunks * N) : 0, C(0));
@@ -176,6 +187,7 @@ void ln_backward(const Tensor& g, const Tensor& x, const C* mean, const C* rstd,
           ln_backward_row_f32(xr, gr, mean[r], rstd[r], wp, N, dwc, dbc, dxr, xhat.data(), gw.data());
         else
           ln_backward_row(xr, gr, mean[r], rstd[r], wp, N, dwc, dbc, dxr, xhat.data(), gw.data());
+        if (plus) add_row(dxr, plus + r * N, N);  // the row is in L1
         if (dxr && !direct) store_row<C>(dxbuf.data(), dxp, dx.dtype(), r * N, N);
       }
     }
@@ -312,7 +324,8 @@ void add_layer_norm_forward(const Tensor& sum, const Tensor& out, const Tensor& 
 }
 
 void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g, const Tensor& x,
-                         const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t M, int64_t N) {
+                         const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t M, int64_t N,
+                         const Tensor& dx_plus) {
   if (M == 0 || N == 0) {
     for (const Tensor* t : {&dx, &dweight, &dbias})
       if (t->defined()) fill_zero(*t);
@@ -321,8 +334,8 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
   dispatch_compute(x.dtype(), [&]<class C>() {
     std::vector<C> wbuf, dw, db;
     const C* wp = compute_data<C>(weight, N, wbuf);
-    ln_backward<C>(g, x, mean.data_ptr<C>(), rstd.data_ptr<C>(), wp, M, N, dx, dweight.defined() ? &dw : nullptr,
-                   dbias.defined() ? &db : nullptr);
+    ln_backward<C>(g, x, mean.data_ptr<C>(), rstd.data_ptr<C>(), wp, M, N, dx, dx_plus,
+                   dweight.defined() ? &dw : nullptr, dbias.defined() ? &db : nullptr);
     store_vector<C>(dweight, dw);
     store_vector<C>(dbias, db);
   });

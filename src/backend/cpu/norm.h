@@ -27,9 +27,13 @@ void add_layer_norm_forward(const Tensor& sum, const Tensor& out, const Tensor& 
 // dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat)); dweight = sum_rows g*xhat;
 // dbias = sum_rows g. g is contiguous with x's shape; each output is undefined (not
 // wanted) or contiguous (dx: x's shape and dtype; dweight/dbias: N elements of their own
-// floating dtype) and written entirely, zeros when there are no rows.
+// floating dtype) and written entirely, zeros when there are no rows. dx_plus: undefined,
+// or contiguous of dx's shape and dtype, added to dx (each element of dx rounded to its
+// dtype first, so dx is the separate addition's, bit for bit) when dx's dtype is the
+// compute dtype (float32, float64).
 void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& g, const Tensor& x,
-                         const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t M, int64_t N);
+                         const Tensor& mean, const Tensor& rstd, const Tensor& weight, int64_t M, int64_t N,
+                         const Tensor& dx_plus = Tensor());
 
 // x viewed as (B, Ch, S): channel c's data is B contiguous rows of S elements.
 struct BnGeometry {
