@@ -203,7 +203,6 @@ void attention_backward_amx(const Bf16AttentionBackward& b) {
   pack_values(b.k, b.k_row, S, np, E, k_key_pairs);
   std::memset(dk, 0, static_cast<size_t>(np * Ep) * 4);
   std::memset(dv, 0, static_cast<size_t>(np * Evp) * 4);
-  const __m512 sc = _mm512_set1_ps(b.scale);
   configure_tiles();
   for (int64_t r0 = 0; r0 < b.L; r0 += kRankRows) {
     int64_t m[kRankRows], m_max = 0;  // keys each row sees (0 past L)
@@ -229,18 +228,7 @@ void attention_backward_amx(const Bf16AttentionBackward& b) {
       const uint16_t* gg = group_pairs(b.g + g0 * b.g_row, b.g_row, Ev, rows, kTile, Ev2p, g_group, &ldg);
       product(qg, ldq * 4, k_pairs, np * 4, round_up(mt_max, 16), E2p / kPairs, s, np * 4, false);
       product(gg, ldg * 4, v_pairs, np * 4, round_up(mt_max, 16), Ev2p / kPairs, dp, np * 4, false);
-      for (int64_t r = 0; r < kTile; ++r) {  // ds = scale p (dp - sum(p dp)), rounded once
-        float* pr = s + r * np;
-        float* dpr = dp + r * np;
-        // (rows past L: m = 0, zero probabilities for the rank updates)
-        const float lse = r < rows ? b.lse[g0 + r] : 0.f;
-        const __m512 D = _mm512_set1_ps(probs_from_lse(pr, dpr, mt[r], pad, b.scale, lse, pt + r * np));
-        for (int64_t j = 0; j < pad; j += 16) {
-          const __mmask16 k = lanes_below(mt[r] - j);
-          const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dpr + j), D);
-          store_bf16(dst + r * np + j, _mm512_maskz_mul_ps(k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, pr + j), sc), d));
-        }
-      }
+      probs_and_score_grads(s, dp, np, mt, kTile, rows, pad, b.scale, b.lse + g0, pt, dst);
       if (b.dq) {
         product(dst, np * 2, k_key_pairs, Ep * 4, Ep, round_up(mt_max, 32) / 32, tile, Ep * 4, false);
         for (int64_t r = 0; r < rows; ++r) store_row_bf16(tile + r * Ep, E, b.dq + (g0 + r) * b.dq_row);

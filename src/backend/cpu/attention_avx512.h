@@ -143,6 +143,26 @@ inline float probs_from_lse(float* s, const float* dp, int64_t m, int64_t pad, f
   return _mm512_reduce_add_ps(vd);
 }
 
+// A group's `group` rows of the backward (row r: scores s + r ld and dp = g v^T at dp + r
+// ld, m[r] keys): the probabilities again from the forward's log-sum-exp lse[r] (float32
+// over s, rounded into p16) and ds = scale p (dp - sum(p dp)), rounded once into ds16; p16
+// and ds16 rows ld apart, zero in [m[r], pad). Rows r >= rows (past L: m[r] = 0) get zero
+// rows, for the rank updates.
+inline void probs_and_score_grads(float* s, const float* dp, int64_t ld, const int64_t* m, int64_t group, int64_t rows,
+                                  int64_t pad, float scale, const float* lse, uint16_t* p16, uint16_t* ds16) {
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (int64_t r = 0; r < group; ++r) {
+    float* pr = s + r * ld;
+    const float* dpr = dp + r * ld;
+    const __m512 D = _mm512_set1_ps(probs_from_lse(pr, dpr, m[r], pad, scale, r < rows ? lse[r] : 0.f, p16 + r * ld));
+    for (int64_t j = 0; j < pad; j += 16) {
+      const __mmask16 k = lanes_below(m[r] - j);
+      const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dpr + j), D);
+      store_bf16(ds16 + r * ld + j, _mm512_maskz_mul_ps(k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, pr + j), sc), d));
+    }
+  }
+}
+
 // Row `row` of E as E2 = ceil(E / 2) pairs (zero past E).
 inline void row_pairs(const uint16_t* row, int64_t E, uint32_t* pairs) {
   if (E % 2 == 0) {

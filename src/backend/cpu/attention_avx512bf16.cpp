@@ -160,7 +160,6 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
   pack_keys(b.v, b.v_row, S, np, Ev, v_pairs, tmp);
   std::memset(dk, 0, static_cast<size_t>(S * Ep) * 4);
   std::memset(dv, 0, static_cast<size_t>(S * Evp) * 4);
-  const __m512 sc = _mm512_set1_ps(b.scale);
   for (int64_t r0 = 0; r0 < b.L; r0 += kRankRows) {
     int64_t m[kRankRows], m_max = 0;  // keys each row sees (0 past L)
     for (int64_t r = 0; r < kRankRows; ++r) {
@@ -187,18 +186,7 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
         tile_dot<decltype(nb)::value>(qg, ldq, k_pairs + 32 * first, np, E2, s + 16 * first, np);
         tile_dot<decltype(nb)::value>(gg, ldg, v_pairs + 32 * first, np, Ev2, dp + 16 * first, np);
       });
-      for (int64_t r = 0; r < kRows; ++r) {  // ds = scale p (dp - sum(p dp)), rounded once
-        float* pr = s + r * np;
-        float* dpr = dp + r * np;
-        // (rows past L: m = 0, zero probabilities for the rank updates)
-        const float lse = r < rows ? b.lse[g0 + r] : 0.f;
-        const __m512 D = _mm512_set1_ps(probs_from_lse(pr, dpr, mt[r], pad, b.scale, lse, pt + r * np));
-        for (int64_t j = 0; j < pad; j += 16) {
-          const __mmask16 k = lanes_below(mt[r] - j);
-          const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dpr + j), D);
-          store_bf16(dst + r * np + j, _mm512_maskz_mul_ps(k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, pr + j), sc), d));
-        }
-      }
+      probs_and_score_grads(s, dp, np, mt, kRows, rows, pad, b.scale, b.lse + g0, pt, dst);
       if (b.dq) {
         const int64_t pairs = round_up(mt_max, 16) / 2;
         by_blocks(Ep / 16, [&](int64_t first, auto nb) {
