@@ -158,11 +158,8 @@ void attention_block_amx(const Bf16AttentionBlock& b) {
   configure_tiles();
   for (int64_t g0 = b.i0; g0 < b.i1; g0 += kTile) {
     const int64_t rows = min_of(kTile, b.i1 - g0);
-    int64_t m[kTile], m_max = 0;
-    for (int64_t r = 0; r < kTile; ++r) {
-      m[r] = r < rows ? (b.causal ? min_of(b.n, g0 + r + 1) : b.n) : 0;
-      m_max = max_of(m_max, m[r]);
-    }
+    int64_t m[kTile];
+    const int64_t m_max = keys_seen(m, g0, kTile, b.i1, b.n, b.causal);
     int64_t ldq = 0;
     const uint16_t* qg = group_pairs(b.q + g0 * b.q_row, b.q_row, b.E, rows, kTile, E2p, b.q_group, &ldq);
     product(qg, ldq * 4, b.k_pairs, np * 4, round_up(m_max, 16), E2p / kPairs, b.scores, np * 4, false);
@@ -205,11 +202,8 @@ void attention_backward_amx(const Bf16AttentionBackward& b) {
   std::memset(dv, 0, static_cast<size_t>(np * Evp) * 4);
   configure_tiles();
   for (int64_t r0 = 0; r0 < b.L; r0 += kRankRows) {
-    int64_t m[kRankRows], m_max = 0;  // keys each row sees (0 past L)
-    for (int64_t r = 0; r < kRankRows; ++r) {
-      m[r] = r0 + r < b.L ? (b.causal ? min_of(S, r0 + r + 1) : S) : 0;
-      m_max = max_of(m_max, m[r]);
-    }
+    int64_t m[kRankRows];
+    const int64_t m_max = keys_seen(m, r0, kRankRows, b.L, S, b.causal);
     const int64_t pad = round_up(m_max, 32);             // p and ds rows are zero in [m[r], pad)
     for (int64_t t0 = 0; t0 < kRankRows; t0 += kTile) {  // the groups of a tile's rows
       const int64_t g0 = r0 + t0, rows = min_of(kTile, b.L - g0);

@@ -20,6 +20,18 @@ inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 inline int64_t min_of(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t max_of(int64_t a, int64_t b) { return a > b ? a : b; }
 
+// m[r] = the keys query row first + r sees, for r < count (0 for rows at `end` or past:
+// beyond the rows at hand), under causal masking those up to the row's own index, of n
+// keys. Returns the largest.
+inline int64_t keys_seen(int64_t* m, int64_t first, int64_t count, int64_t end, int64_t n, bool causal) {
+  int64_t most = 0;
+  for (int64_t r = 0; r < count; ++r) {
+    m[r] = first + r < end ? (causal ? min_of(n, first + r + 1) : n) : 0;
+    most = max_of(most, m[r]);
+  }
+  return most;
+}
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512BF16__)
 // The 32 bits of bfloat16 elements 2 e2 and 2 e2 + 1 of a row of E (zero past E).
 inline uint32_t pair_at(const uint16_t* row, int64_t e2, int64_t E) {

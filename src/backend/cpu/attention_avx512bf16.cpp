@@ -114,11 +114,8 @@ void attention_block_avx512bf16(const Bf16AttentionBlock& b) {
   pack_values(b.v, b.v_row, b.n, np, b.Ev, b.v_pairs);
   for (int64_t g0 = b.i0; g0 < b.i1; g0 += kRows) {
     const int64_t rows = min_of(kRows, b.i1 - g0);
-    int64_t m[kRows], m_max = 0;
-    for (int64_t r = 0; r < kRows; ++r) {
-      m[r] = r < rows ? (b.causal ? min_of(b.n, g0 + r + 1) : b.n) : 0;
-      m_max = max_of(m_max, m[r]);
-    }
+    int64_t m[kRows];
+    const int64_t m_max = keys_seen(m, g0, kRows, b.i1, b.n, b.causal);
     int64_t ldq = 0;
     const uint16_t* qg = group_pairs(b.q + g0 * b.q_row, b.q_row, b.E, rows, kRows, E2, b.q_group, &ldq);
     const int64_t pad = round_up(m_max, 16);  // whole pairs of keys, zero past each row's m
@@ -161,11 +158,8 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
   std::memset(dk, 0, static_cast<size_t>(S * Ep) * 4);
   std::memset(dv, 0, static_cast<size_t>(S * Evp) * 4);
   for (int64_t r0 = 0; r0 < b.L; r0 += kRankRows) {
-    int64_t m[kRankRows], m_max = 0;  // keys each row sees (0 past L)
-    for (int64_t r = 0; r < kRankRows; ++r) {
-      m[r] = r0 + r < b.L ? (b.causal ? min_of(S, r0 + r + 1) : S) : 0;
-      m_max = max_of(m_max, m[r]);
-    }
+    int64_t m[kRankRows];
+    const int64_t m_max = keys_seen(m, r0, kRankRows, b.L, S, b.causal);
     const int64_t pad = round_up(m_max, 16);             // p and ds rows are zero in [m[r], pad)
     for (int64_t t0 = 0; t0 < kRankRows; t0 += kRows) {  // the register tiles of kRows rows
       const int64_t g0 = r0 + t0, rows = min_of(kRows, b.L - g0);
