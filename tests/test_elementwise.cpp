@@ -493,6 +493,45 @@ TEST(Gelu, BFloat16IsRoundedFloat32) {
   }
 }
 
+// The bfloat16 backward of gelu (a derivative table per bit pattern where the CPU has
+// AVX-512) is the float32 loop's dx rounded once, bit for bit: every x pattern (and 37
+// more: a partial vector), each against a few gradients (zeros, NaN and huge ones among
+// them), both approximations, through the op and the kernel's gather and scalar forms.
+TEST(Gelu, BFloat16BackwardIsTheFloat32LoopRoundedForEveryPattern) {
+  const int64_t n = 65536 + 37;
+  Tensor x = empty({n}, TensorOptions(kBFloat16));
+  auto* xb = static_cast<uint16_t*>(x.raw_data());
+  for (int64_t i = 0; i < n; ++i) xb[i] = static_cast<uint16_t>(i);
+  const Tensor x32 = x.to(kFloat32);
+  for (uint64_t seed : {1, 2, 3}) {
+    Tensor g = uniform({n}, kFloat32, -3, 3, seed).to(kBFloat16);
+    auto* gb = static_cast<uint16_t*>(g.raw_data());
+    gb[7] = 0x0000;     // +0
+    gb[99] = 0x7fc0;    // NaN
+    gb[1000] = 0x7f7f;  // the largest finite bfloat16
+    for (bool tanh_form : {false, true}) {
+      SCOPED_TRACE(std::string(tanh_form ? "tanh" : "erf") + " seed " + std::to_string(seed));
+      Tensor want32 = empty({n});
+      cpu::gelu_backward(want32, g.to(kFloat32), x32, tanh_form);
+      const Tensor want = want32.to(kBFloat16);
+      Tensor got = empty({n}, TensorOptions(kBFloat16));
+      cpu::gelu_backward(got, g, x, tanh_form);
+      EXPECT_TRUE(testing::bits_equal(got, want));
+      const CpuFeatures& f = cpu_features();
+      if (!tanh_form || !(f.avx512f && f.avx512bw && f.avx512vl)) continue;
+      // Both forms of the kernel, from the float32 loop's derivatives (its dx for g = 1).
+      const Tensor d32 = empty({65536});
+      cpu::gelu_backward(d32, ones({65536}), x32.narrow(0, 0, 65536), true);
+      for (bool gather : {true, false}) {
+        Tensor out = empty({n}, TensorOptions(kBFloat16));
+        cpu::detail::lookup_grad_times_bf16_avx512(d32.data_ptr<float>(), xb, gb,
+                                                   static_cast<uint16_t*>(out.raw_data()), n, gather);
+        EXPECT_TRUE(testing::bits_equal(out, want)) << (gather ? "gathers" : "scalar loads");
+      }
+    }
+  }
+}
+
 namespace {
 
 // act(x) and act'(x) in float64: the reference for the 16-bit tables.

@@ -1,6 +1,7 @@
-// Internal, for files compiled with -mavx512f -mavx512bw -mavx512bf16 only (it is inline
-// AVX-512 code, kept in an unnamed namespace so that no other file can share a copy): 16
-// floats rounded to bfloat16 bit for bit as the reference in half.h rounds them.
+// Internal, for files compiled with -mavx512f -mavx512bw only (it is inline AVX-512 code,
+// kept in an unnamed namespace so that no other file can share a copy): 16 floats rounded
+// to bfloat16 bit for bit as the reference in half.h rounds them (f32_to_bf16_hw, by the
+// AVX512-BF16 instruction, where the file is compiled for it too).
 #pragma once
 #include <immintrin.h>
 
@@ -20,6 +21,7 @@ inline __m512i bf16_round_bits(__m512i u) {
 
 inline __m256i f32_to_bf16_int(__m512i u) { return _mm512_cvtepi32_epi16(bf16_round_bits(u)); }
 
+#if defined(__AVX512BF16__)
 // VCVTNEPS2BF16 treats float32 subnormal inputs as zero (DAZ, whatever MXCSR says); the
 // reference keeps them (they round to bf16 subnormals). Lanes whose exponent field is
 // zero but which are not +-0 are redone in integers. Rare in practice, so it is a branch.
@@ -32,6 +34,7 @@ inline __m256i f32_to_bf16_hw(__m512i u) {
   if (__builtin_expect(sub != 0, 0)) return _mm256_mask_mov_epi16(hw, sub, f32_to_bf16_int(u));
   return hw;
 }
+#endif
 
 }  // namespace
 }  // namespace tc::detail

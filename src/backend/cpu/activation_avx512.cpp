@@ -16,6 +16,7 @@
 #include <immintrin.h>
 
 #include "backend/cpu/activation_kernels.h"
+#include "core/bf16_avx512.h"
 
 namespace tc::cpu::detail {
 
@@ -87,12 +88,35 @@ void lookup_value_avx512(const uint32_t* table, const uint16_t* h, uint16_t* y, 
   }
 }
 #undef TC_GATHER
+
+void lookup_grad_times_bf16_avx512(const float* table, const uint16_t* x, const uint16_t* g, uint16_t* dx, int64_t n,
+                                   bool gather) {
+  alignas(64) float buf[16];
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = lanes_below(n - i);
+    __m512 d;
+    if (gather) {
+      d = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, x + i)),
+                                   table, 4);
+    } else {
+      const int64_t count = n - i < 16 ? n - i : 16;
+      for (int64_t j = 0; j < 16; ++j) buf[j] = j < count ? table[x[i + j]] : 0.0f;
+      d = _mm512_load_ps(buf);
+    }
+    const __m512 gv =
+        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, g + i)), 16));
+    _mm256_mask_storeu_epi16(dx + i, k, ::tc::detail::f32_to_bf16_int(_mm512_castps_si512(_mm512_mul_ps(gv, d))));
+  }
+}
 #else
 // Never called: the caller checks the CPU's features first.
 void lookup_value_grad_avx512(const uint32_t*, const uint16_t*, uint16_t*, uint16_t*, int64_t, bool) {
   __builtin_trap();
 }
 void lookup_value_avx512(const uint32_t*, const uint16_t*, uint16_t*, int64_t, bool) { __builtin_trap(); }
+void lookup_grad_times_bf16_avx512(const float*, const uint16_t*, const uint16_t*, uint16_t*, int64_t, bool) {
+  __builtin_trap();
+}
 #endif
 
 }  // namespace tc::cpu::detail

@@ -15,4 +15,10 @@ void lookup_value_grad_avx512(const uint32_t* table, const uint16_t* h, uint16_t
 // y = act(h) alone (the low halves). y may be h.
 void lookup_value_avx512(const uint32_t* table, const uint16_t* h, uint16_t* y, int64_t n, bool gather);
 
+// dx = g * table[x] for n bfloat16 x, g (widened), the product rounded once to bfloat16
+// (nearest even, as the library's conversions): an activation's backward from its float32
+// derivative of every bit pattern.
+void lookup_grad_times_bf16_avx512(const float* table, const uint16_t* x, const uint16_t* g, uint16_t* dx, int64_t n,
+                                   bool gather);
+
 }  // namespace tc::cpu::detail
