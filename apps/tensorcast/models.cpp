@@ -50,9 +50,11 @@ Model build_model(const std::string& name, const ModelSize& size) {
                       "MLP 784-512-512-10");
   if (name == "mlp-large") {
     const int64_t w = size.width > 0 ? size.width : 1024;
-    return sequential(
+    Model m = sequential(
         name, nn::Sequential(nn::Linear(w, 4 * w), nn::GELU(), nn::Linear(4 * w, w), nn::GELU(), nn::Linear(w, 10)),
         "MLP " + std::to_string(w) + "-" + std::to_string(4 * w) + "-" + std::to_string(w) + "-10 (GELU)");
+    m.keeps_weight_copies = true;
+    return m;
   }
   if (name == "gpt") {
     Model m;
