@@ -233,6 +233,23 @@ TEST(Linalg, Bf16IsOneRoundingOfFloat32Accumulation) {
   }
 }
 
+TEST(Linalg, LargeProductOfATransposedSixteenBitMatrix) {
+  // A weight gradient's shape, g^T x with 2^19 outputs: on AMX the product reads a row-major
+  // copy of g^T (dnnl_matmul.cpp), elsewhere the view; both the float64 product's values,
+  // in the 16-bit dtype and in float32 (an autocast weight's gradient).
+  for (DType dt : {kBFloat16, kFloat16}) {
+    if (!cpu::native_matmul(dt)) continue;
+    Gemm16Mode native(Gemm16::kNative);
+    const int64_t k = 48;
+    const Tensor g = uniform({k, 1024}, dt, -1, 1, 40), x = uniform({k, 512}, dt, -1, 1, 41);
+    const Ref r = testing::ref::matmul(g.t(), x);
+    EXPECT_TRUE(matches_ref(mm(g.t(), x), r, dt, k, 1, 1)) << dtype_name(dt);
+    const Tensor c32 = empty({1024, 512}, kFloat32);
+    cpu::matmul_into(g.t(), x, Tensor(), c32, "matmul");
+    EXPECT_TRUE(matches_ref(c32, r, kFloat32, k, 1, 1)) << dtype_name(dt);
+  }
+}
+
 // ---- few-row products (the matrix-vector kernel) -------------------------------------------
 
 // Inner sizes around its blocks: below one vector, a partial vector, whole 1024-element

@@ -304,6 +304,14 @@ bool worth_widening(const Tensor& a, const Tensor& b, const Tensor& c) {
   return macs >= 32.0 * converted;
 }
 
+// Whether oneDNN runs on AMX tiles here (the CPU has them and the OS grants them).
+bool onednn_uses_amx() {
+  // cpu_isa values are bit sets (avx2_vnni is numerically above AMX): test the bits.
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa()),
+             amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+  return (isa & amx) == amx;
+}
+
 // kAuto's choice, fixed per CPU so that every process on a machine rounds alike (a resumed
 // run must repeat the uninterrupted one bit for bit; a timed choice could flip between
 // processes on a loaded machine). The 16-bit kernel when it has a higher peak than float32
@@ -314,14 +322,23 @@ bool worth_widening(const Tensor& a, const Tensor& b, const Tensor& c) {
 // float16: the native kernel wherever oneDNN has one (AVX512-FP16, AMX-FP16).
 Gemm16 auto_choice(DType dt) {
   if (dt == kFloat16) return Gemm16::kNative;
-  // cpu_isa values are bit sets (avx2_vnni is numerically above AMX): test the bits.
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa()),
-             amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
-  if ((isa & amx) == amx) return Gemm16::kNative;
+  if (onednn_uses_amx()) return Gemm16::kNative;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   __get_cpuid(0, &eax, &ebx, &ecx, &edx);
   const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
   return amd ? Gemm16::kNative : Gemm16::kFloat32;
+}
+
+// Whether a 16-bit product should read a row-major copy of a rather than a itself, a
+// matrix read transposed (the weight gradient g^T x: g is (tokens, out)). oneDNN 2.6's AMX
+// kernel runs such products 1.1-1.5x slower than on a row-major a, and from about 2^19
+// elements of c that costs more than the copy (one pass over a), e.g. on 2 threads
+// (tokens K): 4096 x 1024, K 1024: 7.0 -> 5.5 ms with the copy; 1536 x 512, K 1024: 1.22 ->
+// 1.02 ms; smaller ones (gpt d=256's 1024 x 256, K 2048: 0.75 -> 0.99 ms) lose. Measured on
+// AMX only, so other CPUs keep the view. Shapes decide, so a product always rounds alike.
+bool copy_transposed_a(const Tensor& a, const Tensor& c) {
+  static const bool amx = onednn_uses_amx();
+  return amx && a.dim() == 2 && a.stride(1) != 1 && a.size(1) > 1 && c.numel() >= (int64_t{1} << 19);
 }
 
 }  // namespace
@@ -379,7 +396,9 @@ bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     const bool wide = a.dtype() != b.dtype() || (cpu_gemm16_path(d16) == Gemm16::kFloat32 &&
                                                  (get_cpu_gemm16() == Gemm16::kFloat32 || worth_widening(a, b, c)));
     if (!wide)
-      if (const std::optional<bool> applied = run_dnnl_fused(a, b, bias, c, op, act, mul)) return *applied;
+      if (const std::optional<bool> applied =
+              run_dnnl_fused(copy_transposed_a(a, c) ? as_contiguous(a) : a, b, bias, c, op, act, mul))
+        return *applied;
     return run_widened(a, b, bias, c, op, act, mul);
   }
   if (const std::optional<bool> applied = run_dnnl_fused(a, b, bias, c, op, act, mul)) return *applied;
