@@ -716,6 +716,12 @@ TEST(Linalg, PrimitiveCacheReusesAndKeysByGeometry) {
   cpu::clear_matmul_cache();
   EXPECT_EQ(cpu::matmul_cache_size(), 0u);
   EXPECT_TRUE(testing::equal(mm(a, b), before));
+  // each thread's bound memory objects went with the cache: the product made its primitive anew
+  EXPECT_EQ(cpu::matmul_cache_size(), 1u);
+  // a geometry's bound memory objects point at each call's tensors
+  const Tensor a2 = uniform({13, 17}, kFloat32, -1, 1, 50), b2 = uniform({17, 11}, kFloat32, -1, 1, 51);
+  EXPECT_TRUE(matches_ref(mm(a2, b2), testing::ref::matmul(a2, b2), kFloat32, 17, 1, 1));
+  EXPECT_EQ(cpu::matmul_cache_size(), 1u);
 }
 
 TEST(Linalg, ConcurrentCallsAgree) {
