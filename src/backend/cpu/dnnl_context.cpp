@@ -41,8 +41,4 @@ dnnl::memory::desc dnnl_desc(const Tensor& t, const char* op) {
   return dnnl::memory::desc(dims, dnnl_dtype(t.dtype(), op), strides);
 }
 
-dnnl::memory dnnl_memory(const Tensor& t, const dnnl::memory::desc& md) {
-  return dnnl::memory(md, dnnl_engine(), t.raw_data());
-}
-
 }  // namespace tc::cpu

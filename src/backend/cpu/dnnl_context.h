@@ -16,7 +16,5 @@ dnnl::memory::data_type dnnl_dtype(DType dt, const char* op);
 
 // A memory descriptor with t's sizes and strides (no copy); 0-d becomes {1}.
 dnnl::memory::desc dnnl_desc(const Tensor& t, const char* op);
-// A memory object viewing t's data.
-dnnl::memory dnnl_memory(const Tensor& t, const dnnl::memory::desc& md);
 
 }  // namespace tc::cpu

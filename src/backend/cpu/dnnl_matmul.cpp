@@ -204,7 +204,7 @@ void* scratchpad(size_t bytes) {
 
 // A cached primitive with memory objects for its arguments, one set per thread: their
 // descriptors follow from the key, so a call only points them at its tensors. Making them
-// anew on every call (descriptors, memory objects, the argument map, the key) took ~2.5 us
+// anew on every call (descriptors, memory objects, the argument map, the key) took ~2.9 us
 // of the ~5.5 us a small product spent on the host.
 struct Bound {
   Entry entry;  // holds the primitive while the shared cache may drop it
@@ -391,7 +391,7 @@ Gemm16 auto_choice(DType dt) {
 // kernel runs such products 1.1-1.5x slower than on a row-major a, and from about 2^19
 // elements of c that costs more than the copy (one pass over a), e.g. on 2 threads
 // (tokens K): 4096 x 1024, K 1024: 7.0 -> 5.5 ms with the copy; 1536 x 512, K 1024: 1.22 ->
-// 1.02 ms; smaller ones (gpt d=256's 1024 x 256, K 2048: 0.75 -> 0.99 ms) lose. Measured on
+// 1.02 ms; smaller ones (gpt d=256's 1024 x 256, K 2048: 0.73 -> 0.94 ms) lose. Measured on
 // AMX only, so other CPUs keep the view. Shapes decide, so a product always rounds alike.
 bool copy_transposed_a(const Tensor& a, const Tensor& c) {
   static const bool amx = onednn_uses_amx();
