@@ -112,6 +112,52 @@ TEST(Sdpa, FusedMatchesCompositeAndFloat64) {
   }
 }
 
+// The bfloat16 kernels' log-sum-exp (their float32 softmax sums, which the backward
+// recomputes the probabilities from) against float64 from the same inputs: scores over
+// more than 100 orders of magnitude of exp (some rows' terms below float32's range), causal
+// and not, odd lengths. The bound holds the softmax's exp to a few float32 ulp: the fused
+// outputs themselves, rounded to bfloat16, would not see a 1e-3 error in it.
+TEST(Sdpa, Bf16KernelsLogSumExpMatchesFloat64) {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.avx512f && f.avx512bw && f.avx512vl && f.avx512_bf16)) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  struct Case {
+    int64_t L, S, E;
+    bool causal;
+    double scale;
+  };
+  for_each_bf16_kernel([](const char* kernel) {
+    for (const Case& c : {Case{128, 128, 64, true, 0.125}, Case{37, 53, 24, false, 1.0}, Case{61, 29, 16, true, 3.0},
+                          Case{200, 200, 32, true, 12.0}}) {
+      const Tensor q = uniform({2, c.L, c.E}, kBFloat16, -1, 1, 21), k = uniform({2, c.S, c.E}, kBFloat16, -1, 1, 22),
+                   v = uniform({2, c.S, 8}, kBFloat16, -1, 1, 23);
+      const Tensor out = empty({2, c.L, 8}, kBFloat16), lse = empty({2, c.L}, kFloat32);
+      ASSERT_TRUE(cpu::sdpa_forward_bf16(out, lse, q, k, v, c.scale, c.causal));
+      const std::vector<double> qd = q.to_vector(), kd = k.to_vector(), got = lse.to_vector();
+      double worst = 0;
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t i = 0; i < c.L; ++i) {
+          const int64_t m = c.causal ? std::min(c.S, i + 1) : c.S;
+          std::vector<double> s(static_cast<size_t>(m));
+          double mx = -1e300;
+          for (int64_t j = 0; j < m; ++j) {
+            double dot = 0;
+            for (int64_t e = 0; e < c.E; ++e)
+              dot += qd[static_cast<size_t>((b * c.L + i) * c.E + e)] * kd[static_cast<size_t>((b * c.S + j) * c.E + e)];
+            s[static_cast<size_t>(j)] = c.scale * dot;
+            mx = std::max(mx, s[static_cast<size_t>(j)]);
+          }
+          double sum = 0;
+          for (double x : s) sum += std::exp(x - mx);
+          const double ref = mx + std::log(sum), err = std::fabs(got[static_cast<size_t>(b * c.L + i)] - ref);
+          // float32 scores (sums of E exact products) and the float32 sum of the exps
+          worst = std::max(worst, err / (1e-6 * (1.0 + std::fabs(ref))));
+        }
+      EXPECT_LE(worst, 1.0) << "L " << c.L << " S " << c.S << " E " << c.E << kernel
+                            << ": worst error in units of 1e-6 (1 + |lse|)";
+    }
+  });
+}
+
 TEST(Sdpa, OutputMergesHeadsWithoutACopy) {
   const Tensor q = uniform({2, 4, 16, 8}, kFloat32, -1, 1, 5);
   const Tensor out = scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true);
@@ -231,21 +277,32 @@ TEST(Sdpa, GradientsOfOneProjectionShareOneBlock) {
 
 // A NaN in a query row makes that row's output NaN and leaves the others alone, in every
 // path and dtype (the composite's softmax propagates it the same way).
+// A NaN in query row 5 (causal): its output row is NaN and no other; in the backward its dq
+// row and no other, the dv rows of the keys it sees (0 .. 5) and no other, and those keys'
+// dk rows (the kernels' padding multiplies the NaN query by zeros of ds for some later
+// keys too, as the composite's dense ds^T q does for every key).
 TEST(Sdpa, NanQueryRowPoisonsOnlyItsRow) {
   for_each_bf16_kernel([](const char* kernel) {
     for (Gemm16 mode : {Gemm16::kFloat32, Gemm16::kNative})
       for (DType dt : {kFloat32, kBFloat16}) {
         set_cpu_gemm16(mode);
-        Tensor q = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 13);
-        q.select(2, 5).select(2, 3).fill_(std::nan(""));
-        const Tensor kv = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 14).to(dt);
-        const std::vector<double> out = scaled_dot_product_attention(q.to(dt), kv, kv, Tensor(), 0.0, true).to_vector();
+        Tensor q0 = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 13);
+        q0.select(2, 5).select(2, 3).fill_(std::nan(""));
+        const Tensor k0 = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 14), g = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 15);
+        const Result r = run(q0.to(dt), k0.to(dt), k0.to(dt), g, true, false);
         set_cpu_gemm16(Gemm16::kAuto);
+        const std::vector<double> out = r.out.to_vector(), dq = r.dq.to_vector(), dk = r.dk.to_vector(),
+                                  dv = r.dv.to_vector();
+        const std::string what = std::string(dtype_name(dt)) + " " + std::string(gemm16_name(mode)) + kernel;
         for (int64_t h = 0; h < 2; ++h)
           for (int64_t i = 0; i < 40; ++i)
-            for (int64_t e = 0; e < 16; ++e)
-              EXPECT_EQ(std::isnan(out[static_cast<size_t>((h * 40 + i) * 16 + e)]), i == 5)
-                  << dtype_name(dt) << " " << gemm16_name(mode) << kernel << " head " << h << " row " << i;
+            for (int64_t e = 0; e < 16; ++e) {
+              const size_t at = static_cast<size_t>((h * 40 + i) * 16 + e);
+              EXPECT_EQ(std::isnan(out[at]), i == 5) << what << " out, head " << h << " row " << i;
+              EXPECT_EQ(std::isnan(dq[at]), i == 5) << what << " dq, head " << h << " row " << i;
+              if (i <= 5) EXPECT_TRUE(std::isnan(dk[at])) << what << " dk, head " << h << " row " << i;
+              EXPECT_EQ(std::isnan(dv[at]), i <= 5) << what << " dv, head " << h << " row " << i;
+            }
       }
   });
 }

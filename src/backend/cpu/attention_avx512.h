@@ -39,28 +39,37 @@ inline uint32_t pair_at(const uint16_t* row, int64_t e2, int64_t E) {
   return lo | (hi << 16);
 }
 
-// exp of 16 floats, fast_exp's scheme (Cephes' polynomial on r = x - n ln 2), with the
-// power of two applied by VSCALEFPS. Arguments are <= 0 here (x - row max).
-inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.33654f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
+constexpr float kLog2e = 1.44269504088896341f;
+
+// 2^t of 16 floats, 0 in the lanes outside `keep`: t = n + f (n the nearest integer, |f| <=
+// 1/2), 2^f = 1 + f q(f) with q of degree 4 (fitted for the least relative error on [-1/2,
+// 1/2]: 1.9e-7, under 2 float32 ulp; 2^0 = 1 exactly), 2^n applied by VSCALEFPS: 10
+// instructions, where exp(x) by Cephes' scheme takes 15 (the softmax passes' largest cost,
+// on one 512-bit FMA port). t is held at -125 or above, so a result is a normal float (the
+// softmax numerators' bfloat16 rounding needs no subnormal care, store_bf16_normal), or
+// NaN: max(-125, t) returns t when t is NaN, so a NaN score poisons its row's sum.
+inline __m512 exp2_16(__m512 t, __mmask16 keep) {
+  t = _mm512_max_ps(_mm512_set1_ps(-125.0f), t);
+  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);
+  __m512 q = _mm512_set1_ps(1.326467958278954e-3f);
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(9.671502746641636e-3f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(5.550733953714371e-2f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(2.4022242426872253e-1f));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(6.931470036506653e-1f));
+  return _mm512_maskz_scalef_ps(keep, _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f)), n);
 }
 
 // 16 floats rounded to bfloat16 as the library rounds everywhere (nearest even, bit for
 // bit the reference), the lanes of `keep` stored.
 inline void store_bf16(uint16_t* dst, __m512 x, __mmask16 keep = 0xffff) {
   _mm256_mask_storeu_epi16(dst, keep, ::tc::detail::f32_to_bf16_hw(_mm512_castps_si512(x)));
+}
+
+// The same for 16 floats none of which is subnormal (exp2_16's results, zeros): VCVTNEPS2BF16
+// alone, which rounds every other float as the library does.
+inline void store_bf16_normal(uint16_t* dst, __m512 x) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), (__m256i)_mm512_cvtneps_pbh(x));
 }
 
 inline __mmask16 lanes_below(int64_t count) {
@@ -90,66 +99,56 @@ inline void store_row_bf16(const float* src, int64_t n, uint16_t* dst, float fac
 // scale s[r][0, m[r]) for r < rows, for the backward. The rows' passes are interleaved:
 // one row's max, exp and sum are chains of dependent instructions (the reductions' and
 // the exp polynomial's latencies), which four independent rows hide from each other. A
-// NaN score makes its row and its lse NaN, as the composite's softmax.
+// NaN score makes its row and its lse NaN (exp2_16 passes it to the sum), as the
+// composite's softmax.
 inline void softmax_group(const float* s, int64_t ld, const int64_t* m, int64_t rows, int64_t pad, float scale,
                           uint16_t* p, float* inv_sum, float* lse) {
-  const __m512 sc = _mm512_set1_ps(scale);
-  __m512 vmax[kRows], vsum[kRows];
-  __mmask16 nan[kRows];
+  const __m512 sc = _mm512_set1_ps(scale), sc2 = _mm512_set1_ps(scale * kLog2e);
+  __m512 vmax[kRows], vmax2[kRows], vsum[kRows];  // vmax2: the max in base 2
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) {
     vmax[r] = _mm512_set1_ps(-__builtin_inff());
     vsum[r] = _mm512_setzero_ps();
-    nan[r] = 0;
   }
   for (int64_t j = 0; j < pad; j += 16)
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
       const __mmask16 k = lanes_below(m[r] - j);
-      const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + r * ld + j), sc);
-      nan[r] |= _mm512_mask_cmp_ps_mask(k, x, x, _CMP_UNORD_Q);
-      vmax[r] = _mm512_mask_max_ps(vmax[r], k, vmax[r], x);
+      vmax[r] = _mm512_mask_max_ps(vmax[r], k, vmax[r], _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + r * ld + j), sc));
     }
 #pragma GCC unroll 4
-  for (int r = 0; r < kRows; ++r) vmax[r] = _mm512_set1_ps(_mm512_reduce_max_ps(vmax[r]));
-  for (int64_t j = 0; j < pad; j += 16)
+  for (int r = 0; r < kRows; ++r) {
+    vmax[r] = _mm512_set1_ps(_mm512_reduce_max_ps(vmax[r]));
+    vmax2[r] = _mm512_mul_ps(vmax[r], _mm512_set1_ps(kLog2e));
+  }
+  for (int64_t j = 0; j < pad; j += 16)  // exp(scale s - max) = 2^(s scale log2(e) - max log2(e))
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
       const __mmask16 k = lanes_below(m[r] - j);
-      const __m512 e =
-          _mm512_maskz_mov_ps(k, exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + r * ld + j), sc, vmax[r])));
+      const __m512 e = exp2_16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + r * ld + j), sc2, vmax2[r]), k);
       vsum[r] = _mm512_add_ps(vsum[r], e);
-      store_bf16(p + r * ld + j, e);
+      store_bf16_normal(p + r * ld + j, e);
     }
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) {
     const float sum = _mm512_reduce_add_ps(vsum[r]);
-    const bool is_nan = nan[r] != 0;
-    inv_sum[r] = is_nan ? __builtin_nanf("") : 1.0f / sum;
-    if (lse && r < rows) lse[r] = is_nan ? __builtin_nanf("") : _mm512_cvtss_f32(vmax[r]) + __builtin_logf(sum);
+    inv_sum[r] = 1.0f / sum;
+    if (lse && r < rows) lse[r] = _mm512_cvtss_f32(vmax[r]) + __builtin_logf(sum);
   }
 }
 
 // The backward's row: the forward's probabilities again from its log-sum-exp in one pass,
 // p[0, m) = exp(scale s[0, m) - lse), as float32 over s and rounded to bfloat16 into
-// p16 (zero in [m, pad)). Returns sum_j p_j dp_j, softmax's backward's row term.
+// p16 (zero in [m, pad)). Returns sum_j p_j dp_j, softmax's backward's row term. A NaN lse
+// (the forward's row saw a NaN) makes the row NaN through exp2_16.
 inline float probs_from_lse(float* s, const float* dp, int64_t m, int64_t pad, float scale, float lse, uint16_t* p16) {
-  if (__builtin_isnan(lse)) {  // a NaN score in the forward: the row is NaN (exp16 would clamp it)
-    for (int64_t j = 0; j < pad; j += 16) {
-      const __mmask16 k = lanes_below(m - j);
-      const __m512 pr = _mm512_maskz_mov_ps(k, _mm512_set1_ps(__builtin_nanf("")));
-      _mm512_mask_storeu_ps(s + j, k, pr);
-      store_bf16(p16 + j, pr);
-    }
-    return __builtin_nanf("");
-  }
-  const __m512 sc = _mm512_set1_ps(scale), l = _mm512_set1_ps(lse);
+  const __m512 sc2 = _mm512_set1_ps(scale * kLog2e), l2 = _mm512_set1_ps(lse * kLog2e);
   __m512 vd = _mm512_setzero_ps();
   for (int64_t j = 0; j < pad; j += 16) {
     const __mmask16 k = lanes_below(m - j);
-    const __m512 pr = _mm512_maskz_mov_ps(k, exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + j), sc, l)));
+    const __m512 pr = exp2_16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + j), sc2, l2), k);
     _mm512_mask_storeu_ps(s + j, k, pr);
-    store_bf16(p16 + j, pr);
+    store_bf16_normal(p16 + j, pr);
     vd = _mm512_fmadd_ps(pr, _mm512_maskz_loadu_ps(k, dp + j), vd);
   }
   return _mm512_reduce_add_ps(vd);
