@@ -110,25 +110,36 @@ inline void softmax_group(const float* s, int64_t ld, const int64_t* m, int64_t 
     vmax[r] = _mm512_set1_ps(-__builtin_inff());
     vsum[r] = _mm512_setzero_ps();
   }
-  for (int64_t j = 0; j < pad; j += 16)
+  int64_t whole = m[0];  // the vectors [0, whole) are whole in every row: no masks there
+#pragma GCC unroll 4
+  for (int r = 1; r < kRows; ++r) whole = min_of(whole, m[r]);
+  whole = whole / 16 * 16;
+  auto max_pass = [&](int64_t j, auto masked) {
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
-      const __mmask16 k = lanes_below(m[r] - j);
+      const __mmask16 k = masked ? lanes_below(m[r] - j) : static_cast<__mmask16>(0xffff);
       vmax[r] = _mm512_mask_max_ps(vmax[r], k, vmax[r], _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + r * ld + j), sc));
     }
+  };
+  int64_t j = 0;
+  for (; j < whole; j += 16) max_pass(j, std::false_type{});
+  for (; j < pad; j += 16) max_pass(j, std::true_type{});
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) {
     vmax[r] = _mm512_set1_ps(_mm512_reduce_max_ps(vmax[r]));
     vmax2[r] = _mm512_mul_ps(vmax[r], _mm512_set1_ps(kLog2e));
   }
-  for (int64_t j = 0; j < pad; j += 16)  // exp(scale s - max) = 2^(s scale log2(e) - max log2(e))
+  auto exp_pass = [&](int64_t j, auto masked) {  // exp(scale s - max) = 2^(s scale log2(e) - max log2(e))
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
-      const __mmask16 k = lanes_below(m[r] - j);
+      const __mmask16 k = masked ? lanes_below(m[r] - j) : static_cast<__mmask16>(0xffff);
       const __m512 e = exp2_16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + r * ld + j), sc2, vmax2[r]), k);
       vsum[r] = _mm512_add_ps(vsum[r], e);
       store_bf16_normal(p + r * ld + j, e);
     }
+  };
+  for (j = 0; j < whole; j += 16) exp_pass(j, std::false_type{});
+  for (; j < pad; j += 16) exp_pass(j, std::true_type{});
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) {
     const float sum = _mm512_reduce_add_ps(vsum[r]);
@@ -144,33 +155,40 @@ inline void softmax_group(const float* s, int64_t ld, const int64_t* m, int64_t 
 inline float probs_from_lse(float* s, const float* dp, int64_t m, int64_t pad, float scale, float lse, uint16_t* p16) {
   const __m512 sc2 = _mm512_set1_ps(scale * kLog2e), l2 = _mm512_set1_ps(lse * kLog2e);
   __m512 vd = _mm512_setzero_ps();
-  for (int64_t j = 0; j < pad; j += 16) {
-    const __mmask16 k = lanes_below(m - j);
+  auto step = [&](int64_t j, auto masked) {
+    const __mmask16 k = masked ? lanes_below(m - j) : static_cast<__mmask16>(0xffff);
     const __m512 pr = exp2_16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + j), sc2, l2), k);
     _mm512_mask_storeu_ps(s + j, k, pr);
     store_bf16_normal(p16 + j, pr);
     vd = _mm512_fmadd_ps(pr, _mm512_maskz_loadu_ps(k, dp + j), vd);
-  }
+  };
+  int64_t j = 0;
+  for (; j < m / 16 * 16; j += 16) step(j, std::false_type{});
+  for (; j < pad; j += 16) step(j, std::true_type{});
   return _mm512_reduce_add_ps(vd);
 }
 
 // A group's `group` rows of the backward (row r: scores s + r ld and dp = g v^T at dp + r
 // ld, m[r] keys): the probabilities again from the forward's log-sum-exp lse[r] (float32
-// over s, rounded into p16) and ds = scale p (dp - sum(p dp)), rounded once into ds16; p16
-// and ds16 rows ld apart, zero in [m[r], pad). Rows r >= rows (past L: m[r] = 0) get zero
-// rows, for the rank updates.
+// over s, rounded into p16) and ds = p (scale dp - scale sum(p dp)), rounded once into ds16;
+// p16 and ds16 rows ld apart, zero in [m[r], pad). Rows r >= rows (past L: m[r] = 0) get
+// zero rows, for the rank updates.
 inline void probs_and_score_grads(float* s, const float* dp, int64_t ld, const int64_t* m, int64_t group, int64_t rows,
                                   int64_t pad, float scale, const float* lse, uint16_t* p16, uint16_t* ds16) {
   const __m512 sc = _mm512_set1_ps(scale);
   for (int64_t r = 0; r < group; ++r) {
     float* pr = s + r * ld;
     const float* dpr = dp + r * ld;
-    const __m512 D = _mm512_set1_ps(probs_from_lse(pr, dpr, m[r], pad, scale, r < rows ? lse[r] : 0.f, p16 + r * ld));
-    for (int64_t j = 0; j < pad; j += 16) {
-      const __mmask16 k = lanes_below(m[r] - j);
-      const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dpr + j), D);
-      store_bf16(ds16 + r * ld + j, _mm512_maskz_mul_ps(k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, pr + j), sc), d));
-    }
+    const float D = probs_from_lse(pr, dpr, m[r], pad, scale, r < rows ? lse[r] : 0.f, p16 + r * ld);
+    const __m512 scD = _mm512_set1_ps(scale * D);
+    auto step = [&](int64_t j, auto masked) {
+      const __mmask16 k = masked ? lanes_below(m[r] - j) : static_cast<__mmask16>(0xffff);
+      const __m512 d = _mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, dpr + j), sc, scD);
+      store_bf16(ds16 + r * ld + j, _mm512_maskz_mul_ps(k, _mm512_maskz_loadu_ps(k, pr + j), d));
+    };
+    int64_t j = 0;
+    for (; j < m[r] / 16 * 16; j += 16) step(j, std::false_type{});
+    for (; j < pad; j += 16) step(j, std::true_type{});
   }
 }
 
