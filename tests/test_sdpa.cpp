@@ -68,6 +68,7 @@ TEST(Sdpa, FusedMatchesCompositeAndFloat64) {
   for (const Case& c :
        {Case{{2, 4, 128, 64}, {2, 4, 128, 64}, {2, 4, 128, 64}, true},
         Case{{3, 37, 24}, {3, 53, 24}, {3, 53, 40}, false}, Case{{2, 61, 16}, {2, 29, 16}, {2, 29, 8}, true},
+        Case{{2, 29, 16}, {2, 61, 16}, {2, 61, 8}, true},  // causal, keys past the last query: zero gradients
         Case{{1, 2, 200, 32}, {1, 2, 200, 32}, {1, 2, 200, 24}, true}, Case{{2, 19, 7}, {2, 19, 7}, {2, 19, 33}, true},
         Case{{1, 1, 1040, 16}, {1, 1, 1040, 16}, {1, 1, 1040, 16}, true}}) {
     const Tensor q = uniform(c.q, kFloat64, -2, 2, 1), k = uniform(c.k, kFloat64, -2, 2, 2),

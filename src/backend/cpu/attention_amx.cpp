@@ -130,6 +130,8 @@ void pack_key_tiles(const uint16_t* k, int64_t k_row, int64_t n, int64_t np, int
   std::memset(kp + E2 * np * 2, 0, static_cast<size_t>((E2p - E2) * np) * 4);
 }
 
+void zero_row(uint16_t* row, int64_t n) { std::memset(row, 0, static_cast<size_t>(n) * 2); }
+
 // t[j][h] = (x[2 h][j], x[2 h + 1][j]) for j < keys (a multiple of 16), h < kRankRows / 2:
 // kRankRows rows of bfloat16 (ld apart) as key-major pairs of rows, a tile's rows per 16
 // keys, two tiles' inner dims per row.
@@ -198,9 +200,8 @@ void attention_backward_amx(const Bf16AttentionBackward& b) {
   pack_key_tiles(b.k, b.k_row, S, np, E, k_pairs, reinterpret_cast<uint32_t*>(q_group));
   pack_key_tiles(b.v, b.v_row, S, np, Ev, v_pairs, reinterpret_cast<uint32_t*>(g_group));
   pack_values(b.k, b.k_row, S, np, E, k_key_pairs);
-  std::memset(dk, 0, static_cast<size_t>(np * Ep) * 4);
-  std::memset(dv, 0, static_cast<size_t>(np * Evp) * 4);
   configure_tiles();
+  int64_t touched = 0;  // keys whose dk, dv sums exist: the first update of a tile of keys writes it
   for (int64_t r0 = 0; r0 < b.L; r0 += kRankRows) {
     int64_t m[kRankRows];
     const int64_t m_max = keys_seen(m, r0, kRankRows, b.L, S, b.causal);
@@ -237,14 +238,17 @@ void attention_backward_amx(const Bf16AttentionBackward& b) {
       // (causal: rows before the tile's first key see none of it, their chunks of p, ds are zero)
       const int64_t first = b.causal ? max_of(0, j0 - r0) / 32 : 0, chunks = kRankRows / 32 - first;
       product(p_t + j0 * kRankRows + 32 * first, kRankRows * 2, g_rows + first * 16 * Evp * 2, Evp * 4, Evp, chunks,
-              dv + j0 * Evp, Evp * 4, true);
+              dv + j0 * Evp, Evp * 4, j0 < touched);
       product(ds_t + j0 * kRankRows + 32 * first, kRankRows * 2, q_rows + first * 16 * Ep * 2, Ep * 4, Ep, chunks,
-              dk + j0 * Ep, Ep * 4, true);
+              dk + j0 * Ep, Ep * 4, j0 < touched);
     }
+    touched = max_of(touched, keys);
   }
   _tile_release();
-  for (int64_t j = 0; b.dk && j < S; ++j) store_row_bf16(dk + j * Ep, E, b.dk + j * b.dk_row);
-  for (int64_t j = 0; b.dv && j < S; ++j) store_row_bf16(dv + j * Evp, Ev, b.dv + j * b.dv_row);
+  for (int64_t j = 0; j < S; ++j) {  // keys no query row sees (causal, S > L): zero gradients
+    if (b.dk) j < touched ? store_row_bf16(dk + j * Ep, E, b.dk + j * b.dk_row) : zero_row(b.dk + j * b.dk_row, E);
+    if (b.dv) j < touched ? store_row_bf16(dv + j * Evp, Ev, b.dv + j * b.dv_row) : zero_row(b.dv + j * b.dv_row, Ev);
+  }
 }
 #else
 // Never called: the caller checks the CPU's features first.
