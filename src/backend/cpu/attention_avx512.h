@@ -110,10 +110,14 @@ inline void softmax_group(const float* s, int64_t ld, const int64_t* m, int64_t 
     vmax[r] = _mm512_set1_ps(-__builtin_inff());
     vsum[r] = _mm512_setzero_ps();
   }
-  int64_t whole = m[0];  // the vectors [0, whole) are whole in every row: no masks there
+  int64_t whole = m[0], seen = m[0];  // vectors [0, whole): whole in every row, no masks; [seen, pad): zeros
 #pragma GCC unroll 4
-  for (int r = 1; r < kRows; ++r) whole = min_of(whole, m[r]);
+  for (int r = 1; r < kRows; ++r) {
+    whole = min_of(whole, m[r]);
+    seen = max_of(seen, m[r]);
+  }
   whole = whole / 16 * 16;
+  seen = round_up(seen, 16);
   auto max_pass = [&](int64_t j, auto masked) {
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
@@ -123,7 +127,7 @@ inline void softmax_group(const float* s, int64_t ld, const int64_t* m, int64_t 
   };
   int64_t j = 0;
   for (; j < whole; j += 16) max_pass(j, std::false_type{});
-  for (; j < pad; j += 16) max_pass(j, std::true_type{});
+  for (; j < seen; j += 16) max_pass(j, std::true_type{});
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) {
     vmax[r] = _mm512_set1_ps(_mm512_reduce_max_ps(vmax[r]));
@@ -139,7 +143,8 @@ inline void softmax_group(const float* s, int64_t ld, const int64_t* m, int64_t 
     }
   };
   for (j = 0; j < whole; j += 16) exp_pass(j, std::false_type{});
-  for (; j < pad; j += 16) exp_pass(j, std::true_type{});
+  for (; j < seen; j += 16) exp_pass(j, std::true_type{});
+  for (int r = 0; r < kRows; ++r) std::memset(p + r * ld + seen, 0, static_cast<size_t>(pad - seen) * 2);
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) {
     const float sum = _mm512_reduce_add_ps(vsum[r]);
@@ -164,7 +169,8 @@ inline float probs_from_lse(float* s, const float* dp, int64_t m, int64_t pad, f
   };
   int64_t j = 0;
   for (; j < m / 16 * 16; j += 16) step(j, std::false_type{});
-  for (; j < pad; j += 16) step(j, std::true_type{});
+  for (; j < round_up(m, 16); j += 16) step(j, std::true_type{});
+  std::memset(p16 + j, 0, static_cast<size_t>(pad - j) * 2);
   return _mm512_reduce_add_ps(vd);
 }
 
@@ -188,7 +194,8 @@ inline void probs_and_score_grads(float* s, const float* dp, int64_t ld, const i
     };
     int64_t j = 0;
     for (; j < m[r] / 16 * 16; j += 16) step(j, std::false_type{});
-    for (; j < pad; j += 16) step(j, std::true_type{});
+    for (; j < round_up(m[r], 16); j += 16) step(j, std::true_type{});
+    std::memset(ds16 + r * ld + j, 0, static_cast<size_t>(pad - j) * 2);
   }
 }
 
