@@ -306,11 +306,11 @@ Tensor attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, bool ca
   const Tensor lse = backward ? new_lse(q) : Tensor();
   if (!cpu::sdpa_forward_bf16(out, lse, qd, kd, vd, scale, causal)) return Tensor();
   return record(kOp, out, {q, k, v},
-                [qd, kd, vd, lse, causal, scale](const Tensor& g_in, const std::vector<bool>& needs) {
+                [qd, kd, vd, o = out.detach(), lse, causal, scale](const Tensor& g_in, const std::vector<bool>& needs) {
                   Tensor g = g_in.to(kBFloat16);
                   if (g.stride(-1) != 1) g = g.contiguous();
                   const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, kBFloat16);
-                  TC_CHECK(cpu::sdpa_backward_bf16(grads[0], grads[1], grads[2], g, qd, kd, vd, lse, scale, causal),
+                  TC_CHECK(cpu::sdpa_backward_bf16(grads[0], grads[1], grads[2], g, qd, kd, vd, o, lse, scale, causal),
                            kOp, "internal: the bfloat16 backward refused inputs its forward took");
                   return grads;
                 });

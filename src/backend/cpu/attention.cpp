@@ -363,11 +363,12 @@ bool sdpa_forward_bf16(const Tensor& out, const Tensor& lse, const Tensor& q, co
 }
 
 bool sdpa_backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& lse, double scale, bool causal) {
-  if (!bf16_kernels_apply({&q, &k, &v, &g})) return false;
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double scale,
+                        bool causal) {
+  if (!bf16_kernels_apply({&q, &k, &v, &g, &out})) return false;
   for (const Tensor* d : {&dq, &dk, &dv})
     if (d->defined() && !bf16_kernels_apply({d})) return false;
-  const MatrixView Q(q), K(k), V(v), G(g);
+  const MatrixView Q(q), K(k), V(v), G(g), O(out);
   std::optional<MatrixView> DQ, DK, DV;
   if (dq.defined()) DQ.emplace(dq);
   if (dk.defined()) DK.emplace(dk);
@@ -386,11 +387,13 @@ bool sdpa_backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
                                                      .k = bf16_rows(K, b),
                                                      .v = bf16_rows(V, b),
                                                      .g = bf16_rows(G, b),
+                                                     .o = bf16_rows(O, b),
                                                      .lse = lse.data_ptr<float>() + b * L,
                                                      .q_row = Q.row_stride,
                                                      .k_row = K.row_stride,
                                                      .v_row = V.row_stride,
                                                      .g_row = G.row_stride,
+                                                     .o_row = O.row_stride,
                                                      .dq = rows(DQ, b),
                                                      .dk = rows(DK, b),
                                                      .dv = rows(DV, b),

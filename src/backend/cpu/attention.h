@@ -34,11 +34,13 @@ bool sdpa_forward_bf16(const Tensor& out, const Tensor& lse, const Tensor& q, co
                        double scale, bool causal);
 
 // The gradients of that forward on the same instructions: dq, dk, dv as sdpa_backward's
-// (undefined when not wanted), g the output's gradient, lse the forward's (the
-// probabilities are recomputed from it in one pass). False, having done nothing, where
-// the CPU lacks the instructions or the inputs do not qualify.
+// (undefined when not wanted), g the output's gradient, out and lse the forward's (the
+// probabilities are recomputed from lse, softmax's backward's row term is g . out, and
+// both feed one pass). False, having done nothing, where the CPU lacks the instructions
+// or the inputs do not qualify.
 bool sdpa_backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& g, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& lse, double scale, bool causal);
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, double scale,
+                        bool causal);
 
 // Where the CPU has AMX-BF16 (and the OS grants it), the two functions above multiply on
 // AMX tiles; set_sdpa_amx(false) keeps them on the AVX-512 BF16 dot products (for tests

@@ -223,7 +223,8 @@ void attention_backward_amx(const Bf16AttentionBackward& b) {
       const uint16_t* gg = group_pairs(b.g + g0 * b.g_row, b.g_row, Ev, rows, kTile, Ev2p, g_group, &ldg);
       product(qg, ldq * 4, k_pairs, np * 4, round_up(mt_max, 16), E2p / kPairs, s, np * 4, false);
       product(gg, ldg * 4, v_pairs, np * 4, round_up(mt_max, 16), Ev2p / kPairs, dp, np * 4, false);
-      probs_and_score_grads(s, dp, np, mt, kTile, rows, pad, b.scale, b.lse + g0, pt, dst);
+      probs_and_score_grads(s, dp, np, mt, kTile, rows, pad, b.scale, b.lse + g0, b.g + g0 * b.g_row, b.g_row,
+                            b.o + g0 * b.o_row, b.o_row, Ev, pt, dst);
       if (b.dq) {
         product(dst, np * 2, k_key_pairs, Ep * 4, Ep, round_up(mt_max, 32) / 32, tile, Ep * 4, false);
         for (int64_t r = 0; r < rows; ++r) store_row_bf16(tile + r * Ep, E, b.dq + (g0 + r) * b.dq_row);

@@ -153,49 +153,50 @@ inline void softmax_group(const float* s, int64_t ld, const int64_t* m, int64_t 
   }
 }
 
-// The backward's row: the forward's probabilities again from its log-sum-exp in one pass,
-// p[0, m) = exp(scale s[0, m) - lse), as float32 over s and rounded to bfloat16 into
-// p16 (zero in [m, pad)). Returns sum_j p_j dp_j, softmax's backward's row term. A NaN lse
-// (the forward's row saw a NaN) makes the row NaN through exp2_16.
-inline float probs_from_lse(float* s, const float* dp, int64_t m, int64_t pad, float scale, float lse, uint16_t* p16) {
-  const __m512 sc2 = _mm512_set1_ps(scale * kLog2e), l2 = _mm512_set1_ps(lse * kLog2e);
-  __m512 vd = _mm512_setzero_ps();
-  auto step = [&](int64_t j, auto masked) {
-    const __mmask16 k = masked ? lanes_below(m - j) : static_cast<__mmask16>(0xffff);
-    const __m512 pr = exp2_16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + j), sc2, l2), k);
-    _mm512_mask_storeu_ps(s + j, k, pr);
-    store_bf16_normal(p16 + j, pr);
-    vd = _mm512_fmadd_ps(pr, _mm512_maskz_loadu_ps(k, dp + j), vd);
-  };
-  int64_t j = 0;
-  for (; j < m / 16 * 16; j += 16) step(j, std::false_type{});
-  for (; j < round_up(m, 16); j += 16) step(j, std::true_type{});
-  std::memset(p16 + j, 0, static_cast<size_t>(pad - j) * 2);
-  return _mm512_reduce_add_ps(vd);
+// sum_e g[e] o[e] over n bfloat16 values, in float32: softmax's backward's row term
+// sum_j p_j dp_j (= g . sum_j p_j v_j) from the forward's output row, as FlashAttention-2
+// takes it: known before the row's probabilities, so that p and ds come out of one pass.
+inline float output_dot(const uint16_t* g, const uint16_t* o, int64_t n) {
+  auto widen = [](__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); };
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 k = lanes_below(n - c);
+    acc = _mm512_fmadd_ps(widen(_mm256_maskz_loadu_epi16(k, g + c)), widen(_mm256_maskz_loadu_epi16(k, o + c)), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
 }
 
 // A group's `group` rows of the backward (row r: scores s + r ld and dp = g v^T at dp + r
-// ld, m[r] keys): the probabilities again from the forward's log-sum-exp lse[r] (float32
-// over s, rounded into p16) and ds = p (scale dp - scale sum(p dp)), rounded once into ds16;
-// p16 and ds16 rows ld apart, zero in [m[r], pad). Rows r >= rows (past L: m[r] = 0) get
-// zero rows, for the rank updates.
-inline void probs_and_score_grads(float* s, const float* dp, int64_t ld, const int64_t* m, int64_t group, int64_t rows,
-                                  int64_t pad, float scale, const float* lse, uint16_t* p16, uint16_t* ds16) {
-  const __m512 sc = _mm512_set1_ps(scale);
+// ld, m[r] keys; g and the forward's output o: row r at g + r g_row, o + r o_row, Ev each):
+// the probabilities again from the forward's log-sum-exp lse[r], p = exp(scale s - lse),
+// rounded into p16, and ds = p (scale dp - scale D) with D = g . o, rounded once into ds16,
+// in one pass; p16 and ds16 rows ld apart, zero in [m[r], pad). Rows r >= rows (past L:
+// m[r] = 0) get zero rows, for the rank updates. A NaN lse or D (the forward's row saw a
+// NaN) makes the row NaN through exp2_16 and the products.
+inline void probs_and_score_grads(const float* s, const float* dp, int64_t ld, const int64_t* m, int64_t group,
+                                  int64_t rows, int64_t pad, float scale, const float* lse, const uint16_t* g,
+                                  int64_t g_row, const uint16_t* o, int64_t o_row, int64_t Ev, uint16_t* p16,
+                                  uint16_t* ds16) {
+  const __m512 sc = _mm512_set1_ps(scale), sc2 = _mm512_set1_ps(scale * kLog2e);
   for (int64_t r = 0; r < group; ++r) {
-    float* pr = s + r * ld;
+    const float* sr = s + r * ld;
     const float* dpr = dp + r * ld;
-    const float D = probs_from_lse(pr, dpr, m[r], pad, scale, r < rows ? lse[r] : 0.f, p16 + r * ld);
-    const __m512 scD = _mm512_set1_ps(scale * D);
+    uint16_t* pr = p16 + r * ld;
+    uint16_t* dsr = ds16 + r * ld;
+    const bool real = r < rows;
+    const __m512 l2 = _mm512_set1_ps(real ? lse[r] * kLog2e : 0.f);
+    const __m512 scD = _mm512_set1_ps(real ? scale * output_dot(g + r * g_row, o + r * o_row, Ev) : 0.f);
     auto step = [&](int64_t j, auto masked) {
       const __mmask16 k = masked ? lanes_below(m[r] - j) : static_cast<__mmask16>(0xffff);
-      const __m512 d = _mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, dpr + j), sc, scD);
-      store_bf16(ds16 + r * ld + j, _mm512_maskz_mul_ps(k, _mm512_maskz_loadu_ps(k, pr + j), d));
+      const __m512 p = exp2_16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, sr + j), sc2, l2), k);
+      store_bf16_normal(pr + j, p);
+      store_bf16(dsr + j, _mm512_maskz_mul_ps(k, p, _mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, dpr + j), sc, scD)));
     };
     int64_t j = 0;
     for (; j < m[r] / 16 * 16; j += 16) step(j, std::false_type{});
     for (; j < round_up(m[r], 16); j += 16) step(j, std::true_type{});
-    std::memset(ds16 + r * ld + j, 0, static_cast<size_t>(pad - j) * 2);
+    std::memset(pr + j, 0, static_cast<size_t>(pad - j) * 2);
+    std::memset(dsr + j, 0, static_cast<size_t>(pad - j) * 2);
   }
 }
 

@@ -180,7 +180,8 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
         tile_dot<decltype(nb)::value>(qg, ldq, k_pairs + 32 * first, np, E2, s + 16 * first, np);
         tile_dot<decltype(nb)::value>(gg, ldg, v_pairs + 32 * first, np, Ev2, dp + 16 * first, np);
       });
-      probs_and_score_grads(s, dp, np, mt, kRows, rows, pad, b.scale, b.lse + g0, pt, dst);
+      probs_and_score_grads(s, dp, np, mt, kRows, rows, pad, b.scale, b.lse + g0, b.g + g0 * b.g_row, b.g_row,
+                            b.o + g0 * b.o_row, b.o_row, Ev, pt, dst);
       if (b.dq) {
         const int64_t pairs = round_up(mt_max, 16) / 2;
         by_blocks(Ep / 16, [&](int64_t first, auto nb) {

@@ -41,15 +41,16 @@ Bf16AttentionScratch attention_block_scratch(int64_t n, int64_t E, int64_t Ev);
 void attention_block_avx512bf16(const Bf16AttentionBlock& b);
 
 // The gradients of one batch entry's attention (all L query rows, S keys), FlashAttention-2's
-// backward on the same instructions: per group of 4 query rows the probabilities are
-// recomputed from the forward's log-sum-exp (p = exp(scale s - lse), one pass), dp = g v^T,
-// ds = scale p (dp - sum(p dp)) rounded once to bfloat16, then dq = ds k for the group and dv += p^T g,
-// dk += ds^T q (rank-8 updates: two tiles of rows) into float32 sums. g: the output's gradient; dq (L rows),
-// dk and dv (S rows): bfloat16 rows, each written once (null: not wanted).
+// backward on the same instructions: per group of 4 query rows dp = g v^T, and in one pass
+// the probabilities again from the forward's log-sum-exp (p = exp(scale s - lse)) and
+// ds = scale p (dp - D), D = g . o (the forward's output row, FlashAttention-2's sum_j p_j dp_j),
+// ds rounded once to bfloat16, then dq = ds k for the group and dv += p^T g, dk += ds^T q
+// (rank-8 updates: two tiles of rows) into float32 sums. g: the output's gradient; dq (L
+// rows), dk and dv (S rows): bfloat16 rows, each written once (null: not wanted).
 struct Bf16AttentionBackward {
-  const uint16_t *q, *k, *v, *g;
-  const float* lse;  // the forward's, row i at lse[i]
-  int64_t q_row, k_row, v_row, g_row;
+  const uint16_t *q, *k, *v, *g, *o;  // o: the forward's output
+  const float* lse;                   // the forward's, row i at lse[i]
+  int64_t q_row, k_row, v_row, g_row, o_row;
   uint16_t *dq, *dk, *dv;
   int64_t dq_row, dk_row, dv_row;
   int64_t L, S, E, Ev;
