@@ -143,7 +143,8 @@ TEST(Sdpa, Bf16KernelsLogSumExpMatchesFloat64) {
           for (int64_t j = 0; j < m; ++j) {
             double dot = 0;
             for (int64_t e = 0; e < c.E; ++e)
-              dot += qd[static_cast<size_t>((b * c.L + i) * c.E + e)] * kd[static_cast<size_t>((b * c.S + j) * c.E + e)];
+              dot +=
+                  qd[static_cast<size_t>((b * c.L + i) * c.E + e)] * kd[static_cast<size_t>((b * c.S + j) * c.E + e)];
             s[static_cast<size_t>(j)] = c.scale * dot;
             mx = std::max(mx, s[static_cast<size_t>(j)]);
           }
@@ -289,7 +290,8 @@ TEST(Sdpa, NanQueryRowPoisonsOnlyItsRow) {
         set_cpu_gemm16(mode);
         Tensor q0 = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 13);
         q0.select(2, 5).select(2, 3).fill_(std::nan(""));
-        const Tensor k0 = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 14), g = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 15);
+        const Tensor k0 = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 14),
+                     g = uniform({1, 2, 40, 16}, kFloat32, -1, 1, 15);
         const Result r = run(q0.to(dt), k0.to(dt), k0.to(dt), g, true, false);
         set_cpu_gemm16(Gemm16::kAuto);
         const std::vector<double> out = r.out.to_vector(), dq = r.dq.to_vector(), dk = r.dk.to_vector(),
