@@ -192,7 +192,7 @@ void attention_backward_amx(const Bf16AttentionBackward& b) {
   uint16_t* ds16 = p16 + kRankRows * np;
   uint16_t* p_t = ds16 + kRankRows * np;  // p16 and ds16 as key-major row pairs: the rank updates' a tiles
   uint16_t* ds_t = p_t + np * kRankRows;
-  float* s = b.scratch32;  // a group's scores, then float32 probabilities
+  float* s = b.scratch32;  // a group's scores
   float* dp = s + kTile * np;
   float* tile = dp + kTile * np;  // a group's dq
   float* dk = tile + kTile * Ep;  // float32 sums of dk and dv, np rows

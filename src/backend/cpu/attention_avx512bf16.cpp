@@ -146,7 +146,7 @@ void attention_backward_avx512bf16(const Bf16AttentionBackward& b) {
   uint16_t* ds16 = p16 + kRankRows * np;
   uint16_t* p_pairs = ds16 + kRankRows * np;  // p16 and ds16 as row pairs: the rank updates' broadcasts
   uint16_t* ds_pairs = p_pairs + kRankRows * np;
-  float* s = b.scratch32;  // scores, then float32 probabilities
+  float* s = b.scratch32;  // a group's scores
   float* dp = s + kRows * np;
   float* tile = dp + kRows * np;  // a group's dq
   float* dk = tile + kRows * Ep;  // float32 sums of dk and dv
