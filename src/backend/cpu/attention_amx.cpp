@@ -130,8 +130,6 @@ void pack_key_tiles(const uint16_t* k, int64_t k_row, int64_t n, int64_t np, int
   std::memset(kp + E2 * np * 2, 0, static_cast<size_t>((E2p - E2) * np) * 4);
 }
 
-void zero_row(uint16_t* row, int64_t n) { std::memset(row, 0, static_cast<size_t>(n) * 2); }
-
 // t[j][h] = (x[2 h][j], x[2 h + 1][j]) for j < keys (a multiple of 16), h < kRankRows / 2:
 // kRankRows rows of bfloat16 (ld apart) as key-major pairs of rows, a tile's rows per 16
 // keys, two tiles' inner dims per row.
@@ -246,10 +244,18 @@ void attention_backward_amx(const Bf16AttentionBackward& b) {
     touched = max_of(touched, keys);
   }
   _tile_release();
-  for (int64_t j = 0; j < S; ++j) {  // keys no query row sees (causal, S > L): zero gradients
-    if (b.dk) j < touched ? store_row_bf16(dk + j * Ep, E, b.dk + j * b.dk_row) : zero_row(b.dk + j * b.dk_row, E);
-    if (b.dv) j < touched ? store_row_bf16(dv + j * Evp, Ev, b.dv + j * b.dv_row) : zero_row(b.dv + j * b.dv_row, Ev);
-  }
+  // Rows of the float32 sums into dst (null: not wanted); keys past `touched`, which no
+  // query row sees (causal, S > L), get zero rows.
+  auto store = [&](const float* sums, int64_t ld, int64_t n, uint16_t* dst, int64_t dst_row) {
+    for (int64_t j = 0; dst && j < S; ++j) {
+      if (j < touched)
+        store_row_bf16(sums + j * ld, n, dst + j * dst_row);
+      else
+        std::memset(dst + j * dst_row, 0, static_cast<size_t>(n) * 2);
+    }
+  };
+  store(dk, Ep, E, b.dk, b.dk_row);
+  store(dv, Evp, Ev, b.dv, b.dv_row);
 }
 #else
 // Never called: the caller checks the CPU's features first.

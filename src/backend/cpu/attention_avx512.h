@@ -76,6 +76,16 @@ inline __mmask16 lanes_below(int64_t count) {
   return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << max_of(count, 0)) - 1u);
 }
 
+// f(j, masked) for the 16-float vectors j of [0, end) (multiples of 16): masked is a
+// std::false_type below `whole`, where every lane is in range and no mask needs computing,
+// a std::true_type from there.
+template <class F>
+inline void by_vectors(int64_t whole, int64_t end, F f) {
+  int64_t j = 0;
+  for (; j < whole; j += 16) f(j, std::false_type{});
+  for (; j < end; j += 16) f(j, std::true_type{});
+}
+
 template <class F>
 inline void by_blocks(int64_t blocks, F f) {  // f(first block, count <= 4) with count a template constant
   int64_t b = 0;
@@ -125,9 +135,7 @@ inline void softmax_group(const float* s, int64_t ld, const int64_t* m, int64_t 
       vmax[r] = _mm512_mask_max_ps(vmax[r], k, vmax[r], _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + r * ld + j), sc));
     }
   };
-  int64_t j = 0;
-  for (; j < whole; j += 16) max_pass(j, std::false_type{});
-  for (; j < seen; j += 16) max_pass(j, std::true_type{});
+  by_vectors(whole, seen, max_pass);
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) {
     vmax[r] = _mm512_set1_ps(_mm512_reduce_max_ps(vmax[r]));
@@ -142,8 +150,7 @@ inline void softmax_group(const float* s, int64_t ld, const int64_t* m, int64_t 
       store_bf16_normal(p + r * ld + j, e);
     }
   };
-  for (j = 0; j < whole; j += 16) exp_pass(j, std::false_type{});
-  for (; j < seen; j += 16) exp_pass(j, std::true_type{});
+  by_vectors(whole, seen, exp_pass);
   for (int r = 0; r < kRows; ++r) std::memset(p + r * ld + seen, 0, static_cast<size_t>(pad - seen) * 2);
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) {
@@ -192,11 +199,10 @@ inline void probs_and_score_grads(const float* s, const float* dp, int64_t ld, c
       store_bf16_normal(pr + j, p);
       store_bf16(dsr + j, _mm512_maskz_mul_ps(k, p, _mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, dpr + j), sc, scD)));
     };
-    int64_t j = 0;
-    for (; j < m[r] / 16 * 16; j += 16) step(j, std::false_type{});
-    for (; j < round_up(m[r], 16); j += 16) step(j, std::true_type{});
-    std::memset(pr + j, 0, static_cast<size_t>(pad - j) * 2);
-    std::memset(dsr + j, 0, static_cast<size_t>(pad - j) * 2);
+    const int64_t seen = round_up(m[r], 16);
+    by_vectors(m[r] / 16 * 16, seen, step);
+    std::memset(pr + seen, 0, static_cast<size_t>(pad - seen) * 2);
+    std::memset(dsr + seen, 0, static_cast<size_t>(pad - seen) * 2);
   }
 }
 
