@@ -13,6 +13,7 @@
 
 #include "backend/cpu/dnnl_matmul.h"
 #include "backend/cpu/gemv.h"
+#include "backend/cpu/weight_grad.h"
 #include "common/references.h"
 #include "common/testing.h"
 #include "tensorcast/allocator.h"
@@ -248,6 +249,85 @@ TEST(Linalg, LargeProductOfATransposedSixteenBitMatrix) {
     cpu::matmul_into(g.t(), x, Tensor(), c32, "matmul");
     EXPECT_TRUE(matches_ref(c32, r, kFloat32, k, 1, 1)) << dtype_name(dt);
   }
+}
+
+// ---- weight gradients on AMX (backend/cpu/weight_grad.cpp) --------------------------------
+
+// g^T x with float32 c, as linear's backward asks for an autocast weight's gradient.
+Tensor weight_grad(const Tensor& g, const Tensor& x) {
+  const Tensor c = empty({g.size(1), x.size(1)}, kFloat32);
+  cpu::matmul_into(g.t(), x, Tensor(), c, "matmul");
+  return c;
+}
+
+TEST(WeightGrad, MatchesTheFloat64Product) {
+  if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX-BF16";
+  // Sums of whole and partial 32-term chunks; c split by rows (m >= n) and by columns, in
+  // odd and even numbers of 32 x 32 blocks; g and x with rows longer than their columns.
+  struct Case {
+    int64_t k, m, n, g_row, x_row;
+  };
+  for (const Case& cs : {Case{512, 32, 32, 32, 32}, Case{1000, 96, 64, 96, 64}, Case{2049, 64, 160, 100, 200},
+                         Case{520, 256, 32, 300, 40}, Case{2048, 768, 256, 768, 256}}) {
+    const std::string what = "k " + std::to_string(cs.k) + " m " + std::to_string(cs.m) + " n " + std::to_string(cs.n);
+    // Rows past k hold values too: a kernel that read them would be off by far more than
+    // float32 accumulation.
+    const Tensor gw = uniform({cs.k + 64, cs.g_row}, kBFloat16, -1, 1, 81);
+    const Tensor xw = uniform({cs.k + 64, cs.x_row}, kBFloat16, -1, 1, 82);
+    const Tensor g = gw.narrow(0, 0, cs.k).narrow(1, 0, cs.m), x = xw.narrow(0, 0, cs.k).narrow(1, 0, cs.n);
+    const Tensor c = empty({cs.m, cs.n}, kFloat32);
+    ASSERT_TRUE(cpu::weight_grad_into(g.t(), x, c)) << what;
+    EXPECT_TRUE(matches_ref(c, testing::ref::matmul(g.t(), x), kFloat32, cs.k, 1, 1)) << what;
+  }
+}
+
+TEST(WeightGrad, ResultsDoNotDependOnTheThreadCount) {
+  if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX-BF16";
+  const int saved = get_num_threads();
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{192, 64}, {64, 192}}) {  // split by rows, by columns
+    const Tensor g = uniform({1500, m}, kBFloat16, -1, 1, 83), x = uniform({1500, n}, kBFloat16, -1, 1, 84);
+    set_num_threads(1);
+    const Tensor one = weight_grad(g, x);
+    for (int t : {2, 3}) {
+      set_num_threads(t);
+      EXPECT_TRUE(testing::equal(weight_grad(g, x), one)) << m << " x " << n << ", " << t << " threads";
+    }
+  }
+  set_num_threads(saved);
+}
+
+TEST(WeightGrad, OtherProductsAreLeftToOneDnn) {
+  const Tensor g = uniform({1024, 64}, kBFloat16), x = uniform({1024, 64}, kBFloat16);
+  const Tensor c = empty({64, 64}, kFloat32);
+  if (!cpu_features().amx_bf16) {
+    EXPECT_FALSE(cpu::weight_grad_into(g.t(), x, c));
+    return;
+  }
+  EXPECT_TRUE(cpu::weight_grad_into(g.t(), x, c));
+  EXPECT_FALSE(cpu::weight_grad_into(g.narrow(0, 0, 511).t(), x.narrow(0, 0, 511), c));       // a short sum
+  EXPECT_FALSE(cpu::weight_grad_into(g.narrow(1, 0, 48).t(), x, empty({48, 64}, kFloat32)));  // 48 rows
+  EXPECT_FALSE(cpu::weight_grad_into(g.t(), x, empty({64, 64}, kBFloat16)));                  // a 16-bit c
+  EXPECT_FALSE(cpu::weight_grad_into(g.t().contiguous(), x, c));                              // g^T row-major
+  EXPECT_FALSE(cpu::weight_grad_into(g.t(), uniform({1024, 64}, kFloat16), c));
+  EXPECT_FALSE(cpu::weight_grad_into(uniform({1024, 1024}, kBFloat16).t(), uniform({1024, 512}, kBFloat16),
+                                     empty({1024, 512}, kFloat32)));  // 2^19 outputs
+  cpu::set_weight_grad_amx(false);
+  EXPECT_FALSE(cpu::weight_grad_into(g.t(), x, c));
+  cpu::set_weight_grad_amx(true);
+}
+
+TEST(WeightGrad, LinearBackwardUnderAutocastMatchesTheFloat64Product) {
+  // 1024 tokens into Linear(64, 96): the float32 weight's gradient g^T x comes from the
+  // bfloat16 product of the gradient and the input, on AMX where it has the tiles.
+  const Tensor x = uniform({4, 256, 64}, kFloat32, -1, 1, 85);
+  const Tensor w = uniform({96, 64}, kFloat32, -1, 1, 86).requires_grad_(), b = zeros({96}).requires_grad_();
+  const Tensor g = uniform({4, 256, 96}, kBFloat16, -1, 1, 87);
+  {
+    amp::AutocastGuard autocast(kCPU, kBFloat16);
+    linear(x, w, b).backward(g);
+  }
+  const Tensor g2 = g.reshape({1024, 96}), x2 = x.to(kBFloat16).reshape({1024, 64});
+  EXPECT_TRUE(matches_ref(w.grad(), testing::ref::matmul(g2.t(), x2), kFloat32, 1024, 1, 1));
 }
 
 // ---- few-row products (the matrix-vector kernel) -------------------------------------------

@@ -16,16 +16,14 @@
 
 #include <cstring>
 
+#include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/attention_avx512.h"
 #include "backend/cpu/attention_kernels.h"
 
 namespace tc::cpu::detail {
 namespace {
 
-constexpr int64_t kTile = 16;       // rows of a tile: query rows per group
-constexpr int64_t kPairs = 16;      // bfloat16 pairs along a product's inner dim per tile
-constexpr int64_t kRankRows = 64;   // query rows per dk, dv update: two tiles' inner dim
-constexpr int64_t kTileBytes = 64;  // bytes of a tile row
+constexpr int64_t kRankRows = 64;  // query rows per dk, dv update: two tiles' inner dim
 
 }  // namespace
 
@@ -46,25 +44,7 @@ Bf16BackwardScratch attention_backward_scratch_amx(int64_t S, int64_t E, int64_t
     defined(__AMX_BF16__)
 namespace {
 
-// Every tile 16 rows of 64 bytes: 0-3 hold c's blocks, 4 a's chunk, 5-7 b's blocks. A
-// constant in memory: GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes,
-// so the stores of a local configuration's other bytes may be dropped.
-struct alignas(64) TileConfig {
-  uint8_t palette, start_row, reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-constexpr TileConfig tile_config() {
-  TileConfig c{1, 0, {}, {}, {}};
-  for (int t = 0; t < 8; ++t) {
-    c.colsb[t] = kTileBytes;
-    c.rows[t] = kTile;
-  }
-  return c;
-}
-const TileConfig kTileConfig = tile_config();
-
-void configure_tiles() { _tile_loadconfig(&kTileConfig); }
+// Tiles 0-3 hold c's blocks, 4 a's chunk, 5-7 b's blocks (amx_tiles.h's configuration).
 
 // c[r][16 b + l] (+)= sum_{t < chunks} a_t[r][.] . b_t[.][16 b + l] for r < 16, b < NB: a_t
 // is the 16 x 16-pair tile at a + 64 t bytes (rows a_stride bytes apart), b_t the 16-pair x
@@ -138,12 +118,7 @@ void transpose_row_pairs(const uint16_t* x, int64_t ld, int64_t keys, uint16_t* 
   for (int64_t j0 = 0; j0 < keys; j0 += 16)
     for (int64_t h0 = 0; h0 < kRankRows / 2; h0 += 16) {
       __m512i w[16];
-      for (int64_t h = 0; h < 16; ++h) {
-        const uint16_t* lo_row = x + 2 * (h0 + h) * ld + j0;
-        const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo_row)));
-        const __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo_row + ld)));
-        w[h] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
-      }
+      pair_rows16(x + 2 * h0 * ld + j0, ld, 32, w);
       transpose16(w);
       for (int64_t c = 0; c < 16; ++c) _mm512_storeu_si512(out + (j0 + c) * (kRankRows / 2) + h0, w[c]);
     }

@@ -261,6 +261,22 @@ inline void transpose16(__m512i x[16]) {
   }
 }
 
+// w[h] = the 32-bit pairs (x[2 h][c], x[2 h + 1][c]) for c < 16, h < 16: 32 rows of 16
+// bfloat16 columns (ld apart) as 16 rows of pairs, the rows at or past `rows` read as zero.
+// A product's b tile as it is; transposed (transpose16), its a tile of x^T.
+inline void pair_rows16(const uint16_t* x, int64_t ld, int64_t rows, __m512i w[16]) {
+  for (int64_t h = 0; h < 16; ++h) {
+    const int64_t r = 2 * h;
+    const __m512i lo = r < rows
+                           ? _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + r * ld)))
+                           : _mm512_setzero_si512();
+    const __m512i hi =
+        r + 1 < rows ? _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + (r + 1) * ld)))
+                     : _mm512_setzero_si512();
+    w[h] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+  }
+}
+
 // k_pairs[e2][j] = (k[j][2 e2], k[j][2 e2 + 1]) for j < np (zero past n and E): a
 // transpose of the keys' 32-bit pairs, by 16 x 16 blocks when the rows are whole pairs,
 // else a row at a time through `row` (E2 words).

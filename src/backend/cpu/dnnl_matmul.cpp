@@ -19,6 +19,7 @@
 #include "backend/cpu/dnnl_plan.h"
 #include "backend/cpu/gemv.h"
 #include "backend/cpu/loops.h"
+#include "backend/cpu/weight_grad.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/factories.h"
 #include "tensorcast/gemm16.h"
@@ -455,6 +456,7 @@ bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     // kAuto keeps matrix-vector-like products native; an explicit kFloat32 widens them all.
     const bool wide = a.dtype() != b.dtype() || (cpu_gemm16_path(d16) == Gemm16::kFloat32 &&
                                                  (get_cpu_gemm16() == Gemm16::kFloat32 || worth_widening(a, b, c)));
+    if (!wide && !fuse && !bias.defined() && weight_grad_into(a, b, c)) return true;
     if (!wide)
       if (const std::optional<bool> applied =
               run_dnnl_fused(copy_transposed_a(a, c) ? as_contiguous(a) : a, b, bias, c, op, act, mul))

@@ -1,0 +1,118 @@
+// The weight gradient's product g^T x on AMX tiles (weight_grad_kernels.h). g and x share
+// their row index, the tokens, which is the sum's: TDPBF16PS wants its a tile with the sum
+// along each row (16 rows of g^T: a transpose of g) and its b tile with the sum along pairs
+// of rows (x's rows interleaved in pairs). Both are packed once per call into whole 1 KiB
+// tiles, the a tiles by transposing x's kind of pair tile (pair_rows16, transpose16); then
+// each 32 x 32 block of c stays in four accumulator tiles for the whole sum, two a and two
+// b tiles loaded per four products. oneDNN 2.6 runs these long-sum, small-output products
+// (gpt's, 2048 tokens into a 768 x 256 gradient) at two thirds of its rate on the forward's
+// shapes, on either layout of g.
+//
+// Compiled with -mamx-tile -mamx-bf16 besides AVX-512: plain pointers in, helpers in
+// unnamed namespaces.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers (see convert_avx512.cpp)
+#endif
+#include <immintrin.h>
+
+#include "backend/cpu/amx_tiles.h"
+#include "backend/cpu/attention_avx512.h"
+#include "backend/cpu/weight_grad_kernels.h"
+
+namespace tc::cpu::detail {
+
+namespace {
+
+constexpr int64_t kTileWords = kTile * kPairs;  // 32-bit pairs in a tile: 1 KiB
+constexpr int64_t kChunk = 2 * kPairs;          // terms of the sum per tile product
+
+// Terms of the sum packed at a time: both operands' tiles for them, 512 KiB, stay in L2
+// with c's rows while every block of c takes them.
+int64_t sum_block(int64_t m, int64_t n) {
+  return max_of(2, min_of(16, (int64_t{1} << 18) / (m + n) / kChunk)) * kChunk;
+}
+
+}  // namespace
+
+int64_t weight_grad_scratch(int64_t m, int64_t n, int64_t k) {
+  return (m + n) * min_of(sum_block(m, n), round_up(k, kChunk)) + 32;  // + 32: room to align to 64 bytes
+}
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AMX_TILE__) && defined(__AMX_BF16__)
+namespace {
+
+// The tiles of `chunks` chunks of the sum from row k of src (rows past k1 zero), `cols`
+// columns from col0, as [16 columns][chunk] tiles of 16 x 16 pairs: x's b tiles as
+// pair_rows16 reads them, or transposed, g^T's a tiles. Row-major order over the chunks,
+// so that src is read along its rows.
+template <bool kTranspose>
+void pack(const uint16_t* src, int64_t ld, int64_t k, int64_t k1, int64_t chunks, int64_t col0, int64_t cols,
+          uint32_t* tiles) {
+  __m512i w[16];
+  for (int64_t t = 0; t < chunks; ++t) {
+    const int64_t kt = k + t * kChunk;
+    for (int64_t j = 0; j < cols / kTile; ++j) {
+      pair_rows16(src + kt * ld + col0 + j * kTile, ld, min_of(kChunk, k1 - kt), w);
+      if constexpr (kTranspose) transpose16(w);
+      uint32_t* out = tiles + (j * chunks + t) * kTileWords;
+      for (int64_t r = 0; r < kTile; ++r) _mm512_store_si512(out + r * kPairs, w[r]);
+    }
+  }
+}
+
+}  // namespace
+
+// By blocks of the sum: both operands' tiles for the block packed, then each 32 x 32 block
+// of c in four accumulator tiles (loaded from c after the first block of the sum), two a
+// and two b tiles loaded per four products.
+void weight_grad_amx(const WeightGradBlock& b) {
+  const int64_t m = b.m1 - b.m0, n = b.n1 - b.n0, kb = sum_block(m, n), ldc = b.ldc * 4;
+  auto* a_tiles = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(b.scratch) + 63) & ~uintptr_t{63});
+  uint32_t* b_tiles = a_tiles + m / kTile * (kb / kChunk) * kTileWords;
+  configure_tiles();
+  for (int64_t k = b.k0; k < b.k1; k += kb) {
+    const int64_t chunks = round_up(min_of(kb, b.k1 - k), kChunk) / kChunk;
+    pack<false>(b.x, b.ldx, k, b.k1, chunks, b.n0, n, b_tiles);
+    pack<true>(b.g, b.ldg, k, b.k1, chunks, b.m0, m, a_tiles);
+    for (int64_t i = 0; i < m / kTile; i += 2)
+      for (int64_t j = 0; j < n / kTile; j += 2) {
+        const uint32_t* a0 = a_tiles + i * chunks * kTileWords;
+        const uint32_t* a1 = a0 + chunks * kTileWords;
+        const uint32_t* b0 = b_tiles + j * chunks * kTileWords;
+        const uint32_t* b1 = b0 + chunks * kTileWords;
+        float* c = b.c + i * kTile * b.ldc + j * kTile;
+        if (k == b.k0) {
+          _tile_zero(0);
+          _tile_zero(1);
+          _tile_zero(2);
+          _tile_zero(3);
+        } else {
+          _tile_loadd(0, c, ldc);
+          _tile_loadd(1, c + kTile, ldc);
+          _tile_loadd(2, c + kTile * b.ldc, ldc);
+          _tile_loadd(3, c + kTile * b.ldc + kTile, ldc);
+        }
+        for (int64_t t = 0; t < chunks; ++t) {
+          _tile_loadd(4, a0 + t * kTileWords, kTileBytes);
+          _tile_loadd(6, b0 + t * kTileWords, kTileBytes);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_loadd(7, b1 + t * kTileWords, kTileBytes);
+          _tile_dpbf16ps(1, 4, 7);
+          _tile_loadd(5, a1 + t * kTileWords, kTileBytes);
+          _tile_dpbf16ps(2, 5, 6);
+          _tile_dpbf16ps(3, 5, 7);
+        }
+        _tile_stored(0, c, ldc);
+        _tile_stored(1, c + kTile, ldc);
+        _tile_stored(2, c + kTile * b.ldc, ldc);
+        _tile_stored(3, c + kTile * b.ldc + kTile, ldc);
+      }
+  }
+  _tile_release();
+}
+#else
+// Never called: the caller checks the CPU's features first.
+void weight_grad_amx(const WeightGradBlock&) { __builtin_trap(); }
+#endif
+
+}  // namespace tc::cpu::detail
