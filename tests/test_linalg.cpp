@@ -278,6 +278,13 @@ TEST(WeightGrad, MatchesTheFloat64Product) {
     const Tensor c = empty({cs.m, cs.n}, kFloat32);
     ASSERT_TRUE(cpu::weight_grad_into(g.t(), x, c)) << what;
     EXPECT_TRUE(matches_ref(c, testing::ref::matmul(g.t(), x), kFloat32, cs.k, 1, 1)) << what;
+    // With g's column sums (a bias's gradient) from the same pass: the same c, bit for bit.
+    const Tensor c2 = empty({cs.m, cs.n}, kFloat32), sums = empty({cs.m}, kFloat32);
+    ASSERT_TRUE(cpu::weight_grad_into(g.t(), x, c2, sums)) << what;
+    EXPECT_TRUE(testing::equal(c2, c)) << what;
+    EXPECT_TRUE(matches_ref(sums.view({cs.m, 1}), testing::ref::matmul(g.t(), ones({cs.k, 1}, kBFloat16)), kFloat32,
+                            cs.k, 1, 1))
+        << what;
   }
 }
 
@@ -286,11 +293,17 @@ TEST(WeightGrad, ResultsDoNotDependOnTheThreadCount) {
   const int saved = get_num_threads();
   for (auto [m, n] : {std::pair<int64_t, int64_t>{192, 64}, {64, 192}}) {  // split by rows, by columns
     const Tensor g = uniform({1500, m}, kBFloat16, -1, 1, 83), x = uniform({1500, n}, kBFloat16, -1, 1, 84);
+    auto sums = [&] {
+      const Tensor c = empty({m, n}, kFloat32), s = empty({m}, kFloat32);
+      EXPECT_TRUE(cpu::weight_grad_into(g.t(), x, c, s));
+      return s;
+    };
     set_num_threads(1);
-    const Tensor one = weight_grad(g, x);
+    const Tensor one = weight_grad(g, x), one_sums = sums();
     for (int t : {2, 3}) {
       set_num_threads(t);
       EXPECT_TRUE(testing::equal(weight_grad(g, x), one)) << m << " x " << n << ", " << t << " threads";
+      EXPECT_TRUE(testing::equal(sums(), one_sums)) << m << " x " << n << ", " << t << " threads";
     }
   }
   set_num_threads(saved);
@@ -309,6 +322,7 @@ TEST(WeightGrad, OtherProductsAreLeftToOneDnn) {
   EXPECT_FALSE(cpu::weight_grad_into(g.t(), x, empty({64, 64}, kBFloat16)));                  // a 16-bit c
   EXPECT_FALSE(cpu::weight_grad_into(g.t().contiguous(), x, c));                              // g^T row-major
   EXPECT_FALSE(cpu::weight_grad_into(g.t(), uniform({1024, 64}, kFloat16), c));
+  EXPECT_FALSE(cpu::weight_grad_into(g.t(), x, c, empty({32}, kFloat32)));  // sums of the wrong size
   EXPECT_FALSE(cpu::weight_grad_into(uniform({1024, 1024}, kBFloat16).t(), uniform({1024, 512}, kBFloat16),
                                      empty({1024, 512}, kFloat32)));  // 2^19 outputs
   cpu::set_weight_grad_amx(false);
@@ -318,7 +332,8 @@ TEST(WeightGrad, OtherProductsAreLeftToOneDnn) {
 
 TEST(WeightGrad, LinearBackwardUnderAutocastMatchesTheFloat64Product) {
   // 1024 tokens into Linear(64, 96): the float32 weight's gradient g^T x comes from the
-  // bfloat16 product of the gradient and the input, on AMX where it has the tiles.
+  // bfloat16 product of the gradient and the input, and the bias's from g's column sums, on
+  // AMX in one pass where it has the tiles.
   const Tensor x = uniform({4, 256, 64}, kFloat32, -1, 1, 85);
   const Tensor w = uniform({96, 64}, kFloat32, -1, 1, 86).requires_grad_(), b = zeros({96}).requires_grad_();
   const Tensor g = uniform({4, 256, 96}, kBFloat16, -1, 1, 87);
@@ -328,6 +343,8 @@ TEST(WeightGrad, LinearBackwardUnderAutocastMatchesTheFloat64Product) {
   }
   const Tensor g2 = g.reshape({1024, 96}), x2 = x.to(kBFloat16).reshape({1024, 64});
   EXPECT_TRUE(matches_ref(w.grad(), testing::ref::matmul(g2.t(), x2), kFloat32, 1024, 1, 1));
+  EXPECT_TRUE(matches_ref(b.grad().view({96, 1}), testing::ref::matmul(g2.t(), ones({1024, 1}, kBFloat16)), kFloat32,
+                          1024, 1, 1));
 }
 
 // ---- few-row products (the matrix-vector kernel) -------------------------------------------

@@ -8,6 +8,7 @@
 
 #include "autograd/nodes.h"
 #include "backend/cpu/dnnl_matmul.h"
+#include "backend/cpu/weight_grad.h"
 #include "backend/cuda/matmul.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
@@ -205,7 +206,17 @@ struct LinearSaved {
   // already in the dtype the products read (widen_for_gemm: g2 feeds up to three of them).
   std::vector<Tensor> grads(const Tensor& g2, bool need_x, bool need_w, bool need_b, const char* op) const {
     std::vector<Tensor> r(3);
-    if (need_x) r[0] = product(g2, w, Tensor(), op, gx_dt);       // g @ W
+    if (need_x) r[0] = product(g2, w, Tensor(), op, gx_dt);  // g @ W
+    // On AMX the weight's and the bias's float32 gradients come out of one pass over g's
+    // tiles where the weight-gradient kernel takes the product (backend/cpu/weight_grad.h).
+    if (need_w && has_bias && need_b && w.device().is_cpu() && gw_dt == kFloat32 && gb_dt == kFloat32) {
+      const Tensor gw = make_tensor({w.size(0), w.size(1)}, kFloat32), gb = make_tensor({w.size(0)}, kFloat32);
+      if (cpu::weight_grad_into(g2.t(), x2, gw, gb)) {
+        r[1] = gw;
+        r[2] = gb;
+        return r;
+      }
+    }
     if (need_w) r[1] = product(g2.t(), x2, Tensor(), op, gw_dt);  // g^T @ x
     if (has_bias && need_b)                                       // column sums of g
       r[2] = product(ones({1, g2.size(0)}, TensorOptions(g2.dtype()).device(w.device())), g2, Tensor(), op, gb_dt)

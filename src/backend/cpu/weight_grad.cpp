@@ -31,13 +31,15 @@ uint16_t* scratch(int64_t elems) {  // this thread's packed tiles (no allocation
 
 void set_weight_grad_amx(bool allowed) { amx_allowed.store(allowed, std::memory_order_relaxed); }
 
-bool weight_grad_into(const Tensor& a, const Tensor& b, const Tensor& c) {
+bool weight_grad_into(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& col_sums) {
   if (!amx_allowed.load(std::memory_order_relaxed) || !cpu_features().amx_bf16) return false;
   if (a.dim() != 2 || b.dim() != 2 || c.dim() != 2) return false;
   if (a.dtype() != kBFloat16 || b.dtype() != kBFloat16 || c.dtype() != kFloat32) return false;
   const int64_t M = c.size(0), N = c.size(1), K = a.size(1);
   if (a.stride(0) != 1 || b.stride(1) != 1 || c.stride(1) != 1) return false;
   if (M % kBlock != 0 || N % kBlock != 0 || K < kMinSum || M * N > kMaxOutputs) return false;
+  if (col_sums.defined() && (col_sums.dtype() != kFloat32 || col_sums.numel() != M || !col_sums.is_contiguous()))
+    return false;
   // The threads split c's longer side: each packs its part of that operand's tiles and all
   // of the other's, so the split costs the shorter side's packing once per thread.
   const int64_t threads = std::max(1, get_num_threads());
@@ -46,12 +48,15 @@ bool weight_grad_into(const Tensor& a, const Tensor& b, const Tensor& c) {
   const auto* g = static_cast<const uint16_t*>(a.raw_data());
   const auto* x = static_cast<const uint16_t*>(b.raw_data());
   auto* cp = static_cast<float*>(c.raw_data());
+  auto* sp = col_sums.defined() ? static_cast<float*>(col_sums.raw_data()) : nullptr;
   parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t first = blocks * p / parts * kBlock, end = blocks * (p + 1) / parts * kBlock;
       const int64_t m0 = by_rows ? first : 0, m1 = by_rows ? end : M, n0 = by_rows ? 0 : first, n1 = by_rows ? N : end;
+      // the column sums: by the part with the first columns
+      float* sums = sp != nullptr && n0 == 0 ? sp + m0 : nullptr;
       detail::weight_grad_amx({g, a.stride(1), x, b.stride(0), cp + m0 * c.stride(0) + n0, c.stride(0), 0, K, m0, m1,
-                               n0, n1, scratch(detail::weight_grad_scratch(m1 - m0, n1 - n0, K))});
+                               n0, n1, sums, scratch(detail::weight_grad_scratch(m1 - m0, n1 - n0, K))});
     }
   });
   return true;

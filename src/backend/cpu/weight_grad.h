@@ -11,7 +11,9 @@ namespace tc::cpu {
 // AMX-BF16, m and n are multiples of 32, k >= 512 and m n <= 2^18. Returns false (c
 // untouched) elsewhere. Each element is summed in the order of k whatever the thread
 // count (the threads split c), so the bits do not depend on it.
-bool weight_grad_into(const Tensor& a, const Tensor& b, const Tensor& c);
+// col_sums (undefined: not wanted): float32 (m), contiguous: also each row of a summed, a
+// bias's gradient (the column sums of g), in the same pass over a's tiles.
+bool weight_grad_into(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& col_sums = Tensor());
 
 // Whether weight_grad_into may run (default true; false: oneDNN takes every product, for
 // tests and comparisons).

@@ -34,8 +34,10 @@ int64_t sum_block(int64_t m, int64_t n) {
 
 }  // namespace
 
+// Scratch: the block's tiles of g and x; the column sums' accumulator tiles and the tile
+// of ones they multiply (col_sums); + 32: room to align to 64 bytes.
 int64_t weight_grad_scratch(int64_t m, int64_t n, int64_t k) {
-  return (m + n) * min_of(sum_block(m, n), round_up(k, kChunk)) + 32;  // + 32: room to align to 64 bytes
+  return (m + n) * min_of(sum_block(m, n), round_up(k, kChunk)) + (m / kTile + 1) * kTileWords * 2 + 32;
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AMX_TILE__) && defined(__AMX_BF16__)
@@ -64,11 +66,18 @@ void pack(const uint16_t* src, int64_t ld, int64_t k, int64_t k1, int64_t chunks
 
 // By blocks of the sum: both operands' tiles for the block packed, then each 32 x 32 block
 // of c in four accumulator tiles (loaded from c after the first block of the sum), two a
-// and two b tiles loaded per four products.
+// and two b tiles loaded per four products. The column sums of g: its tiles times a tile
+// whose first column pairs are ones (1.0 twice) and the rest zero, whose products' first
+// column holds each row of g^T summed, exactly, in float32.
 void weight_grad_amx(const WeightGradBlock& b) {
   const int64_t m = b.m1 - b.m0, n = b.n1 - b.n0, kb = sum_block(m, n), ldc = b.ldc * 4;
   auto* a_tiles = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(b.scratch) + 63) & ~uintptr_t{63});
   uint32_t* b_tiles = a_tiles + m / kTile * (kb / kChunk) * kTileWords;
+  uint32_t* ones = b_tiles + n / kTile * (kb / kChunk) * kTileWords;
+  float* sums = reinterpret_cast<float*>(ones + kTileWords);  // m / 16 tiles of 16 x 16 floats
+  if (b.col_sums)
+    for (int64_t r = 0; r < kTile; ++r)
+      for (int64_t c = 0; c < kPairs; ++c) ones[r * kPairs + c] = c == 0 ? 0x3f803f80u : 0u;
   configure_tiles();
   for (int64_t k = b.k0; k < b.k1; k += kb) {
     const int64_t chunks = round_up(min_of(kb, b.k1 - k), kChunk) / kChunk;
@@ -107,8 +116,30 @@ void weight_grad_amx(const WeightGradBlock& b) {
         _tile_stored(2, c + kTile * b.ldc, ldc);
         _tile_stored(3, c + kTile * b.ldc + kTile, ldc);
       }
+    if (!b.col_sums) continue;
+    _tile_loadd(6, ones, kTileBytes);
+    for (int64_t i = 0; i < m / kTile; i += 2) {  // two accumulators: two chains of products
+      float* acc = sums + i * kTileWords;
+      if (k == b.k0) {
+        _tile_zero(0);
+        _tile_zero(1);
+      } else {
+        _tile_loadd(0, acc, kTileBytes);
+        _tile_loadd(1, acc + kTileWords, kTileBytes);
+      }
+      for (int64_t t = 0; t < chunks; ++t) {
+        _tile_loadd(4, a_tiles + (i * chunks + t) * kTileWords, kTileBytes);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(5, a_tiles + ((i + 1) * chunks + t) * kTileWords, kTileBytes);
+        _tile_dpbf16ps(1, 5, 6);
+      }
+      _tile_stored(0, acc, kTileBytes);
+      _tile_stored(1, acc + kTileWords, kTileBytes);
+    }
   }
   _tile_release();
+  if (b.col_sums)
+    for (int64_t i = 0; i < m; ++i) b.col_sums[i] = sums[i * kPairs];  // row i's first column
 }
 #else
 // Never called: the caller checks the CPU's features first.

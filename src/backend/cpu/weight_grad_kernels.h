@@ -11,8 +11,9 @@ namespace tc::cpu::detail {
 // (its first element; rows ldc floats apart). g and x are bfloat16 (raw bits), rows ldg and
 // ldx elements apart, columns contiguous. m0, m1, n0 and n1 are multiples of 32; any
 // k0 < k1. Products are exact and summed in float32 in the order of k, 32 terms at a time
-// (the tiles' dot products), whatever the block. scratch: weight_grad_scratch(m1 - m0,
-// n1 - n0, k1 - k0) elements.
+// (the tiles' dot products), whatever the block. col_sums (null: not wanted): also
+// col_sums[i] = sum over k of g[k][m0 + i], a bias's gradient, on the same tiles of g.
+// scratch: weight_grad_scratch(m1 - m0, n1 - n0, k1 - k0) elements.
 struct WeightGradBlock {
   const uint16_t* g;
   int64_t ldg;
@@ -21,6 +22,7 @@ struct WeightGradBlock {
   float* c;
   int64_t ldc;
   int64_t k0, k1, m0, m1, n0, n1;
+  float* col_sums;
   uint16_t* scratch;
 };
 int64_t weight_grad_scratch(int64_t m, int64_t n, int64_t k);
