@@ -5,6 +5,7 @@
 // linear writes its gradients in the dtype they are consumed in (float32 for an autocast copy of an fp32 weight:
 // autograd/nodes.h).
 #include <numeric>
+#include <tuple>
 
 #include "autograd/nodes.h"
 #include "backend/cpu/dnnl_matmul.h"
@@ -210,12 +211,8 @@ struct LinearSaved {
     // On AMX the weight's and the bias's float32 gradients come out of one pass over g's
     // tiles where the weight-gradient kernel takes the product (backend/cpu/weight_grad.h).
     if (need_w && has_bias && need_b && w.device().is_cpu() && gw_dt == kFloat32 && gb_dt == kFloat32) {
-      const Tensor gw = make_tensor({w.size(0), w.size(1)}, kFloat32), gb = make_tensor({w.size(0)}, kFloat32);
-      if (cpu::weight_grad_into(g2.t(), x2, gw, gb)) {
-        r[1] = gw;
-        r[2] = gb;
-        return r;
-      }
+      std::tie(r[1], r[2]) = cpu::weight_and_bias_grads(g2.t(), x2);
+      if (r[1].defined()) return r;
     }
     if (need_w) r[1] = product(g2.t(), x2, Tensor(), op, gw_dt);  // g^T @ x
     if (has_bias && need_b)                                       // column sums of g

@@ -18,8 +18,18 @@ std::atomic<bool> amx_allowed{true};
 
 constexpr int64_t kBlock = 32;    // rows and columns of c per block of four tiles
 constexpr int64_t kMinSum = 512;  // shorter sums: oneDNN's rate is fine
-constexpr int64_t kMaxOutputs = int64_t{1}
-                                << 18;  // a larger c (1 MiB) leaves L2 between blocks of the sum: oneDNN wins
+// A larger c (1 MiB of float32) leaves L2 between the blocks of the sum: oneDNN wins there.
+constexpr int64_t kMaxOutputs = int64_t{1} << 18;
+
+// Whether the kernel takes a (m, k) times b (k, n), m and n its sides, by their layouts and
+// shapes (c's checked apart).
+bool takes(const Tensor& a, const Tensor& b) {
+  if (!amx_allowed.load(std::memory_order_relaxed) || !cpu_features().amx_bf16) return false;
+  if (a.dim() != 2 || b.dim() != 2 || a.dtype() != kBFloat16 || b.dtype() != kBFloat16) return false;
+  if (a.stride(0) != 1 || b.stride(1) != 1 || a.size(1) != b.size(0)) return false;
+  const int64_t M = a.size(0), N = b.size(1), K = a.size(1);
+  return M % kBlock == 0 && N % kBlock == 0 && K >= kMinSum && M * N <= kMaxOutputs;
+}
 
 uint16_t* scratch(int64_t elems) {  // this thread's packed tiles (no allocation once warm; the kernel aligns)
   thread_local std::vector<uint16_t> buf;
@@ -32,12 +42,9 @@ uint16_t* scratch(int64_t elems) {  // this thread's packed tiles (no allocation
 void set_weight_grad_amx(bool allowed) { amx_allowed.store(allowed, std::memory_order_relaxed); }
 
 bool weight_grad_into(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& col_sums) {
-  if (!amx_allowed.load(std::memory_order_relaxed) || !cpu_features().amx_bf16) return false;
-  if (a.dim() != 2 || b.dim() != 2 || c.dim() != 2) return false;
-  if (a.dtype() != kBFloat16 || b.dtype() != kBFloat16 || c.dtype() != kFloat32) return false;
-  const int64_t M = c.size(0), N = c.size(1), K = a.size(1);
-  if (a.stride(0) != 1 || b.stride(1) != 1 || c.stride(1) != 1) return false;
-  if (M % kBlock != 0 || N % kBlock != 0 || K < kMinSum || M * N > kMaxOutputs) return false;
+  if (!takes(a, b)) return false;
+  const int64_t M = a.size(0), N = b.size(1), K = a.size(1);
+  if (c.dim() != 2 || c.dtype() != kFloat32 || c.size(0) != M || c.size(1) != N || c.stride(1) != 1) return false;
   if (col_sums.defined() && (col_sums.dtype() != kFloat32 || col_sums.numel() != M || !col_sums.is_contiguous()))
     return false;
   // The threads split c's longer side: each packs its part of that operand's tiles and all
@@ -60,6 +67,13 @@ bool weight_grad_into(const Tensor& a, const Tensor& b, const Tensor& c, const T
     }
   });
   return true;
+}
+
+std::pair<Tensor, Tensor> weight_and_bias_grads(const Tensor& a, const Tensor& b) {
+  if (!takes(a, b)) return {};
+  const Tensor c = make_tensor({a.size(0), b.size(1)}, kFloat32), sums = make_tensor({a.size(0)}, kFloat32);
+  weight_grad_into(a, b, c, sums);
+  return {c, sums};
 }
 
 }  // namespace tc::cpu

@@ -1,6 +1,8 @@
 // Internal: a weight gradient's product dW = g^T x (g: (tokens, out), x: (tokens, in))
 // on the CPU's AMX tiles, where oneDNN 2.6 is slow: a long sum into a small output.
 #pragma once
+#include <utility>
+
 #include "tensorcast/tensor.h"
 
 namespace tc::cpu {
@@ -14,6 +16,10 @@ namespace tc::cpu {
 // col_sums (undefined: not wanted): float32 (m), contiguous: also each row of a summed, a
 // bias's gradient (the column sums of g), in the same pass over a's tiles.
 bool weight_grad_into(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& col_sums = Tensor());
+
+// {c, col_sums} as weight_grad_into makes them, in new float32 tensors; both undefined
+// (nothing allocated) where the kernel does not take a and b.
+std::pair<Tensor, Tensor> weight_and_bias_grads(const Tensor& a, const Tensor& b);
 
 // Whether weight_grad_into may run (default true; false: oneDNN takes every product, for
 // tests and comparisons).

@@ -1,12 +1,12 @@
 // The weight gradient's product g^T x on AMX tiles (weight_grad_kernels.h). g and x share
 // their row index, the tokens, which is the sum's: TDPBF16PS wants its a tile with the sum
 // along each row (16 rows of g^T: a transpose of g) and its b tile with the sum along pairs
-// of rows (x's rows interleaved in pairs). Both are packed once per call into whole 1 KiB
-// tiles, the a tiles by transposing x's kind of pair tile (pair_rows16, transpose16); then
-// each 32 x 32 block of c stays in four accumulator tiles for the whole sum, two a and two
-// b tiles loaded per four products. oneDNN 2.6 runs these long-sum, small-output products
-// (gpt's, 2048 tokens into a 768 x 256 gradient) at two thirds of its rate on the forward's
-// shapes, on either layout of g.
+// of rows (x's rows interleaved in pairs). Both are packed, a block of the sum at a time,
+// into whole 1 KiB tiles, the a tiles by transposing x's kind of pair tile (pair_rows16,
+// transpose16); then each 32 x 32 block of c takes the block in four accumulator tiles, two
+// a and two b tiles loaded per four products. oneDNN 2.6 runs these long-sum, small-output
+// products (gpt's, 2048 tokens into a 768 x 256 gradient) at two thirds of its rate on the
+// forward's shapes, on either layout of g.
 //
 // Compiled with -mamx-tile -mamx-bf16 besides AVX-512: plain pointers in, helpers in
 // unnamed namespaces.
@@ -26,10 +26,10 @@ namespace {
 constexpr int64_t kTileWords = kTile * kPairs;  // 32-bit pairs in a tile: 1 KiB
 constexpr int64_t kChunk = 2 * kPairs;          // terms of the sum per tile product
 
-// Terms of the sum packed at a time: both operands' tiles for them, 512 KiB, stay in L2
-// with c's rows while every block of c takes them.
-int64_t sum_block(int64_t m, int64_t n) {
-  return max_of(2, min_of(16, (int64_t{1} << 18) / (m + n) / kChunk)) * kChunk;
+// Terms of the sum packed at a time (of k in all): both operands' tiles for them, 512 KiB
+// at most, stay in L2 with c's rows while every block of c takes them.
+int64_t sum_block(int64_t m, int64_t n, int64_t k) {
+  return min_of(max_of(2, min_of(16, (int64_t{1} << 18) / (m + n) / kChunk)) * kChunk, round_up(k, kChunk));
 }
 
 }  // namespace
@@ -37,7 +37,7 @@ int64_t sum_block(int64_t m, int64_t n) {
 // Scratch: the block's tiles of g and x; the column sums' accumulator tiles and the tile
 // of ones they multiply (col_sums); + 32: room to align to 64 bytes.
 int64_t weight_grad_scratch(int64_t m, int64_t n, int64_t k) {
-  return (m + n) * min_of(sum_block(m, n), round_up(k, kChunk)) + (m / kTile + 1) * kTileWords * 2 + 32;
+  return (m + n) * sum_block(m, n, k) + (m / kTile + 1) * kTileWords * 2 + 32;
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AMX_TILE__) && defined(__AMX_BF16__)
@@ -70,7 +70,7 @@ void pack(const uint16_t* src, int64_t ld, int64_t k, int64_t k1, int64_t chunks
 // whose first column pairs are ones (1.0 twice) and the rest zero, whose products' first
 // column holds each row of g^T summed, exactly, in float32.
 void weight_grad_amx(const WeightGradBlock& b) {
-  const int64_t m = b.m1 - b.m0, n = b.n1 - b.n0, kb = sum_block(m, n), ldc = b.ldc * 4;
+  const int64_t m = b.m1 - b.m0, n = b.n1 - b.n0, kb = sum_block(m, n, b.k1 - b.k0), ldc = b.ldc * 4;
   auto* a_tiles = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(b.scratch) + 63) & ~uintptr_t{63});
   uint32_t* b_tiles = a_tiles + m / kTile * (kb / kChunk) * kTileWords;
   uint32_t* ones = b_tiles + n / kTile * (kb / kChunk) * kTileWords;
