@@ -13,6 +13,7 @@
 
 #include "backend/cpu/dnnl_matmul.h"
 #include "backend/cpu/gemv.h"
+#include "backend/cpu/matmul_amx.h"
 #include "backend/cpu/weight_grad.h"
 #include "common/references.h"
 #include "common/testing.h"
@@ -345,6 +346,123 @@ TEST(WeightGrad, LinearBackwardUnderAutocastMatchesTheFloat64Product) {
   EXPECT_TRUE(matches_ref(w.grad(), testing::ref::matmul(g2.t(), x2), kFloat32, 1024, 1, 1));
   EXPECT_TRUE(matches_ref(b.grad().view({96, 1}), testing::ref::matmul(g2.t(), ones({1024, 1}, kBFloat16)), kFloat32,
                           1024, 1, 1));
+}
+
+// ---- products by a weight on AMX (backend/cpu/matmul_amx.cpp) -----------------------------
+
+// c = a @ b (+ bias) (* mul) through matmul_into as linear's forward (b = w^T: transposed)
+// and its input's gradient (b = w) ask for it, against float64: the float32 sum plus the
+// bias, times the multiplier, rounded once to c's dtype.
+struct AmxCase {
+  int64_t m, k, n;
+  bool transposed, bias, mul;
+  DType out;
+};
+
+::testing::AssertionResult amx_product_matches(const AmxCase& cs, uint64_t seed) {
+  // a and w inside wider tensors, c and mul too: rows longer than their columns, and values
+  // past the columns that a kernel reading them would add.
+  const Tensor a = uniform({cs.m, cs.k + 32}, kBFloat16, -1, 1, seed).narrow(1, 0, cs.k);
+  const Tensor w = cs.transposed ? uniform({cs.n, cs.k + 64}, kBFloat16, -1, 1, seed + 1).narrow(1, 0, cs.k)
+                                 : uniform({cs.k, cs.n + 64}, kBFloat16, -1, 1, seed + 1).narrow(1, 0, cs.n);
+  const Tensor b = cs.transposed ? w.t() : w;
+  const Tensor bias = cs.bias ? uniform({cs.n}, kBFloat16, -1, 1, seed + 2) : Tensor();
+  const Tensor mul = cs.mul ? uniform({cs.m, cs.n + 32}, cs.out, -1, 1, seed + 3).narrow(1, 0, cs.n) : Tensor();
+  const Tensor c_wide = full({cs.m, cs.n + 32}, 7.0, cs.out), c = c_wide.narrow(1, 0, cs.n);
+  if (!cpu::matmul_amx_into(a, b, bias, c, mul)) return ::testing::AssertionFailure() << "not taken";
+  Ref r = testing::ref::matmul(a, b);
+  const std::vector<double> bv = cs.bias ? bias.to_vector() : std::vector<double>();
+  const std::vector<double> mv = cs.mul ? mul.contiguous().to_vector() : std::vector<double>();
+  for (int64_t i = 0; i < cs.m; ++i)
+    for (int64_t j = 0; j < cs.n; ++j) {
+      double& v = r.values[static_cast<size_t>(i * cs.n + j)];
+      if (cs.bias) v += bv[static_cast<size_t>(j)];
+      if (cs.mul) v *= mv[static_cast<size_t>(i * cs.n + j)];
+    }
+  // The columns past n keep their 7s.
+  if (!testing::equal(c_wide.narrow(1, cs.n, 32), full({cs.m, 32}, 7.0, cs.out)))
+    return ::testing::AssertionFailure() << "wrote past n";
+  return matches_ref(c, r, cs.out, cs.k, 1, cs.bias ? 2 : 1);
+}
+
+TEST(MatmulAmx, MatchesTheFloat64Product) {
+  if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX-BF16";
+  // One block and many; sums of 1, 2, 3 and 128 chunks (the epilogue spread over them in
+  // whole and partial shares); 4096-term sums whose b tiles take two passes over c's rows.
+  for (const AmxCase& cs : {AmxCase{256, 32, 32, true, true, false, kBFloat16},
+                            AmxCase{320, 96, 160, true, true, false, kBFloat16},
+                            AmxCase{288, 64, 96, false, false, false, kFloat32},
+                            AmxCase{256, 4096, 96, true, false, false, kBFloat16},
+                            AmxCase{512, 256, 64, false, false, true, kBFloat16},
+                            AmxCase{256, 128, 64, false, true, true, kFloat32},
+                            AmxCase{1024, 256, 768, true, true, false, kBFloat16}}) {
+    EXPECT_TRUE(amx_product_matches(cs, 91)) << cs.m << " x " << cs.k << " x " << cs.n << (cs.transposed ? " w^T" : " w")
+                                             << (cs.bias ? " bias" : "") << (cs.mul ? " mul" : "") << " into "
+                                             << dtype_name(cs.out);
+  }
+}
+
+TEST(MatmulAmx, ResultsDoNotDependOnTheThreadCount) {
+  if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX-BF16";
+  const int saved = get_num_threads();
+  const Tensor a = uniform({480, 96}, kBFloat16, -1, 1, 92), w = uniform({64, 96}, kBFloat16, -1, 1, 93);
+  const Tensor bias = uniform({64}, kBFloat16, -1, 1, 94);
+  auto product = [&] {
+    const Tensor c = empty({480, 64}, kBFloat16);
+    EXPECT_TRUE(cpu::matmul_amx_into(a, w.t(), bias, c, Tensor()));
+    return c;
+  };
+  set_num_threads(1);
+  const Tensor one = product();
+  for (int t : {2, 3}) {
+    set_num_threads(t);
+    EXPECT_TRUE(testing::equal(product(), one)) << t << " threads";
+  }
+  set_num_threads(saved);
+}
+
+TEST(MatmulAmx, OtherProductsAreLeftToOneDnn) {
+  const Tensor a = uniform({256, 64}, kBFloat16), w = uniform({32, 64}, kBFloat16);
+  const Tensor c = empty({256, 32}, kBFloat16);
+  if (!cpu_features().amx_bf16) {
+    EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), c, Tensor()));
+    return;
+  }
+  EXPECT_TRUE(cpu::matmul_amx_into(a, w.t(), Tensor(), c, Tensor()));
+  EXPECT_FALSE(cpu::matmul_amx_into(a.narrow(0, 0, 224), w.t(), Tensor(), c.narrow(0, 0, 224), Tensor()));  // 224 rows
+  EXPECT_FALSE(cpu::matmul_amx_into(uniform({272, 64}, kBFloat16), w.t(), Tensor(), empty({272, 32}, kBFloat16),
+                                    Tensor()));  // rows not a multiple of 32
+  EXPECT_FALSE(cpu::matmul_amx_into(a.narrow(1, 0, 48), w.narrow(1, 0, 48).t(), Tensor(), c, Tensor()));  // k 48
+  EXPECT_FALSE(cpu::matmul_amx_into(a, w.narrow(0, 0, 16).t(), Tensor(), empty({256, 16}, kBFloat16), Tensor()));
+  EXPECT_FALSE(cpu::matmul_amx_into(a.t().contiguous().t(), w.t(), Tensor(), c, Tensor()));  // a read transposed
+  EXPECT_FALSE(cpu::matmul_amx_into(a.to(kFloat16), w.t().to(kFloat16), Tensor(), empty({256, 32}, kFloat16), Tensor()));
+  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), empty({256, 32}, kFloat16), Tensor()));  // a float16 c
+  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), zeros({32}), c, Tensor()));                        // a float32 bias
+  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), c, empty({256, 32}, kFloat32)));         // mul's dtype
+  cpu::set_matmul_amx(false);
+  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), c, Tensor()));
+  cpu::set_matmul_amx(true);
+}
+
+TEST(MatmulAmx, LinearUnderAutocastMatchesTheFloat64Product) {
+  // 512 tokens through Linear(96, 64) in bfloat16: the forward x w^T + b and the input's
+  // gradient g w, on AMX where it has the tiles, against float64.
+  const Tensor x = uniform({2, 256, 96}, kFloat32, -1, 1, 95).requires_grad_();
+  const Tensor w = uniform({64, 96}, kFloat32, -1, 1, 96).requires_grad_(), b = uniform({64}, kFloat32, -1, 1, 97);
+  const Tensor g = uniform({2, 256, 64}, kBFloat16, -1, 1, 98);
+  Tensor y;
+  {
+    amp::AutocastGuard autocast(kCPU, kBFloat16);
+    y = linear(x, w, b);
+    y.backward(g);
+  }
+  const Tensor x2 = x.detach().to(kBFloat16).reshape({512, 96}), w16 = w.detach().to(kBFloat16);
+  Ref r = testing::ref::matmul(x2, w16.t());
+  const std::vector<double> bv = b.to(kBFloat16).to_vector();
+  for (size_t i = 0; i < r.values.size(); ++i) r.values[i] += bv[i % 64];
+  EXPECT_TRUE(matches_ref(y.reshape({512, 64}), r, kBFloat16, 96, 1, 2));
+  const Ref rg = testing::ref::matmul(g.reshape({512, 64}), w16);
+  EXPECT_TRUE(matches_ref(x.grad().reshape({512, 96}), rg, x.grad().dtype(), 64, 1, 1));
 }
 
 // ---- few-row products (the matrix-vector kernel) -------------------------------------------

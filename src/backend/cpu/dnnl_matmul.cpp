@@ -19,6 +19,7 @@
 #include "backend/cpu/dnnl_plan.h"
 #include "backend/cpu/gemv.h"
 #include "backend/cpu/loops.h"
+#include "backend/cpu/matmul_amx.h"
 #include "backend/cpu/weight_grad.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/factories.h"
@@ -457,6 +458,7 @@ bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     const bool wide = a.dtype() != b.dtype() || (cpu_gemm16_path(d16) == Gemm16::kFloat32 &&
                                                  (get_cpu_gemm16() == Gemm16::kFloat32 || worth_widening(a, b, c)));
     if (!wide && !fuse && !bias.defined() && weight_grad_into(a, b, c)) return true;
+    if (!wide && act == Activation::kNone && matmul_amx_into(a, b, bias, c, mul)) return true;
     if (!wide)
       if (const std::optional<bool> applied =
               run_dnnl_fused(copy_transposed_a(a, c) ? as_contiguous(a) : a, b, bias, c, op, act, mul))
