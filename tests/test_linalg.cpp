@@ -389,13 +389,13 @@ TEST(MatmulAmx, MatchesTheFloat64Product) {
   if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX-BF16";
   // One block and many; sums of 1, 2, 3 and 128 chunks (the epilogue spread over them in
   // whole and partial shares); 4096-term sums whose b tiles take two passes over c's rows.
-  for (const AmxCase& cs : {AmxCase{256, 32, 32, true, true, false, kBFloat16},
-                            AmxCase{320, 96, 160, true, true, false, kBFloat16},
-                            AmxCase{288, 64, 96, false, false, false, kFloat32},
-                            AmxCase{256, 4096, 96, true, false, false, kBFloat16},
-                            AmxCase{512, 256, 64, false, false, true, kBFloat16},
-                            AmxCase{256, 128, 64, false, true, true, kFloat32},
-                            AmxCase{1024, 256, 768, true, true, false, kBFloat16}}) {
+  for (const AmxCase& cs : {AmxCase{2048, 32, 32, true, true, false, kBFloat16},
+                            AmxCase{2048, 96, 160, true, true, false, kBFloat16},
+                            AmxCase{2048, 64, 96, false, false, false, kFloat32},
+                            AmxCase{1024, 4096, 96, true, false, false, kBFloat16},
+                            AmxCase{2048, 256, 64, false, false, true, kBFloat16},
+                            AmxCase{1024, 1024, 64, false, true, true, kFloat32},
+                            AmxCase{2048, 256, 256, true, true, false, kBFloat16}}) {
     EXPECT_TRUE(amx_product_matches(cs, 91)) << cs.m << " x " << cs.k << " x " << cs.n << (cs.transposed ? " w^T" : " w")
                                              << (cs.bias ? " bias" : "") << (cs.mul ? " mul" : "") << " into "
                                              << dtype_name(cs.out);
@@ -405,10 +405,10 @@ TEST(MatmulAmx, MatchesTheFloat64Product) {
 TEST(MatmulAmx, ResultsDoNotDependOnTheThreadCount) {
   if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX-BF16";
   const int saved = get_num_threads();
-  const Tensor a = uniform({480, 96}, kBFloat16, -1, 1, 92), w = uniform({64, 96}, kBFloat16, -1, 1, 93);
+  const Tensor a = uniform({2048, 96}, kBFloat16, -1, 1, 92), w = uniform({64, 96}, kBFloat16, -1, 1, 93);
   const Tensor bias = uniform({64}, kBFloat16, -1, 1, 94);
   auto product = [&] {
-    const Tensor c = empty({480, 64}, kBFloat16);
+    const Tensor c = empty({2048, 64}, kBFloat16);
     EXPECT_TRUE(cpu::matmul_amx_into(a, w.t(), bias, c, Tensor()));
     return c;
   };
@@ -422,47 +422,53 @@ TEST(MatmulAmx, ResultsDoNotDependOnTheThreadCount) {
 }
 
 TEST(MatmulAmx, OtherProductsAreLeftToOneDnn) {
-  const Tensor a = uniform({256, 64}, kBFloat16), w = uniform({32, 64}, kBFloat16);
-  const Tensor c = empty({256, 32}, kBFloat16);
+  const Tensor a = uniform({2048, 64}, kBFloat16), w = uniform({32, 64}, kBFloat16);
+  const Tensor c = empty({2048, 32}, kBFloat16);
   if (!cpu_features().amx_bf16) {
     EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), c, Tensor()));
     return;
   }
   EXPECT_TRUE(cpu::matmul_amx_into(a, w.t(), Tensor(), c, Tensor()));
-  EXPECT_FALSE(cpu::matmul_amx_into(a.narrow(0, 0, 224), w.t(), Tensor(), c.narrow(0, 0, 224), Tensor()));  // 224 rows
-  EXPECT_FALSE(cpu::matmul_amx_into(uniform({272, 64}, kBFloat16), w.t(), Tensor(), empty({272, 32}, kBFloat16),
+  // 1024 rows: only with a long sum
+  EXPECT_FALSE(cpu::matmul_amx_into(a.narrow(0, 0, 1024), w.t(), Tensor(), c.narrow(0, 0, 1024), Tensor()));
+  const Tensor a_long = uniform({1024, 1024}, kBFloat16), w_long = uniform({32, 1024}, kBFloat16);
+  EXPECT_TRUE(cpu::matmul_amx_into(a_long, w_long.t(), Tensor(), empty({1024, 32}, kBFloat16), Tensor()));
+  EXPECT_FALSE(cpu::matmul_amx_into(a_long.narrow(0, 0, 992), w_long.t(), Tensor(), empty({992, 32}, kBFloat16),
+                                    Tensor()));  // 992 rows
+  EXPECT_FALSE(cpu::matmul_amx_into(uniform({2064, 64}, kBFloat16), w.t(), Tensor(), empty({2064, 32}, kBFloat16),
                                     Tensor()));  // rows not a multiple of 32
   EXPECT_FALSE(cpu::matmul_amx_into(a.narrow(1, 0, 48), w.narrow(1, 0, 48).t(), Tensor(), c, Tensor()));  // k 48
-  EXPECT_FALSE(cpu::matmul_amx_into(a, w.narrow(0, 0, 16).t(), Tensor(), empty({256, 16}, kBFloat16), Tensor()));
+  EXPECT_FALSE(cpu::matmul_amx_into(a, w.narrow(0, 0, 16).t(), Tensor(), empty({2048, 16}, kBFloat16), Tensor()));
   EXPECT_FALSE(cpu::matmul_amx_into(a.t().contiguous().t(), w.t(), Tensor(), c, Tensor()));  // a read transposed
-  EXPECT_FALSE(cpu::matmul_amx_into(a.to(kFloat16), w.t().to(kFloat16), Tensor(), empty({256, 32}, kFloat16), Tensor()));
-  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), empty({256, 32}, kFloat16), Tensor()));  // a float16 c
-  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), zeros({32}), c, Tensor()));                        // a float32 bias
-  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), c, empty({256, 32}, kFloat32)));         // mul's dtype
+  EXPECT_FALSE(
+      cpu::matmul_amx_into(a.to(kFloat16), w.t().to(kFloat16), Tensor(), empty({2048, 32}, kFloat16), Tensor()));
+  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), empty({2048, 32}, kFloat16), Tensor()));  // a float16 c
+  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), zeros({32}), c, Tensor()));                         // a float32 bias
+  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), c, empty({2048, 32}, kFloat32)));         // mul's dtype
   cpu::set_matmul_amx(false);
   EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), c, Tensor()));
   cpu::set_matmul_amx(true);
 }
 
 TEST(MatmulAmx, LinearUnderAutocastMatchesTheFloat64Product) {
-  // 512 tokens through Linear(96, 64) in bfloat16: the forward x w^T + b and the input's
+  // 2048 tokens through Linear(96, 64) in bfloat16: the forward x w^T + b and the input's
   // gradient g w, on AMX where it has the tiles, against float64.
-  const Tensor x = uniform({2, 256, 96}, kFloat32, -1, 1, 95).requires_grad_();
+  const Tensor x = uniform({8, 256, 96}, kFloat32, -1, 1, 95).requires_grad_();
   const Tensor w = uniform({64, 96}, kFloat32, -1, 1, 96).requires_grad_(), b = uniform({64}, kFloat32, -1, 1, 97);
-  const Tensor g = uniform({2, 256, 64}, kBFloat16, -1, 1, 98);
+  const Tensor g = uniform({8, 256, 64}, kBFloat16, -1, 1, 98);
   Tensor y;
   {
     amp::AutocastGuard autocast(kCPU, kBFloat16);
     y = linear(x, w, b);
     y.backward(g);
   }
-  const Tensor x2 = x.detach().to(kBFloat16).reshape({512, 96}), w16 = w.detach().to(kBFloat16);
+  const Tensor x2 = x.detach().to(kBFloat16).reshape({2048, 96}), w16 = w.detach().to(kBFloat16);
   Ref r = testing::ref::matmul(x2, w16.t());
   const std::vector<double> bv = b.to(kBFloat16).to_vector();
   for (size_t i = 0; i < r.values.size(); ++i) r.values[i] += bv[i % 64];
-  EXPECT_TRUE(matches_ref(y.reshape({512, 64}), r, kBFloat16, 96, 1, 2));
-  const Ref rg = testing::ref::matmul(g.reshape({512, 64}), w16);
-  EXPECT_TRUE(matches_ref(x.grad().reshape({512, 96}), rg, x.grad().dtype(), 64, 1, 1));
+  EXPECT_TRUE(matches_ref(y.reshape({2048, 64}), r, kBFloat16, 96, 1, 2));
+  const Ref rg = testing::ref::matmul(g.reshape({2048, 64}), w16);
+  EXPECT_TRUE(matches_ref(x.grad().reshape({2048, 96}), rg, x.grad().dtype(), 64, 1, 1));
 }
 
 // ---- few-row products (the matrix-vector kernel) -------------------------------------------

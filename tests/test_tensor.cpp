@@ -603,5 +603,23 @@ TEST(Threads, ParallelForCoversRangeAndPropagatesErrors) {
   set_num_threads(orig);
 }
 
+TEST(Threads, ParallelTasksRunsEachTaskOnceAndPropagatesErrors) {
+  const int orig = get_num_threads();
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    for (int64_t tasks : {0, 1, 2, 7, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(tasks));
+      parallel_tasks(tasks, [&](int64_t t) { hits[static_cast<size_t>(t)].fetch_add(1); });
+      for (int64_t t = 0; t < tasks; ++t) EXPECT_EQ(hits[static_cast<size_t>(t)].load(), 1) << t << " of " << tasks;
+    }
+    EXPECT_THROW(parallel_tasks(50,
+                                [](int64_t t) {
+                                  if (t == 17) throw Error("[test] boom");
+                                }),
+                 Error);
+  }
+  set_num_threads(orig);
+}
+
 }  // namespace
 }  // namespace tc

@@ -17,4 +17,10 @@ bool in_parallel_region();
 // on the intra-op threads; runs inline when the range is small or already in parallel.
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+// Runs fn(task) for every task in [0, tasks) on the intra-op threads, each thread taking
+// the next task when it finishes one: for kernels whose threads run at uneven rates (on a
+// shared host, or a shared matrix unit), where equal shares would leave one thread waiting.
+// Inline when there is one thread or already in parallel.
+void parallel_tasks(int64_t tasks, const std::function<void(int64_t)>& fn);
+
 }  // namespace tc

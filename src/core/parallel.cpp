@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 
 #include "tensorcast/error.h"
@@ -73,6 +74,15 @@ TC_NO_SANITIZE_THREAD void parallel_for(int64_t begin, int64_t end, int64_t grai
   }
   TC_TSAN_ACQUIRE(&region_end);
   if (error) std::rethrow_exception(error);
+}
+
+void parallel_tasks(int64_t tasks, const std::function<void(int64_t)>& fn) {
+  std::atomic<int64_t> next{0};
+  parallel_for(0, std::min<int64_t>(get_num_threads(), tasks), 1, [&](int64_t, int64_t) {
+    for (int64_t task = next.fetch_add(1, std::memory_order_relaxed); task < tasks;
+         task = next.fetch_add(1, std::memory_order_relaxed))
+      fn(task);
+  });
 }
 
 }  // namespace tc

@@ -12,8 +12,8 @@ namespace tc::cpu {
 // column stride, mul undefined or of c's dtype and shape with unit column stride: the
 // float32 sums plus the bias, times the multiplier, rounded once to c's dtype. Runs on AMX
 // (backend/cpu/matmul_amx_kernel.cpp) where it applies and beats oneDNN: the CPU has
-// AMX-BF16, m >= 256 (fewer rows do not pay for packing b) and m, n, k are multiples of
-// 32. Returns false (c untouched) elsewhere. Each element is summed in the order of k
+// AMX-BF16, m >= 2048, or m >= 1024 with k >= 1024 (fewer rows do not pay for packing b),
+// and m, n, k are multiples of 32. Returns false (c untouched) elsewhere. Each element is summed in the order of k
 // whatever the thread count (the threads split c's rows), so the bits do not depend on it.
 bool matmul_amx_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const Tensor& mul);
 

@@ -21,6 +21,13 @@
 
 namespace tc::cpu::detail {
 
+// Columns per pass over the rows: their b tiles, 512 KiB at most, stay in L2.
+int64_t matmul_amx_pass(int64_t n, int64_t k) {
+  constexpr int64_t kBlock = 32;
+  const int64_t cols = (int64_t{1} << 18) / k / kBlock * kBlock;
+  return cols < kBlock ? kBlock : cols < n ? cols : n;
+}
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AMX_TILE__) && defined(__AMX_BF16__)
 namespace {
 
@@ -69,8 +76,6 @@ void epilogue(const float* acc, const float* bias, const void* mul, int64_t ldmu
 template <bool kBf16>
 void rows(const MatmulAmxRows& p) {
   const int64_t chunks = p.k / kChunk, lda = p.lda * 2;
-  // Columns per pass over the rows: their tiles (512 KiB at most) stay in L2.
-  const int64_t width = max_of(kBlock, min_of(p.n, (int64_t{1} << 18) / p.k / kBlock * kBlock));
   const int64_t per_chunk = (kBlock + chunks - 1) / chunks;  // epilogue rows per chunk of the next block
   const int64_t esize = kBf16 ? 2 : 4;
   int64_t done_i = -1, done_j = 0;  // the block whose epilogue is pending, in acc's other half
@@ -82,37 +87,36 @@ void rows(const MatmulAmxRows& p) {
                     static_cast<char*>(p.c) + at_c * esize, p.ldc, r0, r1);
   };
   configure_tiles();
-  for (int64_t j0 = 0; j0 < p.n; j0 += width)
-    for (int64_t i = p.m0; i < p.m1; i += kBlock)
-      for (int64_t j = j0; j < min_of(p.n, j0 + width); j += kBlock) {
-        const uint16_t* a0 = p.a + i * p.lda;
-        const uint16_t* a1 = a0 + kTile * p.lda;
-        const uint32_t* b0 = p.b_tiles + j / kTile * chunks * kTileWords;
-        const uint32_t* b1 = b0 + chunks * kTileWords;
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (int64_t t = 0; t < chunks; ++t) {
-          _tile_loadd(4, a0 + t * kChunk, lda);
-          _tile_loadd(6, b0 + t * kTileWords, kTileBytes);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_loadd(7, b1 + t * kTileWords, kTileBytes);
-          _tile_dpbf16ps(1, 4, 7);
-          _tile_loadd(5, a1 + t * kChunk, lda);
-          _tile_dpbf16ps(2, 5, 6);
-          _tile_dpbf16ps(3, 5, 7);
-          if (done_i >= 0 && t * per_chunk < kBlock) pending(t * per_chunk, min_of(kBlock, (t + 1) * per_chunk));
-        }
-        float* acc = p.acc + half * kAccFloats;
-        _tile_stored(0, acc, kBlock * 4);
-        _tile_stored(1, acc + kTile, kBlock * 4);
-        _tile_stored(2, acc + kTile * kBlock, kBlock * 4);
-        _tile_stored(3, acc + kTile * kBlock + kTile, kBlock * 4);
-        done_i = i;
-        done_j = j;
-        half ^= 1;
+  for (int64_t i = p.m0; i < p.m1; i += kBlock)
+    for (int64_t j = p.n0; j < p.n1; j += kBlock) {
+      const uint16_t* a0 = p.a + i * p.lda;
+      const uint16_t* a1 = a0 + kTile * p.lda;
+      const uint32_t* b0 = p.b_tiles + j / kTile * chunks * kTileWords;
+      const uint32_t* b1 = b0 + chunks * kTileWords;
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (int64_t t = 0; t < chunks; ++t) {
+        _tile_loadd(4, a0 + t * kChunk, lda);
+        _tile_loadd(6, b0 + t * kTileWords, kTileBytes);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(7, b1 + t * kTileWords, kTileBytes);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_loadd(5, a1 + t * kChunk, lda);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+        if (done_i >= 0 && t * per_chunk < kBlock) pending(t * per_chunk, min_of(kBlock, (t + 1) * per_chunk));
       }
+      float* acc = p.acc + half * kAccFloats;
+      _tile_stored(0, acc, kBlock * 4);
+      _tile_stored(1, acc + kTile, kBlock * 4);
+      _tile_stored(2, acc + kTile * kBlock, kBlock * 4);
+      _tile_stored(3, acc + kTile * kBlock + kTile, kBlock * 4);
+      done_i = i;
+      done_j = j;
+      half ^= 1;
+    }
   _tile_release();
   if (done_i >= 0) pending(0, kBlock);
 }

@@ -16,17 +16,18 @@ namespace tc::cpu::detail {
 // aligned.
 void pack_b_tiles(const uint16_t* b, int64_t ld, bool transposed, int64_t k, int64_t j0, int64_t j1, uint32_t* tiles);
 
-// c's rows [m0, m1) (multiples of 32) = a @ b (+ bias[j]) (* mul[i][j]), every column
-// (n, a multiple of 32), from a's bfloat16 rows (lda elements apart, the k terms
-// contiguous) and b's packed tiles; the float32 sums rounded once, to bfloat16 (c_bf16;
-// mul bfloat16 too) or not (float32 c and mul). Each element is summed in the order of k,
-// 32 terms at a time, whatever the rows asked for. acc: 2048 floats, 64-byte aligned.
+// c's block [m0, m1) x [n0, n1) (multiples of 32) = a @ b (+ bias[j]) (* mul[i][j]), from
+// a's bfloat16 rows (lda elements apart, the k terms contiguous) and b's packed tiles; the
+// float32 sums rounded once, to bfloat16 (c_bf16; mul bfloat16 too) or not (float32 c and
+// mul). Each element is summed in the order of k, 32 terms at a time, whatever the block.
+// For speed n1 - n0 <= matmul_amx_pass(n, k): b's tiles for those columns stay in L2 while
+// the rows walk them. acc: 2048 floats, 64-byte aligned.
 struct MatmulAmxRows {
   const uint16_t* a;
   int64_t lda;
   const uint32_t* b_tiles;
-  int64_t k, n, m0, m1;
-  const float* bias;  // n floats, or null
+  int64_t k, m0, m1, n0, n1;
+  const float* bias;  // c's n floats, or null
   const void* mul;    // or null
   int64_t ldmul;
   void* c;
@@ -34,6 +35,7 @@ struct MatmulAmxRows {
   bool c_bf16;
   float* acc;
 };
+int64_t matmul_amx_pass(int64_t n, int64_t k);
 void matmul_amx_rows(const MatmulAmxRows& r);
 
 }  // namespace tc::cpu::detail
