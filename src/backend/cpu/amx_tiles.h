@@ -1,7 +1,8 @@
-// Internal, for the files compiled for AMX (attention_amx.cpp, weight_grad_amx.cpp): the
-// tile configuration they share, every tile 16 rows of 64 bytes (a 16 x 32 bfloat16 tile,
-// a 16-pair x 16-column one, or a 16 x 16 float32 accumulator). In an unnamed namespace, as
-// attention_avx512.h, so that no file compiled for another ISA can share a copy.
+// Internal, for the files compiled for AMX (attention_amx.cpp, weight_grad_amx.cpp,
+// matmul_amx_kernel.cpp): the tile configuration they share, every tile 16 rows of 64
+// bytes (a 16 x 32 bfloat16 tile, a 16-pair x 16-column one, or a 16 x 16 float32
+// accumulator). In an unnamed namespace, as attention_avx512.h, so that no file compiled
+// for another ISA can share a copy.
 #pragma once
 #include <immintrin.h>
 

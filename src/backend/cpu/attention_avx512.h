@@ -1,7 +1,7 @@
 // Internal, for the kernels compiled for AVX-512 BF16 (attention_avx512bf16.cpp,
-// attention_amx.cpp, weight_grad_amx.cpp) only: the pieces the attention kernels share (the
-// keys' and values' pair layouts, the softmax's row passes, bfloat16 stores), and the pair
-// tiles and 16 x 16 transpose the weight-gradient kernel packs with. Inline AVX-512 code in
+// attention_amx.cpp, weight_grad_amx.cpp, matmul_amx_kernel.cpp) only: the pieces the
+// attention kernels share (the keys' and values' pair layouts, the softmax's row passes,
+// bfloat16 stores), and the pair tiles and 16 x 16 transpose the products' kernels pack with. Inline AVX-512 code in
 // an unnamed namespace, as core/bf16_avx512.h, so that no file compiled for another ISA can
 // share a copy.
 #pragma once

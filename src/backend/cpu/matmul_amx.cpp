@@ -17,7 +17,7 @@ namespace {
 
 std::atomic<bool> amx_allowed{true};
 
-constexpr int64_t kBlock = 32;     // rows and columns of c per block of four tiles
+constexpr int64_t kBlock = 32;  // rows and columns of c per block of four tiles
 // Packing b costs its n k elements per product, so the kernel takes products with enough
 // rows to pay for it: gpt's 2048 tokens, whose short sums (256 terms) run ~1.05-1.1x
 // oneDNN's rate on 2 threads, and 1024 where the sums are long (oneDNN 2.6 slows from
@@ -48,7 +48,9 @@ bool matmul_amx_into(const Tensor& a, const Tensor& b, const Tensor& bias, const
   if (!amx_allowed.load(std::memory_order_relaxed) || !cpu_features().amx_bf16) return false;
   if (a.dim() != 2 || b.dim() != 2 || c.dim() != 2) return false;
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  if (M < kMinRows || (M < kShortSumRows && K < kLongSum) || M % kBlock != 0 || K % kBlock != 0 || N % kBlock != 0 || b.size(0) != K) return false;
+  if (M < kMinRows || (M < kShortSumRows && K < kLongSum) || M % kBlock != 0 || K % kBlock != 0 || N % kBlock != 0 ||
+      b.size(0) != K)
+    return false;
   const bool transposed = b.stride(0) == 1 && b.stride(1) != 1;
   if (!unit_cols(a, kBFloat16, M, K) || b.dtype() != kBFloat16 || !(transposed || b.stride(1) == 1)) return false;
   const DType dt = c.dtype();
@@ -68,9 +70,8 @@ bool matmul_amx_into(const Tensor& a, const Tensor& b, const Tensor& bias, const
   }
   const auto* bp = static_cast<const uint16_t*>(b.raw_data());
   const int64_t ldb = transposed ? b.stride(1) : b.stride(0);
-  parallel_for(0, N / 16, 4, [&](int64_t j0, int64_t j1) {
-    detail::pack_b_tiles(bp, ldb, transposed, K, j0 * 16, j1 * 16, tiles);
-  });
+  parallel_for(0, N / 16, 4,
+               [&](int64_t j0, int64_t j1) { detail::pack_b_tiles(bp, ldb, transposed, K, j0 * 16, j1 * 16, tiles); });
   // Tasks: passes over the columns (b's tiles for each stay in L2), each split in groups of
   // rows, handed out in that order so that the threads share a pass's tiles.
   const int64_t width = detail::matmul_amx_pass(N, K), passes = (N + width - 1) / width;

@@ -129,8 +129,7 @@ void pack_b_tiles(const uint16_t* b, int64_t ld, bool transposed, int64_t k, int
   for (int64_t j = j0 / kTile; j < j1 / kTile; ++j)
     for (int64_t t = 0; t < chunks; ++t) {
       if (transposed) {  // w's 16 rows from column j's first, 32 terms (16 pairs) of each
-        for (int64_t r = 0; r < kTile; ++r)
-          w[r] = _mm512_loadu_si512(b + (j * kTile + r) * ld + t * kChunk);
+        for (int64_t r = 0; r < kTile; ++r) w[r] = _mm512_loadu_si512(b + (j * kTile + r) * ld + t * kChunk);
         transpose16(w);
       } else {
         pair_rows16(b + t * kChunk * ld + j * kTile, ld, kChunk, w);
