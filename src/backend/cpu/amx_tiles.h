@@ -34,6 +34,43 @@ inline const TileConfig kTileConfig = tile_config();
 
 #if defined(__AMX_TILE__)
 inline void configure_tiles() { _tile_loadconfig(&kTileConfig); }
+
+// A 32 x 32 block of float32 c in the accumulator tiles 0-3 (rows 0-15 and 16-31 by
+// columns 0-15 and 16-31), rows ld floats apart.
+inline void zero_block() {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+}
+inline void load_block(const float* c, int64_t ld) {
+  _tile_loadd(0, c, ld * 4);
+  _tile_loadd(1, c + kTile, ld * 4);
+  _tile_loadd(2, c + kTile * ld, ld * 4);
+  _tile_loadd(3, c + kTile * ld + kTile, ld * 4);
+}
+inline void store_block(float* c, int64_t ld) {
+  _tile_stored(0, c, ld * 4);
+  _tile_stored(1, c + kTile, ld * 4);
+  _tile_stored(2, c + kTile * ld, ld * 4);
+  _tile_stored(3, c + kTile * ld + kTile, ld * 4);
+}
+#endif
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+// The block's four products for one chunk of the sum: a's two tiles (its rows 0-15 and
+// 16-31; rows a_ld bytes apart) times b's two (columns 0-15 and 16-31, b_ld bytes), in
+// tiles 4-7, loaded in the order that lets the first product start after two loads.
+inline void block_products(const void* a0, const void* a1, int64_t a_ld, const void* b0, const void* b1, int64_t b_ld) {
+  _tile_loadd(4, a0, a_ld);
+  _tile_loadd(6, b0, b_ld);
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_loadd(7, b1, b_ld);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_loadd(5, a1, a_ld);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(3, 5, 7);
+}
 #endif
 
 }  // namespace

@@ -93,26 +93,12 @@ void rows(const MatmulAmxRows& p) {
       const uint16_t* a1 = a0 + kTile * p.lda;
       const uint32_t* b0 = p.b_tiles + j / kTile * chunks * kTileWords;
       const uint32_t* b1 = b0 + chunks * kTileWords;
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
+      zero_block();
       for (int64_t t = 0; t < chunks; ++t) {
-        _tile_loadd(4, a0 + t * kChunk, lda);
-        _tile_loadd(6, b0 + t * kTileWords, kTileBytes);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_loadd(7, b1 + t * kTileWords, kTileBytes);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_loadd(5, a1 + t * kChunk, lda);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        block_products(a0 + t * kChunk, a1 + t * kChunk, lda, b0 + t * kTileWords, b1 + t * kTileWords, kTileBytes);
         if (done_i >= 0 && t * per_chunk < kBlock) pending(t * per_chunk, min_of(kBlock, (t + 1) * per_chunk));
       }
-      float* acc = p.acc + half * kAccFloats;
-      _tile_stored(0, acc, kBlock * 4);
-      _tile_stored(1, acc + kTile, kBlock * 4);
-      _tile_stored(2, acc + kTile * kBlock, kBlock * 4);
-      _tile_stored(3, acc + kTile * kBlock + kTile, kBlock * 4);
+      store_block(p.acc + half * kAccFloats, kBlock);
       done_i = i;
       done_j = j;
       half ^= 1;

@@ -70,7 +70,7 @@ void pack(const uint16_t* src, int64_t ld, int64_t k, int64_t k1, int64_t chunks
 // whose first column pairs are ones (1.0 twice) and the rest zero, whose products' first
 // column holds each row of g^T summed, exactly, in float32.
 void weight_grad_amx(const WeightGradBlock& b) {
-  const int64_t m = b.m1 - b.m0, n = b.n1 - b.n0, kb = sum_block(m, n, b.k1 - b.k0), ldc = b.ldc * 4;
+  const int64_t m = b.m1 - b.m0, n = b.n1 - b.n0, kb = sum_block(m, n, b.k1 - b.k0);
   auto* a_tiles = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(b.scratch) + 63) & ~uintptr_t{63});
   uint32_t* b_tiles = a_tiles + m / kTile * (kb / kChunk) * kTileWords;
   uint32_t* ones = b_tiles + n / kTile * (kb / kChunk) * kTileWords;
@@ -90,31 +90,14 @@ void weight_grad_amx(const WeightGradBlock& b) {
         const uint32_t* b0 = b_tiles + j * chunks * kTileWords;
         const uint32_t* b1 = b0 + chunks * kTileWords;
         float* c = b.c + i * kTile * b.ldc + j * kTile;
-        if (k == b.k0) {
-          _tile_zero(0);
-          _tile_zero(1);
-          _tile_zero(2);
-          _tile_zero(3);
-        } else {
-          _tile_loadd(0, c, ldc);
-          _tile_loadd(1, c + kTile, ldc);
-          _tile_loadd(2, c + kTile * b.ldc, ldc);
-          _tile_loadd(3, c + kTile * b.ldc + kTile, ldc);
-        }
-        for (int64_t t = 0; t < chunks; ++t) {
-          _tile_loadd(4, a0 + t * kTileWords, kTileBytes);
-          _tile_loadd(6, b0 + t * kTileWords, kTileBytes);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_loadd(7, b1 + t * kTileWords, kTileBytes);
-          _tile_dpbf16ps(1, 4, 7);
-          _tile_loadd(5, a1 + t * kTileWords, kTileBytes);
-          _tile_dpbf16ps(2, 5, 6);
-          _tile_dpbf16ps(3, 5, 7);
-        }
-        _tile_stored(0, c, ldc);
-        _tile_stored(1, c + kTile, ldc);
-        _tile_stored(2, c + kTile * b.ldc, ldc);
-        _tile_stored(3, c + kTile * b.ldc + kTile, ldc);
+        if (k == b.k0)
+          zero_block();
+        else
+          load_block(c, b.ldc);
+        for (int64_t t = 0; t < chunks; ++t)
+          block_products(a0 + t * kTileWords, a1 + t * kTileWords, kTileBytes, b0 + t * kTileWords, b1 + t * kTileWords,
+                         kTileBytes);
+        store_block(c, b.ldc);
       }
     if (!b.col_sums) continue;
     _tile_loadd(6, ones, kTileBytes);
