@@ -385,6 +385,11 @@ struct AmxCase {
   return matches_ref(c, r, cs.out, cs.k, 1, cs.bias ? 2 : 1);
 }
 
+// x w^T for an fp32 weight under autocast: both operands rounded to bfloat16.
+Ref expected_linear(const Tensor& x, const Tensor& w) {
+  return testing::ref::matmul(x.to(kBFloat16), w.detach().to(kBFloat16).t());
+}
+
 TEST(MatmulAmx, MatchesTheFloat64Product) {
   if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX-BF16";
   // One block and many; sums of 1, 2, 3 and 128 chunks (the epilogue spread over them in
@@ -426,26 +431,98 @@ TEST(MatmulAmx, OtherProductsAreLeftToOneDnn) {
     EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), c, Tensor()));
     return;
   }
-  EXPECT_TRUE(cpu::matmul_amx_into(a, w.t(), Tensor(), c, Tensor()));
+  // Each weight written before every product (as by an optimizer step): none has kept tiles.
+  auto product = [](const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const Tensor& mul) {
+    increment_version(b);
+    return cpu::matmul_amx_into(a, b, bias, c, mul);
+  };
+  EXPECT_TRUE(product(a, w.t(), Tensor(), c, Tensor()));
   // 1024 rows: only with a long sum
-  EXPECT_FALSE(cpu::matmul_amx_into(a.narrow(0, 0, 1024), w.t(), Tensor(), c.narrow(0, 0, 1024), Tensor()));
+  EXPECT_FALSE(product(a.narrow(0, 0, 1024), w.t(), Tensor(), c.narrow(0, 0, 1024), Tensor()));
   const Tensor a_long = uniform({1024, 1024}, kBFloat16), w_long = uniform({32, 1024}, kBFloat16);
-  EXPECT_TRUE(cpu::matmul_amx_into(a_long, w_long.t(), Tensor(), empty({1024, 32}, kBFloat16), Tensor()));
-  EXPECT_FALSE(cpu::matmul_amx_into(a_long.narrow(0, 0, 992), w_long.t(), Tensor(), empty({992, 32}, kBFloat16),
-                                    Tensor()));  // 992 rows
-  EXPECT_FALSE(cpu::matmul_amx_into(uniform({2064, 64}, kBFloat16), w.t(), Tensor(), empty({2064, 32}, kBFloat16),
-                                    Tensor()));  // rows not a multiple of 32
-  EXPECT_FALSE(cpu::matmul_amx_into(a.narrow(1, 0, 48), w.narrow(1, 0, 48).t(), Tensor(), c, Tensor()));  // k 48
-  EXPECT_FALSE(cpu::matmul_amx_into(a, w.narrow(0, 0, 16).t(), Tensor(), empty({2048, 16}, kBFloat16), Tensor()));
-  EXPECT_FALSE(cpu::matmul_amx_into(a.t().contiguous().t(), w.t(), Tensor(), c, Tensor()));  // a read transposed
+  EXPECT_TRUE(product(a_long, w_long.t(), Tensor(), empty({1024, 32}, kBFloat16), Tensor()));
   EXPECT_FALSE(
-      cpu::matmul_amx_into(a.to(kFloat16), w.t().to(kFloat16), Tensor(), empty({2048, 32}, kFloat16), Tensor()));
-  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), empty({2048, 32}, kFloat16), Tensor()));  // a float16 c
-  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), zeros({32}), c, Tensor()));                         // a float32 bias
-  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), c, empty({2048, 32}, kFloat32)));         // mul's dtype
+      product(a_long.narrow(0, 0, 992), w_long.t(), Tensor(), empty({992, 32}, kBFloat16), Tensor()));  // 992 rows
+  EXPECT_FALSE(product(uniform({2064, 64}, kBFloat16), w.t(), Tensor(), empty({2064, 32}, kBFloat16),
+                       Tensor()));  // rows not a multiple of 32
+  EXPECT_FALSE(product(a.narrow(1, 0, 48), w.narrow(1, 0, 48).t(), Tensor(), c, Tensor()));  // k 48
+  EXPECT_FALSE(product(a, w.narrow(0, 0, 16).t(), Tensor(), empty({2048, 16}, kBFloat16), Tensor()));
+  EXPECT_FALSE(product(a.t().contiguous().t(), w.t(), Tensor(), c, Tensor()));  // a read transposed
+  EXPECT_FALSE(product(a.to(kFloat16), w.t().to(kFloat16), Tensor(), empty({2048, 32}, kFloat16), Tensor()));
+  EXPECT_FALSE(product(a, w.t(), Tensor(), empty({2048, 32}, kFloat16), Tensor()));  // a float16 c
+  EXPECT_FALSE(product(a, w.t(), zeros({32}), c, Tensor()));                         // a float32 bias
+  EXPECT_FALSE(product(a, w.t(), Tensor(), c, empty({2048, 32}, kFloat32)));         // mul's dtype
   cpu::set_matmul_amx(false);
-  EXPECT_FALSE(cpu::matmul_amx_into(a, w.t(), Tensor(), c, Tensor()));
+  EXPECT_FALSE(product(a, w.t(), Tensor(), c, Tensor()));
   cpu::set_matmul_amx(true);
+}
+
+// A weight seen twice unchanged keeps its packed tiles, which let the kernel take fewer
+// rows: 512 and more, or 128 with a long sum. Written in place, it is packed again; freed,
+// its tiles never serve another tensor at its address.
+TEST(MatmulAmx, KeptTilesFollowTheWeight) {
+  if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX-BF16";
+  auto expected = [](const Tensor& a, const Tensor& b) { return testing::ref::matmul(a, b); };
+  for (const bool transposed : {true, false}) {
+    SCOPED_TRACE(transposed ? "w^T" : "w");
+    for (const auto& [m, k] : {std::pair<int64_t, int64_t>{128, 1024}, {512, 64}}) {
+      SCOPED_TRACE(std::to_string(m) + " rows, " + std::to_string(k) + " terms");
+      const Tensor a = uniform({m, k}, kBFloat16, -1, 1, 120);
+      Tensor w = transposed ? uniform({96, k}, kBFloat16, -1, 1, 121) : uniform({k, 96}, kBFloat16, -1, 1, 121);
+      const Tensor b = transposed ? w.t() : w;
+      const Tensor c = empty({m, 96}, kBFloat16);
+      EXPECT_FALSE(cpu::matmul_amx_into(a, b, Tensor(), c, Tensor()));  // seen once: too few rows to pack for
+      for (int i = 0; i < 2; ++i) {
+        ASSERT_TRUE(cpu::matmul_amx_into(a, b, Tensor(), c, Tensor())) << "use " << i + 2;
+        EXPECT_TRUE(matches_ref(c, expected(a, b), kBFloat16, k, 1, 1)) << "use " << i + 2;
+      }
+      w.mul_(-0.5);  // a write through the library: a new version
+      EXPECT_FALSE(cpu::matmul_amx_into(a, b, Tensor(), c, Tensor()));
+      ASSERT_TRUE(cpu::matmul_amx_into(a, b, Tensor(), c, Tensor()));
+      EXPECT_TRUE(matches_ref(c, expected(a, b), kBFloat16, k, 1, 1)) << "after the write";
+    }
+  }
+  // Weights made and freed in turn (their memory handed back and reused): each product is
+  // of its own weight, never of a dead one's tiles.
+  const Tensor a = uniform({512, 64}, kBFloat16, -1, 1, 122);
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    const Tensor w = uniform({64, 64}, kBFloat16, -1, 1, 130 + seed);
+    const Tensor c = empty({512, 64}, kBFloat16);
+    for (int i = 0; i < 3; ++i) cpu::matmul_amx_into(a, w.t(), Tensor(), c, Tensor());
+    EXPECT_TRUE(matches_ref(c, expected(a, w.t()), kBFloat16, 64, 1, 1)) << "weight " << seed;
+  }
+}
+
+// An optimizer step writes the autocast cache's copy of each weight through raw pointers;
+// the forward after it must not multiply by the tiles kept from the copy's old values.
+TEST(MatmulAmx, AnOptimizerStepMakesKeptTilesStale) {
+  if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX-BF16";
+  const bool across = amp::is_autocast_cache_across_regions(), training = amp::autocast_cache_keeps_training_copies();
+  amp::set_autocast_cache_across_regions(true);
+  amp::set_autocast_cache_keeps_training_copies(true);
+  const Tensor w = uniform({64, 1024}, kFloat32, -1, 1, 140).requires_grad_();
+  const Tensor x = uniform({128, 1024}, kFloat32, -1, 1, 141);
+  optim::SGD opt({w}, optim::SGDOptions(0.5));
+  auto forward = [&] {
+    NoGradGuard no_grad;
+    amp::AutocastGuard autocast(kCPU, kBFloat16);
+    return linear(x, w, Tensor());
+  };
+  for (int step = 0; step < 3; ++step) {
+    for (int i = 0; i < 3; ++i) {  // the second and third on kept tiles
+      const Tensor y = forward();
+      EXPECT_TRUE(matches_ref(y, expected_linear(x, w), kBFloat16, 1024, 1, 1)) << "step " << step << ", pass " << i;
+    }
+    {
+      amp::AutocastGuard autocast(kCPU, kBFloat16);
+      linear(x, w, Tensor()).to(kFloat32).pow(2.0).mean().backward();
+    }
+    opt.step();
+    opt.zero_grad();
+  }
+  amp::set_autocast_cache_across_regions(across);
+  amp::set_autocast_cache_keeps_training_copies(training);
+  amp::clear_autocast_cache();
 }
 
 TEST(MatmulAmx, LinearUnderAutocastMatchesTheFloat64Product) {

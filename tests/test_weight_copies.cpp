@@ -109,6 +109,29 @@ TEST(WeightCopies, TheStepWritesTheCastTheForwardWouldMake) {
   }
 }
 
+// The step writes the copy through raw pointers, so it bumps the copy's version: what was
+// made from its old values (a product kernel's packed tiles of it) reads as stale.
+TEST(WeightCopies, TheStepBumpsTheCopysVersion) {
+  AcrossRegions a(true);
+  Net net;
+  auto opt = make_opt(Opt::kAdamW, net.params());
+  for (int s = 0; s < 3; ++s) {
+    opt->zero_grad();
+    net.loss(uniform({24, 16}, kFloat32, -2, 2, 200 + s), kBFloat16).backward();
+    const void* memory = nullptr;
+    int64_t version = 0;
+    {
+      const Tensor before = cached_copy(net.w1, kBFloat16);  // (held, it would be left to its holder)
+      memory = before.raw_data();
+      version = before._version();
+    }
+    opt->step();
+    const Tensor after = cached_copy(net.w1, kBFloat16);
+    EXPECT_EQ(after.raw_data(), memory) << "step " << s << ": the step wrote the cached copy";
+    EXPECT_GT(after._version(), version) << "step " << s;
+  }
+}
+
 // Rounding to nearest even at the ties, signed zeros, subnormals, values past the 16-bit
 // range, inf and NaN: the step's copy is the cast's, bit for bit.
 TEST(WeightCopies, TheCopyRoundsAsTheCastAtEveryEdge) {

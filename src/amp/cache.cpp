@@ -143,6 +143,9 @@ void copy_stepped(const Tensor& param, const Tensor& copy) {
   if (it == t_cache.entries.end() || !copy.defined() || it->second.cast.impl() != copy.impl()) return;
   Entry& e = it->second;
   e.version = param.impl()->storage->version.load(std::memory_order_relaxed);
+  // The step wrote the copy through raw pointers: whatever was made from it before (a
+  // product kernel's packed tiles) is stale.
+  increment_version(copy);
   ++t_cache.stats.stepped;
 }
 

@@ -55,7 +55,8 @@ void end_outermost_region();
 // the updated weights into (rounded as the cast rounds); undefined when there is none. A
 // copy someone else still reads (saved by a graph not yet run backward) is left to them
 // and a new buffer takes its place. copy_stepped: the step wrote `param` and `copy`, so the
-// entry is current for the parameter's new version. A step that throws between the two
+// entry is current for the parameter's new version, and the copy's own version is bumped
+// (what was made from its old values, packed tiles, is stale). A step that throws between the two
 // leaves the entry stale: it is cast again.
 Tensor copy_for_step(const Tensor& param);
 void copy_stepped(const Tensor& param, const Tensor& copy);

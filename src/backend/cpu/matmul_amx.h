@@ -12,9 +12,14 @@ namespace tc::cpu {
 // column stride, mul undefined or of c's dtype and shape with unit column stride: the
 // float32 sums plus the bias, times the multiplier, rounded once to c's dtype. Runs on AMX
 // (backend/cpu/matmul_amx_kernel.cpp) where it applies and beats oneDNN: the CPU has
-// AMX-BF16, m >= 2048, or m >= 1024 with k >= 1024 (fewer rows do not pay for packing b),
-// and m, n, k are multiples of 32. Returns false (c untouched) elsewhere. Each element is summed in the order of k
-// whatever the thread count (the threads split c's rows), so the bits do not depend on it.
+// AMX-BF16, m, n, k are multiples of 32, and m >= 2048, or m >= 1024 with k >= 1024 (fewer
+// rows do not pay for packing b); or b's tiles are kept from an earlier product by the same
+// unchanged b (this thread's; packed the second time b is seen at one version of its
+// memory, as inference's forward passes see each weight) and m >= 512 or k >= 1024.
+// Returns false (c untouched) elsewhere. Each element is summed in the order of k whatever
+// the thread count (the threads split c's rows and columns), so the bits do not depend on
+// it. Memory written without the library's knowledge (through data_ptr, without
+// increment_version) must not be read here as b: its kept tiles would be stale.
 bool matmul_amx_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const Tensor& mul);
 
 // Whether matmul_amx_into may run (default true; false: oneDNN takes every product, for
