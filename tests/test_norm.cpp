@@ -29,10 +29,12 @@ TEST(LayerNorm, LongRowsAndLargeOffsetStayAccurate) {
 }
 
 TEST(LayerNorm, RowKernelsMatchFloat64AtEveryWidth) {
-  // The float kernels' vector loops (16 wide), their scalar tails, the forward's 32-lane
-  // double sums and the backward's float lanes (a long row too), forward and backward,
-  // against the same op in float64 (its own scalar loops).
-  for (DType dt : {kFloat32, kBFloat16})
+  // The float kernels' vector loops (16 wide), their scalar tails, the forward's double
+  // sums (the AVX-512 rows' one-pass moments for widths of whole vectors, the portable
+  // loops' 32 lanes for the others; float16 rows converted around the former) and the
+  // backward's float lanes (a long row too), forward and backward, against the same op in
+  // float64 (its own scalar loops).
+  for (DType dt : {kFloat32, kBFloat16, kFloat16})
     for (int64_t n : {16, 37, 256, 1000, 8192})
       for (int affine = 0; affine < 3; ++affine) {
         SCOPED_TRACE(std::string(dtype_name(dt)) + " width " + std::to_string(n) + " affine " + std::to_string(affine));

@@ -1,5 +1,7 @@
 // layer_norm and batch_norm kernels: rows of contiguous data loaded in the compute type
-// (row_io.h), statistics from two passes in double lanes, the affine parameters folded in.
+// (row_io.h), statistics from two passes in double lanes (layer_norm's rows of whole
+// 16-float vectors on AVX-512: norm_kernels.h, one pass of shifted moments in double),
+// the affine parameters folded in.
 #include "backend/cpu/norm.h"
 
 #include <algorithm>
@@ -8,7 +10,10 @@
 #include <vector>
 
 #include "backend/cpu/fast_math.h"
+#include "backend/cpu/norm_kernels.h"
 #include "backend/cpu/row_io.h"
+#include "tensorcast/convert.h"
+#include "tensorcast/parallel.h"
 
 namespace tc::cpu {
 
@@ -75,12 +80,56 @@ TC_SIMD_CLONES void ln_forward_row_f32(const float* xr, const float* rr, float* 
   ln_forward_row(xr, rr, sr, N, wp, bp, eps, y, mean, rstd);
 }
 
+// Rows of whole 16-float vectors on a CPU with AVX-512 take norm_kernels.h's row math,
+// whatever the dtypes: the fused and the separate add and norm then give the same bits.
+bool avx512_rows(int64_t N) {
+  const CpuFeatures& cpu = cpu_features();
+  return cpu.avx512f && cpu.avx512bw && N % 16 == 0;
+}
+
+// Those rows in one kernel where every operand is float32 or bfloat16 (else false: the
+// loop below converts the rows).
+bool ln_forward_avx512(const Tensor& x, const Tensor& residual, const Tensor& sum, const float* wp, const float* bp,
+                       double eps, int64_t M, int64_t N, const Tensor& out, float* mean, float* rstd) {
+  const bool add = residual.defined();
+  for (const Tensor* t : {&x, &residual, &sum, &out})
+    if ((add || (t != &residual && t != &sum)) && t->dtype() != kFloat32 && t->dtype() != kBFloat16) return false;
+  const detail::LnRows p{x.raw_data(),
+                         x.dtype() == kBFloat16,
+                         add ? residual.raw_data() : nullptr,
+                         add && residual.dtype() == kBFloat16,
+                         add ? residual.numel() / N : 1,
+                         add ? sum.raw_data() : nullptr,
+                         add && sum.dtype() == kBFloat16,
+                         wp,
+                         bp,
+                         eps,
+                         N,
+                         out.raw_data(),
+                         out.dtype() == kBFloat16,
+                         mean,
+                         rstd,
+                         cpu_features().avx512_bf16};
+  parallel_for(0, M, std::max<int64_t>(1, kGrain / N), [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<float> buf;
+    if (buf.size() < static_cast<size_t>(N + 16)) buf.resize(static_cast<size_t>(N + 16));
+    const auto at = reinterpret_cast<uintptr_t>(buf.data());
+    detail::ln_forward_rows(p, r0, r1, reinterpret_cast<float*>((at + 63) / 64 * 64));
+  });
+  return true;
+}
+
 // The rows of layer_norm(x), or with a residual of layer_norm(sum = x + residual) writing
 // the sum too (row r adds residual row r % R): the sum rounds to its dtype before the
 // statistics, so the result is the separate add's and layer_norm's, bit for bit.
 template <class C>
 void ln_forward(const Tensor& x, const Tensor& residual, const Tensor& sum, const C* wp, const C* bp, double eps,
                 int64_t M, int64_t N, const Tensor& out, C* mean, C* rstd) {
+  bool vectors = false;
+  if constexpr (std::is_same_v<C, float>) {
+    vectors = avx512_rows(N);
+    if (vectors && ln_forward_avx512(x, residual, sum, wp, bp, eps, M, N, out, mean, rstd)) return;
+  }
   const DType xdt = x.dtype(), odt = out.dtype();
   const void* xp = x.raw_data();
   void* op = out.raw_data();
@@ -110,9 +159,17 @@ void ln_forward(const Tensor& x, const Tensor& residual, const Tensor& sum, cons
         }
       }
       C* yr = direct ? static_cast<C*>(op) + r * N : ybuf.data();
-      if constexpr (std::is_same_v<C, float>)
-        ln_forward_row_f32(xr, rr, sr, N, wp, bp, eps, yr, mean + r, rstd + r);
-      else
+      if constexpr (std::is_same_v<C, float>) {
+        if (vectors) {  // float16 operands: converted here, the row on ln_forward_avx512's kernel
+          if (rr) {
+            for (int64_t j = 0; j < N; ++j) sr[j] = xr[j] + rr[j];
+            xr = sr;
+          }
+          detail::ln_finish_row(xr, N, wp, bp, eps, yr, mean + r, rstd + r);
+        } else {
+          ln_forward_row_f32(xr, rr, sr, N, wp, bp, eps, yr, mean + r, rstd + r);
+        }
+      } else
         ln_forward_row(xr, rr, sr, N, wp, bp, eps, yr, mean + r, rstd + r);
       if (!direct) store_row<C>(ybuf.data(), op, odt, r * N, N);
     }
