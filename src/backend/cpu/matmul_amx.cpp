@@ -115,8 +115,9 @@ class KeptTiles {
     uint32_t* tiles = nullptr;  // in words, 64-byte aligned; null: seen once at this version
     int64_t bytes = 0;
   };
-  // Kept tiles take at most the bf16 weights' own size again, up to this much in all.
-  static constexpr int64_t kMaxBytes = int64_t{1} << 30;
+  // Kept tiles take the bf16 weights' own size again, up to this much in all (a model's
+  // weights beyond it are packed per product, as in training).
+  static constexpr int64_t kMaxBytes = int64_t{512} << 20;
   static constexpr size_t kSweepAt = 256;  // entries before those of freed memory are dropped
 
   void release(Entry& e) {
