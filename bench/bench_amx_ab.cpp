@@ -134,7 +134,8 @@ void step(int64_t width, int64_t layers, int64_t context, int64_t batch, int ste
       "  oneDNN only: median %.2f ms, fastest %.2f\n  own kernels: median %.2f ms, fastest %.2f\n"
       "  ratio: medians %.3f, fastest %.3f\n",
       static_cast<long>(width), static_cast<long>(layers), static_cast<long>(context), static_cast<long>(batch),
-      inference ? "forward pass" : "step", steps, get_num_threads(), med[0], times[0][0], med[1], times[1][0], med[1] / med[0], times[1][0] / times[0][0]);
+      inference ? "forward pass" : "step", steps, get_num_threads(), med[0], times[0][0], med[1], times[1][0],
+      med[1] / med[0], times[1][0] / times[0][0]);
 }
 
 }  // namespace

@@ -38,8 +38,8 @@ __m512 load16(const void* p, bool bf16, int64_t i) {
 template <bool kHw>
 __m512 store16(void* p, bool bf16, int64_t i, __m512 v) {
   if (bf16) {
-    const __m256i h = kHw ? tc::detail::f32_to_bf16_hw(_mm512_castps_si512(v))
-                          : tc::detail::f32_to_bf16_int(_mm512_castps_si512(v));
+    const __m256i h =
+        kHw ? tc::detail::f32_to_bf16_hw(_mm512_castps_si512(v)) : tc::detail::f32_to_bf16_int(_mm512_castps_si512(v));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(p) + i), h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
@@ -75,7 +75,8 @@ template <bool kHw>
 void finish(const Moments& mo, const float* s, int64_t n, const float* w, const float* b, double eps, void* out,
             bool out_bf16, float* mean, float* rstd) {
   const double d = _mm512_reduce_add_pd(_mm512_add_pd(mo.s_lo, mo.s_hi)) / static_cast<double>(n);
-  const double var = std::max(0.0, _mm512_reduce_add_pd(_mm512_add_pd(mo.q_lo, mo.q_hi)) / static_cast<double>(n) - d * d);
+  const double var =
+      std::max(0.0, _mm512_reduce_add_pd(_mm512_add_pd(mo.q_lo, mo.q_hi)) / static_cast<double>(n) - d * d);
   const double mu = static_cast<double>(s[0]) + d, rs = 1.0 / std::sqrt(var + eps);
   *mean = static_cast<float>(mu);
   *rstd = static_cast<float>(rs);
@@ -116,7 +117,8 @@ void rows(const LnRows& p, int64_t r0, int64_t r1, float* scratch) {
     const int64_t ra = (r % p.residual_rows) * n;
     auto row_at = [&](int64_t j) {
       const __m512 x = load16(p.x, p.x_bf16, at + j);
-      return p.residual ? store16<kHw>(p.sum, p.sum_bf16, at + j, _mm512_add_ps(x, load16(p.residual, p.residual_bf16, ra + j)))
+      return p.residual ? store16<kHw>(p.sum, p.sum_bf16, at + j,
+                                       _mm512_add_ps(x, load16(p.residual, p.residual_bf16, ra + j)))
                         : x;
     };
     const __m512 first = row_at(0);
