@@ -66,6 +66,24 @@ TEST(LayerNorm, ConstantRowGivesBiasNotNaN) {
   EXPECT_TRUE(all_close(y, add(zeros({2, 5}), b), {0, 0}));
 }
 
+TEST(LayerNorm, ARowWithInfOrNanIsNan) {
+  // As PyTorch: the mean is inf (or NaN), the variance NaN, so every value of the row is
+  // NaN, whichever kernel runs the row (widths of whole vectors and not, the fused add).
+  for (DType dt : {kFloat32, kBFloat16})
+    for (int64_t n : {16, 37, 256})
+      for (double bad : {INFINITY, -INFINITY, NAN}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " width " + std::to_string(n) + " " + std::to_string(bad));
+        Tensor x = uniform({3, n}, kFloat32, -1, 1, 15);
+        x.narrow(0, 1, 1).narrow(1, n / 2, 1).fill_(bad);
+        x = x.to(dt);
+        for (const Tensor& y : {layer_norm(x, {n}), std::get<1>(add_layer_norm(x, zeros({n}, dt), {n}))}) {
+          const std::vector<double> v = y.to_vector();
+          for (int64_t i = 0; i < 3 * n; ++i)
+            EXPECT_EQ(std::isnan(v[static_cast<size_t>(i)]), i / n == 1) << "element " << i;
+        }
+      }
+}
+
 TEST(LayerNorm, WeightGradientIsDeterministicAcrossThreadCounts) {
   // Many rows force several partial-sum chunks; the combination order must not depend on threads.
   Tensor x = uniform({512, 128}, kFloat32, -2, 2, 41);

@@ -13,7 +13,6 @@
 #endif
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/norm_kernels.h"
@@ -75,8 +74,8 @@ template <bool kHw>
 void finish(const Moments& mo, const float* s, int64_t n, const float* w, const float* b, double eps, void* out,
             bool out_bf16, float* mean, float* rstd) {
   const double d = _mm512_reduce_add_pd(_mm512_add_pd(mo.s_lo, mo.s_hi)) / static_cast<double>(n);
-  const double var =
-      std::max(0.0, _mm512_reduce_add_pd(_mm512_add_pd(mo.q_lo, mo.q_hi)) / static_cast<double>(n) - d * d);
+  double var = _mm512_reduce_add_pd(_mm512_add_pd(mo.q_lo, mo.q_hi)) / static_cast<double>(n) - d * d;
+  if (var < 0.0) var = 0.0;  // a rounding below zero; NaN (an inf in the row) stays NaN, as two passes give
   const double mu = static_cast<double>(s[0]) + d, rs = 1.0 / std::sqrt(var + eps);
   *mean = static_cast<float>(mu);
   *rstd = static_cast<float>(rs);
