@@ -45,6 +45,13 @@ T* buffer(std::vector<T>& v, int64_t elems, int64_t align_elems) {  // aligned t
   return reinterpret_cast<T*>((at + a - 1) / a * a);
 }
 
+// b's tiles for all its n columns (matmul_amx_kernels.h's layout), packed by all threads.
+void pack_tiles(const Tensor& b, int64_t ld, bool transposed, int64_t k, int64_t n, uint32_t* tiles) {
+  const auto* bp = static_cast<const uint16_t*>(b.raw_data());
+  parallel_for(0, n / 16, 4,
+               [&](int64_t j0, int64_t j1) { detail::pack_b_tiles(bp, ld, transposed, k, j0 * 16, j1 * 16, tiles); });
+}
+
 // Weights' packed tiles, kept for products that take the same weight unchanged again
 // (every forward pass of inference, the micro-batches of gradient accumulation): a weight
 // is packed the second time the kernel sees it at one version (its memory's, bumped by
@@ -86,10 +93,7 @@ class KeptTiles {
       bytes_ += bytes;
       e.bytes = bytes;
       e.tiles = buffer(e.words, n * k / 2, 16);
-      const auto* bp = static_cast<const uint16_t*>(b.raw_data());
-      parallel_for(0, n / 16, 4, [&](int64_t j0, int64_t j1) {
-        detail::pack_b_tiles(bp, ld, transposed, k, j0 * 16, j1 * 16, e.tiles);
-      });
+      pack_tiles(b, ld, transposed, k, n, e.tiles);
     }
     return e.tiles;
   }
@@ -168,10 +172,7 @@ bool matmul_amx_into(const Tensor& a, const Tensor& b, const Tensor& bias, const
     if (!packing_pays) return false;
     thread_local std::vector<uint32_t> tiles_buf;  // the caller's: every thread reads them
     uint32_t* packed = buffer(tiles_buf, N * K / 2, 16);
-    const auto* bp = static_cast<const uint16_t*>(b.raw_data());
-    parallel_for(0, N / 16, 4, [&](int64_t j0, int64_t j1) {
-      detail::pack_b_tiles(bp, ldb, transposed, K, j0 * 16, j1 * 16, packed);
-    });
+    pack_tiles(b, ldb, transposed, K, N, packed);
     tiles = packed;
   }
   thread_local std::vector<float> bias_buf;
