@@ -393,10 +393,11 @@ Ref expected_linear(const Tensor& x, const Tensor& w) {
 TEST(MatmulAmx, MatchesTheFloat64Product) {
   if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX-BF16";
   // One block and many; sums of 1, 2, 3 and 128 chunks (the epilogue spread over them in
-  // whole and partial shares); 4096-term sums whose b tiles take two passes over c's rows.
+  // whole and partial shares); 4096-term sums whose b tiles take two passes over c's rows
+  // (128 columns and 32).
   for (const AmxCase& cs :
        {AmxCase{2048, 32, 32, true, true, false, kBFloat16}, AmxCase{2048, 96, 160, true, true, false, kBFloat16},
-        AmxCase{2048, 64, 96, false, false, false, kFloat32}, AmxCase{1024, 4096, 96, true, false, false, kBFloat16},
+        AmxCase{2048, 64, 96, false, false, false, kFloat32}, AmxCase{1024, 4096, 160, true, false, false, kBFloat16},
         AmxCase{2048, 256, 64, false, false, true, kBFloat16}, AmxCase{1024, 1024, 64, false, true, true, kFloat32},
         AmxCase{2048, 256, 256, true, true, false, kBFloat16}}) {
     EXPECT_TRUE(amx_product_matches(cs, 91))

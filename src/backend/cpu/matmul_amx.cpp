@@ -190,7 +190,13 @@ bool matmul_amx_into(const Tensor& a, const Tensor& b, const Tensor& bias, const
   const int64_t groups = (M + kRowGroup - 1) / kRowGroup;
   const int64_t want_passes = (get_num_threads() + groups - 1) / groups;
   const int64_t split = (N / kBlock + want_passes - 1) / want_passes * kBlock;
-  const int64_t width = std::min(detail::matmul_amx_pass(N, K), split), passes = (N + width - 1) / width;
+  // Each pass reads a's rows again (from L3: mlp-large's 1024 x 4096 a is 8 MiB), so passes
+  // as wide as half of L2 holds where there are rows enough for every thread twice
+  // (1024 x 4096 x 1024: 1.10-1.17x against a quarter of L2; 2048 x 2048 x 512 1.05-1.12);
+  // with fewer, narrower passes give more tasks, which balance threads running at uneven
+  // rates (128 x 2048 x 512 in 2 tasks, not 4: 0.6x on a busy host).
+  const int64_t pass_bytes = groups >= 2 * get_num_threads() ? int64_t{1} << 20 : int64_t{1} << 19;
+  const int64_t width = std::min(detail::matmul_amx_pass(N, K, pass_bytes), split), passes = (N + width - 1) / width;
   const auto* ap = static_cast<const uint16_t*>(a.raw_data());
   parallel_tasks(passes * groups, [&](int64_t task) {
     thread_local std::vector<float> acc_buf;

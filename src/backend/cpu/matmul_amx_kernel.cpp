@@ -3,7 +3,7 @@
 // rows (16 rows of 32 terms), so only b is packed, once per product (a weight is small next
 // to the activations). Each 32 x 32 block of c takes its whole sum in four accumulator
 // tiles, two a and two b tiles loaded per four products; a's 32 rows stay in L1 while the
-// block walks c's columns, b's tiles come from L2 (columns in chunks of 512 KiB of tiles).
+// block walks c's columns, b's tiles come from L2 (columns in passes of 0.5-1 MiB of tiles).
 // The epilogue (bias, multiplier, rounding) of each block runs between the next block's
 // products, from a second buffer: done after them it costs a third of the products' time.
 // oneDNN 2.6 runs gpt's shapes at ~30 TSC ticks per tile product, this kernel at ~20.
@@ -21,10 +21,10 @@
 
 namespace tc::cpu::detail {
 
-// Columns per pass over the rows: their b tiles, 512 KiB at most, stay in L2.
-int64_t matmul_amx_pass(int64_t n, int64_t k) {
+// Columns per pass over the rows: their b tiles, pass_bytes at most, stay in L2.
+int64_t matmul_amx_pass(int64_t n, int64_t k, int64_t pass_bytes) {
   constexpr int64_t kBlock = 32;
-  const int64_t cols = (int64_t{1} << 18) / k / kBlock * kBlock;
+  const int64_t cols = pass_bytes / 2 / k / kBlock * kBlock;
   return cols < kBlock ? kBlock : cols < n ? cols : n;
 }
 

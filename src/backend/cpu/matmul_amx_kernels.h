@@ -20,7 +20,7 @@ void pack_b_tiles(const uint16_t* b, int64_t ld, bool transposed, int64_t k, int
 // a's bfloat16 rows (lda elements apart, the k terms contiguous) and b's packed tiles; the
 // float32 sums rounded once, to bfloat16 (c_bf16; mul bfloat16 too) or not (float32 c and
 // mul). Each element is summed in the order of k, 32 terms at a time, whatever the block.
-// For speed n1 - n0 <= matmul_amx_pass(n, k): b's tiles for those columns stay in L2 while
+// For speed n1 - n0 <= matmul_amx_pass(n, k, bytes): b's tiles for those columns stay in L2 while
 // the rows walk them. acc: 2048 floats, 64-byte aligned.
 struct MatmulAmxRows {
   const uint16_t* a;
@@ -35,7 +35,7 @@ struct MatmulAmxRows {
   bool c_bf16;
   float* acc;
 };
-int64_t matmul_amx_pass(int64_t n, int64_t k);
+int64_t matmul_amx_pass(int64_t n, int64_t k, int64_t pass_bytes);
 void matmul_amx_rows(const MatmulAmxRows& r);
 
 }  // namespace tc::cpu::detail
