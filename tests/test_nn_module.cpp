@@ -428,3 +428,56 @@ TEST(NNModule, BatchNormBatchCountIsExactAndSaturates) {
   bn(x);
   EXPECT_EQ(count.data_ptr<int64_t>()[0], std::numeric_limits<int64_t>::max());
 }
+
+TEST(NNModule, SequentialRunsLinearAndGeluAsOneOpWithTheSameBits) {
+  // Linear then GELU run as linear_activation where it gives the pair's bits (16-bit
+  // products: under autocast, or of bfloat16 input), with and without a graph (recorded:
+  // the composition, the same gradients); the profile shows which ran. 512 rows: the AMX kernel's epilogue looks the
+  // GELU up where the CPU has AMX and the weights' tiles are kept (the later forward passes).
+  tc::manual_seed(31);
+  nn::Sequential model(nn::Linear(64, 96), nn::GELU(), nn::Linear(96, 64),
+                       nn::GELU(nn::GELUOptions().approximate("tanh")), nn::Linear(64, 8));
+  auto modules_one_by_one = [&](const Tensor& x) {  // forward with a callback runs them so
+    return model->forward(x, [](size_t, const Tensor& y) { return y; });
+  };
+  auto ran = [](const std::function<Tensor()>& f, Tensor* out) {
+    tc::profiler::Profile prof;
+    *out = f();
+    prof.stop();
+    std::map<std::string, int64_t> calls;
+    for (const tc::profiler::OpStat& st : prof.key_averages()) calls[st.name] = st.calls;
+    return calls;
+  };
+  const Tensor x = uniform({512, 64}, kFloat32, -2, 2, 32);
+  for (bool grad : {false, true})
+    for (int mode = 0; mode < 3; ++mode) {  // float32, autocast bf16, bfloat16 input
+      SCOPED_TRACE(std::string(grad ? "with" : "without") + " a graph, mode " + std::to_string(mode));
+      std::optional<tc::NoGradGuard> no_grad;
+      if (!grad) no_grad.emplace();
+      std::optional<tc::amp::AutocastGuard> autocast;
+      if (mode == 1) autocast.emplace(tc::kCPU, tc::kBFloat16);
+      if (mode == 2) model->to(tc::kBFloat16);
+      const Tensor in = mode == 2 ? x.to(tc::kBFloat16) : x;
+      for (int pass = 0; pass < 3; ++pass) {
+        Tensor fused, separate;
+        const auto calls = ran([&] { return model->forward(in); }, &fused);
+        ran([&] { return modules_one_by_one(in); }, &separate);
+        EXPECT_TRUE(tc::testing::bits_equal(fused, separate)) << "pass " << pass;
+        if (grad) {  // recorded, the op is the composition: the same gradients
+          std::vector<Tensor> grads[2];
+          for (int which = 0; which < 2; ++which) {
+            model->zero_grad();
+            (which == 0 ? fused : separate).to(tc::kFloat32).sum().backward();
+            for (const Tensor& p : model->parameters()) grads[which].push_back(p.grad().clone());
+          }
+          for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_TRUE(tc::testing::bits_equal(grads[0][i], grads[1][i]));
+        }
+        const bool one_op = mode != 0;
+        EXPECT_EQ(calls.count("linear_activation") ? calls.at("linear_activation") : 0, one_op ? 2 : 0);
+        EXPECT_EQ(calls.count("gelu") ? calls.at("gelu") : 0, one_op ? 0 : 2);
+      }
+      if (mode == 2) model->to(tc::kFloat32);
+    }
+  // Input of the wrong width: Linear's own error.
+  expect_error([&] { model->forward(uniform({4, 63}, kFloat32, -1, 1, 33)); }, {"Linear(64, 96) expects input"});
+}

@@ -2,7 +2,10 @@
 // the layers that are one op plus their parameters.
 #include <cmath>
 #include <ostream>
+#include <string_view>
+#include <typeinfo>
 
+#include "tensorcast/amp/autocast.h"
 #include "tensorcast/nn/activation.h"
 #include "tensorcast/nn/container.h"
 #include "tensorcast/nn/conv.h"
@@ -145,10 +148,40 @@ void EmbeddingImpl::pretty_print(std::ostream& os) const {
 }
 
 // ---------------------------------------------------------------- Sequential
+namespace {
+
+// For a Linear at `at` followed by a GELU (exactly those classes, whose forwards are the
+// linear and gelu ops): the GELU's linear_activation name where that op gives the pair's
+// bits for input x (a 16-bit product, under autocast or of 16-bit input, whose GELU is
+// looked up in the table the gelu op reads; a float32 GELU would be oneDNN's erf), else
+// empty. x of another width is left to Linear's forward, which says what is wrong.
+std::string_view fusable(const std::vector<std::shared_ptr<Module>>& modules, size_t at, const Tensor& x) {
+  if (at + 1 >= modules.size() || typeid(*modules[at]) != typeid(LinearImpl) ||
+      typeid(*modules[at + 1]) != typeid(GELUImpl))
+    return {};
+  const auto& linear = static_cast<const LinearImpl&>(*modules[at]);
+  if (!x.defined() || x.dim() < 1 || x.size(-1) != linear.options.in_features()) return {};
+  if (!is_reduced_float(x.dtype()) && !(x.device().is_cpu() && amp::is_autocast_enabled(kCPU))) return {};
+  return static_cast<const GELUImpl&>(*modules[at + 1]).options.approximate() == "tanh" ? "gelu_tanh" : "gelu";
+}
+
+}  // namespace
+
+// A Linear and the GELU after it run as one linear_activation: without a graph the GELU is
+// looked up as the AMX kernel writes the product (no pass of its own over it), or in place
+// after it; recorded it is the composition.
 Tensor SequentialImpl::forward(const Tensor& input) {
   TC_CHECK(!forwards_.empty(), "nn", "Sequential::forward called on an empty Sequential");
   Tensor x = input;
-  for (auto& f : forwards_) x = f(x);
+  for (size_t i = 0; i < forwards_.size(); ++i) {
+    if (const std::string_view act = fusable(modules_, i, x); !act.empty()) {
+      const auto& linear = static_cast<const LinearImpl&>(*modules_[i]);
+      x = tc::linear_activation(x, linear.weight, linear.bias, act);
+      ++i;
+      continue;
+    }
+    x = forwards_[i](x);
+  }
   return x;
 }
 

@@ -61,7 +61,8 @@ void check_product(const char* op, const Tensor& a, const Tensor& b, const Tenso
 // CPU GEMM, c = act(a @ b + bias) * mul; *applied says whether it ran (cpu::matmul_into).
 Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias, const char* op,
                std::optional<DType> out_dtype = std::nullopt, cpu::Activation act = cpu::Activation::kNone,
-               bool* applied = nullptr, const Tensor& mul = Tensor()) {
+               bool* applied = nullptr, const Tensor& mul = Tensor(),
+               cpu::Activation rounded_act = cpu::Activation::kNone) {
   const int64_t nd = std::max(a.dim(), b.dim());
   const Tensor ap = pad_dims(a, nd), bp = pad_dims(b, nd);
   Shape out(static_cast<size_t>(nd));
@@ -70,11 +71,11 @@ Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias, const char*
   out[nd - 1] = bp.size(-1);
   Tensor c = make_tensor(out, out_dtype.value_or(a.dtype()), a.device());
   const Tensor ad = ap.detach(), bd = bp.detach(), biasd = bias.defined() ? bias.detach() : Tensor();
-  bool done = act == cpu::Activation::kNone && !mul.defined();
+  bool done = act == cpu::Activation::kNone && !mul.defined() && rounded_act == cpu::Activation::kNone;
   if (c.device().is_cuda())
     gpu::matmul_into(ad, bd, biasd, c, op);
   else
-    done = cpu::matmul_into(ad, bd, biasd, c, op, act, mul);
+    done = cpu::matmul_into(ad, bd, biasd, c, op, act, mul, rounded_act);
   if (applied != nullptr) *applied = done;
   return c;
 }
@@ -272,10 +273,11 @@ Tensor apply(cpu::Activation act, const Tensor& h) {
 // The composition (what autograd records, and what every path computes) is
 // activation(linear(input, weight, bias)). Without a graph to record, the CPU runs ReLU,
 // and GELU on float32, as the GEMM's post-op on the float32 accumulators: one pass over the
-// output instead of two. A 16-bit GELU is looked up in place in the GEMM's rounded output
+// output instead of two. A 16-bit GELU is looked up in the GEMM's rounded output
 // (activation.h's table: a load per value, where the epilogue's erf cost ~20 % of the
 // GEMM at gpt's shape), which gives the training forward's bits, rounded twice as PyTorch's
-// linear then gelu.
+// linear then gelu: by the AMX kernel's epilogue as it writes each block (no pass of its
+// own), else in place after the product.
 Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor& bias, std::string_view activation) {
   const char* op = "linear_activation";
   const cpu::Activation act = parse_activation(op, activation);
@@ -284,11 +286,16 @@ Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor
     return apply(act, impl::linear(input, weight, bias));
   const bool by_table = act != cpu::Activation::kRelu && (input.dtype() == kBFloat16 || input.dtype() == kFloat16);
   bool applied = false;
-  const Tensor h = product(as_rows(input), weight.detach().t(), bias.defined() ? bias.detach() : Tensor(), op,
-                           std::nullopt, by_table ? cpu::Activation::kNone : act, &applied)
-                       .view(with_last(input.sizes(), weight.size(0)));
-  if (by_table) cpu::activation_value(h, h, act);
-  return applied || by_table ? h : apply(act, h);
+  const Tensor h =
+      product(as_rows(input), weight.detach().t(), bias.defined() ? bias.detach() : Tensor(), op, std::nullopt,
+              by_table ? cpu::Activation::kNone : act, &applied, Tensor(), by_table ? act : cpu::Activation::kNone)
+          .view(with_last(input.sizes(), weight.size(0)));
+  if (applied) return h;
+  if (by_table) {
+    cpu::activation_value(h, h, act);
+    return h;
+  }
+  return apply(act, h);
 }
 
 // linear(activation(linear(x, W1, b1)), W2, b2). Without a graph: linear_activation then

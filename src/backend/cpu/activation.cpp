@@ -210,6 +210,12 @@ void lookup_value(const uint32_t* table, const uint16_t* h, uint16_t* y, int64_t
 
 }  // namespace
 
+const uint32_t* activation_table(Activation act, DType dt) {
+  TC_CHECK(act != Activation::kNone && is_16bit_float(dt), "activation_table",
+           "expected an activation and a 16-bit floating dtype, got ", dtype_name(dt));
+  return value_grad_table(act, dt);
+}
+
 void activation_value(const Tensor& y, const Tensor& h, Activation act) {
   TC_CHECK(act != Activation::kNone && y.is_contiguous() && h.is_contiguous() && y.dtype() == h.dtype() &&
                y.numel() == h.numel() && is_16bit_float(h.dtype()) && h.device().is_cpu(),

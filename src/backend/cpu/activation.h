@@ -29,4 +29,9 @@ void activation_and_derivative(const Tensor& y, const Tensor& h, Activation act)
 // activation_and_derivative reads: the same bits as its y.
 void activation_value(const Tensor& y, const Tensor& h, Activation act);
 
+// That table for act (not kNone) and a 16-bit dt: 2^16 entries, entry b holding act's bits
+// in its low half and act''s in its high for the value of bit pattern b (made on first use,
+// kept for the process).
+const uint32_t* activation_table(Activation act, DType dt);
+
 }  // namespace tc::cpu

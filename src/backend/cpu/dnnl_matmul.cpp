@@ -430,7 +430,7 @@ void clear_matmul_cache() {
 }
 
 bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& c, const char* op,
-                 Activation act, const Tensor& mul_in) {
+                 Activation act, const Tensor& mul_in, Activation rounded_act) {
   if (c.numel() == 0) return true;
   const DType dt = c.dtype();
   if (a_in.size(-1) == 0) {  // an empty sum: the bias, or zeros
@@ -438,9 +438,12 @@ bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
       copy_into(c, bias);
     else
       fill_zero(c);
-    return act == Activation::kNone && !mul_in.defined();
+    return act == Activation::kNone && !mul_in.defined() && rounded_act == Activation::kNone;
   }
-  const bool fuse = act != Activation::kNone || mul_in.defined();
+  TC_CHECK(rounded_act == Activation::kNone || (act == Activation::kNone && !mul_in.defined()), op,
+           "an activation after rounding goes with no other epilogue");
+  const bool fuse = act != Activation::kNone || mul_in.defined() || rounded_act != Activation::kNone;
+  const bool plain = rounded_act == Activation::kNone;  // what oneDNN's epilogues can apply
   const Tensor a = canonical(a_in), b = canonical(b_in);
   if (gemv_into(a, b, bias, c)) return !fuse;  // a few rows: the weight streamed once
   if (dt == kFloat64) {
@@ -458,14 +461,16 @@ bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
     const bool wide = a.dtype() != b.dtype() || (cpu_gemm16_path(d16) == Gemm16::kFloat32 &&
                                                  (get_cpu_gemm16() == Gemm16::kFloat32 || worth_widening(a, b, c)));
     if (!wide && !fuse && !bias.defined() && weight_grad_into(a, b, c)) return true;
-    if (!wide && act == Activation::kNone && matmul_amx_into(a, b, bias, c, mul)) return true;
+    if (!wide && act == Activation::kNone && (plain || dt == kBFloat16) &&
+        matmul_amx_into(a, b, bias, c, mul, plain ? nullptr : activation_table(rounded_act, dt)))
+      return true;
     if (!wide)
       if (const std::optional<bool> applied =
               run_dnnl_fused(copy_transposed_a(a, c) ? as_contiguous(a) : a, b, bias, c, op, act, mul))
-        return *applied;
-    return run_widened(a, b, bias, c, op, act, mul);
+        return *applied && plain;
+    return run_widened(a, b, bias, c, op, act, mul) && plain;
   }
-  if (const std::optional<bool> applied = run_dnnl_fused(a, b, bias, c, op, act, mul)) return *applied;
+  if (const std::optional<bool> applied = run_dnnl_fused(a, b, bias, c, op, act, mul)) return *applied && plain;
   // oneDNN refused these strides: retry once on dense copies.
   const Tensor cc = c.is_contiguous() ? c : make_tensor(c.sizes(), dt);
   const Tensor bc = bias.defined() ? as_contiguous(bias) : Tensor();

@@ -26,8 +26,14 @@ namespace tc::cpu {
 // or of c's shape (any floating dtype and strides). Returns false when an epilogue was asked
 // for and not applied (float64, the matrix-vector kernel, k == 0, a problem oneDNN fuses
 // nothing into): c then holds the plain product and the caller applies the epilogue.
+//
+// rounded_act (with act kNone and no mul): an activation of c's 16-bit values after their
+// rounding, by activation_table (activation_value's bits: linear then the activation, as
+// PyTorch rounds them), applied where the AMX kernel takes the product; returns false
+// where it was not (the caller then runs activation_value over c).
 bool matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const char* op,
-                 Activation act = Activation::kNone, const Tensor& mul = Tensor());
+                 Activation act = Activation::kNone, const Tensor& mul = Tensor(),
+                 Activation rounded_act = Activation::kNone);
 
 // t widened to float32 when 16-bit products of its dtype run on the float32 kernel (so an
 // operand used by several products is widened once), else t itself.

@@ -151,7 +151,8 @@ class KeptTiles {
 
 void set_matmul_amx(bool allowed) { amx_allowed.store(allowed, std::memory_order_relaxed); }
 
-bool matmul_amx_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const Tensor& mul) {
+bool matmul_amx_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const Tensor& mul,
+                     const uint32_t* act_table) {
   if (!amx_allowed.load(std::memory_order_relaxed) || !cpu_features().amx_bf16) return false;
   if (a.dim() != 2 || b.dim() != 2 || c.dim() != 2) return false;
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
@@ -161,6 +162,7 @@ bool matmul_amx_into(const Tensor& a, const Tensor& b, const Tensor& bias, const
   const DType dt = c.dtype();
   if ((dt != kBFloat16 && dt != kFloat32) || !unit_cols(c, dt, M, N)) return false;
   if (mul.defined() && !unit_cols(mul, dt, M, N)) return false;
+  if (act_table != nullptr && (dt != kBFloat16 || mul.defined())) return false;
   if (bias.defined() && (bias.dim() != 1 || bias.dtype() != kBFloat16 || bias.numel() != N)) return false;
 
   const bool packing_pays = M >= kMinRows && (M >= kShortSumRows || K >= kLongSum);
@@ -204,7 +206,7 @@ bool matmul_amx_into(const Tensor& a, const Tensor& b, const Tensor& bias, const
     const int64_t n0 = task / groups * width, m0 = task % groups * kRowGroup;
     detail::matmul_amx_rows({ap, a.stride(0), tiles, K, m0, std::min(M, m0 + kRowGroup), n0, std::min(N, n0 + width),
                              bias_f, mul.defined() ? mul.raw_data() : nullptr, mul.defined() ? mul.stride(0) : 0,
-                             c.raw_data(), c.stride(0), dt == kBFloat16, acc});
+                             act_table, c.raw_data(), c.stride(0), dt == kBFloat16, acc});
   });
   return true;
 }

@@ -20,7 +20,11 @@ namespace tc::cpu {
 // the thread count (the threads split c's rows and columns), so the bits do not depend on
 // it. Memory written without the library's knowledge (through data_ptr, without
 // increment_version) must not be read here as b: its kept tiles would be stale.
-bool matmul_amx_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const Tensor& mul);
+// act_table (activation.h's activation_table), with bfloat16 c and no mul: c's rounded
+// values looked up in it as the products' epilogue writes them (an activation of the
+// product's bits, as a separate activation_value pass gives, in no pass of its own).
+bool matmul_amx_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c, const Tensor& mul,
+                     const uint32_t* act_table = nullptr);
 
 // Whether matmul_amx_into may run (default true; false: oneDNN takes every product, for
 // tests and comparisons).

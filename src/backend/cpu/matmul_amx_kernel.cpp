@@ -41,11 +41,20 @@ __m512 widen_bf16(const uint16_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
 }
 
+// 16 floats rounded to bfloat16 (the library's rounding, subnormals kept), then, with a
+// table, replaced by its entries' low halves: an activation of the rounded values.
+void store_bf16_looked_up(uint16_t* out, __m512 x, const uint32_t* table) {
+  __m256i bits = ::tc::detail::f32_to_bf16_hw(_mm512_castps_si512(x));
+  if (table) bits = _mm512_cvtepi32_epi16(_mm512_i32gather_epi32(_mm512_cvtepu16_epi32(bits), table, 4));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), bits);
+}
+
 // Rows [r0, r1) of a finished 32 x 32 block (acc, rows of 32 floats) into c at its block's
-// first element, with the bias (its 32 columns' values) and the multiplier added.
+// first element, with the bias (its 32 columns' values) and the multiplier added, and
+// bfloat16 c's values looked up in the table where there is one.
 template <bool kBf16>
-void epilogue(const float* acc, const float* bias, const void* mul, int64_t ldmul, void* c, int64_t ldc, int64_t r0,
-              int64_t r1) {
+void epilogue(const float* acc, const float* bias, const void* mul, int64_t ldmul, const uint32_t* table, void* c,
+              int64_t ldc, int64_t r0, int64_t r1) {
   const __m512 b_lo = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
   const __m512 b_hi = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
   for (int64_t r = r0; r < r1; ++r) {
@@ -58,8 +67,8 @@ void epilogue(const float* acc, const float* bias, const void* mul, int64_t ldmu
         hi = _mm512_mul_ps(hi, widen_bf16(m + 16));
       }
       uint16_t* out = static_cast<uint16_t*>(c) + r * ldc;
-      store_bf16(out, lo);  // the library's rounding, subnormals kept
-      store_bf16(out + 16, hi);
+      store_bf16_looked_up(out, lo, table);
+      store_bf16_looked_up(out + 16, hi, table);
     } else {
       if (mul) {
         const float* m = static_cast<const float*>(mul) + r * ldmul;
@@ -83,7 +92,7 @@ void rows(const MatmulAmxRows& p) {
   const auto pending = [&](int64_t r0, int64_t r1) {
     const int64_t at_mul = done_i * p.ldmul + done_j, at_c = done_i * p.ldc + done_j;
     epilogue<kBf16>(p.acc + (half ^ 1) * kAccFloats, p.bias ? p.bias + done_j : nullptr,
-                    p.mul ? static_cast<const char*>(p.mul) + at_mul * esize : nullptr, p.ldmul,
+                    p.mul ? static_cast<const char*>(p.mul) + at_mul * esize : nullptr, p.ldmul, p.table,
                     static_cast<char*>(p.c) + at_c * esize, p.ldc, r0, r1);
   };
   configure_tiles();

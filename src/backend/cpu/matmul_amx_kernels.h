@@ -30,6 +30,8 @@ struct MatmulAmxRows {
   const float* bias;  // c's n floats, or null
   const void* mul;    // or null
   int64_t ldmul;
+  const uint32_t* table;  // null, or with bfloat16 c and no mul: c's rounded values replaced by
+                          // these entries' low halves (activation.h's activation_table)
   void* c;
   int64_t ldc;
   bool c_bf16;
