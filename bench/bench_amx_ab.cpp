@@ -4,12 +4,14 @@
 // side-by-side figures compare. Plain C++ (no Google Benchmark); internal headers, hence the
 // src/ include path.
 //
-//   bench_amx_ab products   each product of gpt d=256 (2048 tokens) and d=512 (1024) training
+//   bench_amx_ab products [KINDS]
+//                           each product of gpt d=256 (2048 tokens) and d=512 (1024) training
 //                           (the weight written between products, as an optimizer step
 //                           does: its tiles packed each time), and of inference (the weight
 //                           unchanged: its tiles kept) at batch 1 and 16 and mlp-large B=1024:
 //                           best of 60 runs each way, 4 at a time alternating, and the
-//                           largest difference between the two results
+//                           largest difference between the two results; KINDS: only the
+//                           products of these kinds (f, d, w, i: see Product below)
 //   bench_amx_ab step [W L T B STEPS]
 //                           gpt bf16 training steps (AdamW, autocast), the kernels on and off
 //                           on alternate steps: medians and fastest of each (default 256 4 128 16 40)
@@ -51,22 +53,25 @@ struct Product {
   char kind;
 };
 
-void products() {
+void products(const char* kinds) {
   const std::vector<Product> shapes = {{"d256 qkv", 2048, 256, 768, 'f'},     {"d256 proj", 2048, 256, 256, 'f'},
                                        {"d256 fc", 2048, 256, 1024, 'f'},     {"d256 fc2", 2048, 1024, 256, 'f'},
                                        {"d256 dX qkv", 2048, 768, 256, 'd'},  {"d256 dX fc", 2048, 1024, 256, 'd'},
                                        {"d256 dX fc2", 2048, 256, 1024, 'd'}, {"d256 dW qkv", 768, 2048, 256, 'w'},
                                        {"d256 dW fc", 1024, 2048, 256, 'w'},  {"d512 fc2", 1024, 2048, 512, 'f'},
                                        {"d512 dX fc", 1024, 2048, 512, 'd'},  {"d512 dX qkv", 1024, 1536, 512, 'd'},
-                                       {"d512 dW proj", 512, 1024, 512, 'w'}, {"b1 qkv", 128, 256, 768, 'i'},
-                                       {"b1 proj", 128, 256, 256, 'i'},       {"b1 fc", 128, 256, 1024, 'i'},
-                                       {"b1 fc2", 128, 1024, 256, 'i'},       {"b16 fc", 2048, 256, 1024, 'i'},
-                                       {"b16 fc2", 2048, 1024, 256, 'i'},     {"mlpL fc", 1024, 1024, 4096, 'i'},
-                                       {"mlpL fc2", 1024, 4096, 1024, 'i'}};
+                                       {"d512 dW proj", 512, 1024, 512, 'w'}, {"d512 dW qkv", 1536, 1024, 512, 'w'},
+                                       {"d512 dW fc", 2048, 1024, 512, 'w'},  {"d512 dW fc2", 512, 1024, 2048, 'w'},
+                                       {"mlpL dW fc", 4096, 1024, 1024, 'w'}, {"mlpL dW fc2", 1024, 1024, 4096, 'w'},
+                                       {"b1 qkv", 128, 256, 768, 'i'},        {"b1 proj", 128, 256, 256, 'i'},
+                                       {"b1 fc", 128, 256, 1024, 'i'},        {"b1 fc2", 128, 1024, 256, 'i'},
+                                       {"b16 fc", 2048, 256, 1024, 'i'},      {"b16 fc2", 2048, 1024, 256, 'i'},
+                                       {"mlpL fc", 1024, 1024, 4096, 'i'},    {"mlpL fc2", 1024, 4096, 1024, 'i'}};
   std::printf(
       "| product | m x k x n | oneDNN ms | tensorcast's kernel ms | speed-up | max difference "
       "|\n|---|---|---|---|---|---|\n");
   for (const Product& s : shapes) {
+    if (kinds != nullptr && std::string(kinds).find(s.kind) == std::string::npos) continue;
     const bool weight_grad = s.kind == 'w';
     // a (m, k) and b (k, n) as the layers hold them: the forward's b is w^T, the weight
     // gradient's a is g^T (g: tokens x out).
@@ -148,7 +153,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (what == "products") {
-      products();
+      products(argc > 2 ? argv[2] : nullptr);
     } else if (what == "step" || what == "infer") {
       const bool inference = what == "infer";
       auto arg = [&](int i, int64_t d) { return argc > i ? std::atoll(argv[i]) : d; };

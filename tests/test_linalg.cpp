@@ -265,12 +265,14 @@ Tensor weight_grad(const Tensor& g, const Tensor& x) {
 TEST(WeightGrad, MatchesTheFloat64Product) {
   if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX-BF16";
   // Sums of whole and partial 32-term chunks; c split by rows (m >= n) and by columns, in
-  // odd and even numbers of 32 x 32 blocks; g and x with rows longer than their columns.
+  // odd and even numbers of 32 x 32 blocks; g and x with rows longer than their columns; a
+  // c of more than 2^18 outputs, in parts of 256 rows (the last of 32) by 512 columns (the
+  // last of 32).
   struct Case {
     int64_t k, m, n, g_row, x_row;
   };
   for (const Case& cs : {Case{512, 32, 32, 32, 32}, Case{1000, 96, 64, 96, 64}, Case{2049, 64, 160, 100, 200},
-                         Case{520, 256, 32, 300, 40}, Case{2048, 768, 256, 768, 256}}) {
+                         Case{520, 256, 32, 300, 40}, Case{2048, 768, 256, 768, 256}, Case{520, 800, 544, 820, 560}}) {
     const std::string what = "k " + std::to_string(cs.k) + " m " + std::to_string(cs.m) + " n " + std::to_string(cs.n);
     // Rows past k hold values too: a kernel that read them would be off by far more than
     // float32 accumulation.
@@ -293,7 +295,8 @@ TEST(WeightGrad, MatchesTheFloat64Product) {
 TEST(WeightGrad, ResultsDoNotDependOnTheThreadCount) {
   if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX-BF16";
   const int saved = get_num_threads();
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{192, 64}, {64, 192}}) {  // split by rows, by columns
+  // split by rows, by columns, in parts
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{192, 64}, {64, 192}, {800, 544}}) {
     const Tensor g = uniform({1500, m}, kBFloat16, -1, 1, 83), x = uniform({1500, n}, kBFloat16, -1, 1, 84);
     auto sums = [&] {
       const Tensor c = empty({m, n}, kFloat32), s = empty({m}, kFloat32);
@@ -325,8 +328,8 @@ TEST(WeightGrad, OtherProductsAreLeftToOneDnn) {
   EXPECT_FALSE(cpu::weight_grad_into(g.t().contiguous(), x, c));                              // g^T row-major
   EXPECT_FALSE(cpu::weight_grad_into(g.t(), uniform({1024, 64}, kFloat16), c));
   EXPECT_FALSE(cpu::weight_grad_into(g.t(), x, c, empty({32}, kFloat32)));  // sums of the wrong size
-  EXPECT_FALSE(cpu::weight_grad_into(uniform({1024, 1024}, kBFloat16).t(), uniform({1024, 512}, kBFloat16),
-                                     empty({1024, 512}, kFloat32)));  // 2^19 outputs
+  EXPECT_TRUE(cpu::weight_grad_into(uniform({1024, 1024}, kBFloat16).t(), uniform({1024, 512}, kBFloat16),
+                                    empty({1024, 512}, kFloat32)));  // 2^19 outputs: in parts
   cpu::set_weight_grad_amx(false);
   EXPECT_FALSE(cpu::weight_grad_into(g.t(), x, c));
   cpu::set_weight_grad_amx(true);

@@ -10,9 +10,10 @@ namespace tc::cpu {
 // c = a @ b for bfloat16 a (m, k), read transposed (a.stride(0) == 1: g^T of a row-major
 // g), bfloat16 b (k, n) and float32 c (m, n), both with unit column strides, no bias, on
 // AMX (backend/cpu/weight_grad_amx.cpp) where it applies and beats oneDNN: the CPU has
-// AMX-BF16, m and n are multiples of 32, k >= 512 and m n <= 2^18. Returns false (c
-// untouched) elsewhere. Each element is summed in the order of k whatever the thread
-// count (the threads split c), so the bits do not depend on it.
+// AMX-BF16, m and n are multiples of 32 and k >= 512 (a c of more than 2^18 elements in
+// parts of at most that many). Returns false (c untouched) elsewhere. Each element is
+// summed in the order of k whatever the thread count (the threads split c), so the bits
+// do not depend on it.
 // col_sums (undefined: not wanted): float32 (m), contiguous: also each row of a summed, a
 // bias's gradient (the column sums of g), in the same pass over a's tiles.
 bool weight_grad_into(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& col_sums = Tensor());
