@@ -57,9 +57,13 @@ class SequentialImpl : public Module {
     push_back(holder.ptr());
   }
 
+  // Each module's forward in turn; a Linear followed by a GELU runs as one
+  // linear_activation where that gives the pair's bits (a 16-bit product: under autocast
+  // or of 16-bit input), so that without a graph the GELU is applied as the product is
+  // written (the profiler then shows linear_activation, not linear and gelu).
   Tensor forward(const Tensor& input);
   // forward, passing each module's output through after(index, output) before the next
-  // module (e.g. tc::amp::NumericsReport::watch on every layer's output).
+  // module (e.g. tc::amp::NumericsReport::watch on every layer's output); nothing fused.
   Tensor forward(const Tensor& input, const std::function<Tensor(size_t, const Tensor&)>& after);
 
   size_t size() const noexcept { return modules_.size(); }
