@@ -478,6 +478,7 @@ TEST(NNModule, SequentialRunsLinearAndGeluAsOneOpWithTheSameBits) {
       }
       if (mode == 2) model->to(tc::kFloat32);
     }
-  // Input of the wrong width: Linear's own error.
+  // Input of the wrong width or dtype: Linear's own errors.
   expect_error([&] { model->forward(uniform({4, 63}, kFloat32, -1, 1, 33)); }, {"Linear(64, 96) expects input"});
+  expect_error([&] { model->forward(uniform({4, 64}, tc::kBFloat16, -1, 1, 34)); }, {"[linear]"});
 }

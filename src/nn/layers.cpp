@@ -154,14 +154,17 @@ namespace {
 // linear and gelu ops): the GELU's linear_activation name where that op gives the pair's
 // bits for input x (a 16-bit product, under autocast or of 16-bit input, whose GELU is
 // looked up in the table the gelu op reads; a float32 GELU would be oneDNN's erf), else
-// empty. x of another width is left to Linear's forward, which says what is wrong.
+// empty. x of another width or dtype is left to Linear's forward, which says what is wrong.
 std::string_view fusable(const std::vector<std::shared_ptr<Module>>& modules, size_t at, const Tensor& x) {
   if (at + 1 >= modules.size() || typeid(*modules[at]) != typeid(LinearImpl) ||
       typeid(*modules[at + 1]) != typeid(GELUImpl))
     return {};
   const auto& linear = static_cast<const LinearImpl&>(*modules[at]);
   if (!x.defined() || x.dim() < 1 || x.size(-1) != linear.options.in_features()) return {};
-  if (!is_reduced_float(x.dtype()) && !(x.device().is_cpu() && amp::is_autocast_enabled(kCPU))) return {};
+  const bool autocast = x.device().is_cpu() && amp::is_autocast_enabled(kCPU);
+  const bool same_dtypes =
+      x.dtype() == linear.weight.dtype() && (!linear.bias.defined() || linear.bias.dtype() == linear.weight.dtype());
+  if (!autocast && !(is_reduced_float(x.dtype()) && same_dtypes)) return {};
   return static_cast<const GELUImpl&>(*modules[at + 1]).options.approximate() == "tanh" ? "gelu_tanh" : "gelu";
 }
 
