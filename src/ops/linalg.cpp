@@ -58,7 +58,8 @@ void check_product(const char* op, const Tensor& a, const Tensor& b, const Tenso
 // a @ b (+ bias) with batch broadcasting, into a new contiguous tensor; not recorded.
 // out_dtype: c's dtype; a wider one than a's (fp32 for bf16 inputs) makes oneDNN write
 // the float32 accumulators without rounding them to 16 bits. act, mul: an epilogue for the
-// CPU GEMM, c = act(a @ b + bias) * mul; *applied says whether it ran (cpu::matmul_into).
+// CPU GEMM, c = act(a @ b + bias) * mul; or rounded_act, an activation of the rounded c
+// (cpu::matmul_into's); *applied says whether it ran.
 Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias, const char* op,
                std::optional<DType> out_dtype = std::nullopt, cpu::Activation act = cpu::Activation::kNone,
                bool* applied = nullptr, const Tensor& mul = Tensor(),

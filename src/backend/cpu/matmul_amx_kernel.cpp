@@ -3,9 +3,11 @@
 // rows (16 rows of 32 terms), so only b is packed, once per product (a weight is small next
 // to the activations). Each 32 x 32 block of c takes its whole sum in four accumulator
 // tiles, two a and two b tiles loaded per four products; a's 32 rows stay in L1 while the
-// block walks c's columns, b's tiles come from L2 (columns in passes of 0.5-1 MiB of tiles).
-// The epilogue (bias, multiplier, rounding) of each block runs between the next block's
-// products, from a second buffer: done after them it costs a third of the products' time.
+// block walks c's columns (for sums of up to ~512 terms; longer ones read them from L2),
+// b's tiles come from L2 (columns in passes of 0.5-1 MiB of tiles). The epilogue (bias,
+// multiplier, rounding, an optional activation lookup) of each block runs between the next
+// block's products, from a second buffer: done after them it costs a third of the
+// products' time.
 // oneDNN 2.6 runs gpt's shapes at ~30 TSC ticks per tile product, this kernel at ~20.
 //
 // Compiled with -mamx-tile -mamx-bf16 besides AVX-512: plain pointers in, helpers in
