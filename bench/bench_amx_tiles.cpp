@@ -19,7 +19,8 @@
 //               apart), b's tiles from L2
 //   + epilogue, c in L2   the same with the kernel's epilogue: each finished block's sums plus a
 //               bias, rounded to bfloat16 and stored into c (rows n apart), 32 rows spread
-//               over the next block's chunks; c written again by every run, so in L2
+//               over the next block's chunks; c written again by every run (in L2 where
+//               it fits: 1 MiB for n = 1024)
 //   + epilogue  the same with c rotating among 8 copies, so that it leaves L2 between runs
 //               as a layer's output does (its stores miss)
 //   slabs       sums in slabs of 1024 terms outside the rows, partial sums in float32 (a
