@@ -39,6 +39,8 @@
 #include <cstring>
 #include <vector>
 
+// Its own few tile helpers rather than amx_tiles.h's, which need the whole file compiled for
+// AMX: here only these functions are, so that main runs on any x86-64 CPU and says so.
 #define TC_AMX __attribute__((target("avx512f,avx512bw,avx512bf16,amx-tile,amx-bf16")))
 
 namespace {
