@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Downloads the Debian 12 packages that the GPU machine's build lacks into .carry/debs
-# (ignored by git), for bench/device/check.sh to unpack there (docs/cuda.md, "Running the
-# device check"). That machine has a compiler, CMake, ninja, nvcc and PyTorch but none of
-# these libraries and no network, so they travel with the call (`carry: [".carry"]`).
+# Downloads the Debian 12 packages that bench/device/check.sh's build needs beyond a
+# compiler, CMake, ninja, nvcc and PyTorch into .carry/debs (ignored by git), for check.sh
+# to unpack on the GPU machine (docs/cuda.md, "Running the GPU check"). On a GPU machine
+# with network, run it there; for one without network, run it on any Debian 12 machine
+# and copy .carry with the tree.
 #
 #   sudo bash scripts/device-carry.sh
 #
@@ -11,8 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# What scripts/deps.sh installs for the build, less what the GPU machine has (compiler,
-# CMake, ninja) and what check.sh leaves out (MPI: -DTC_DIST=OFF), plus Fashion-MNIST for
+# What scripts/deps.sh installs for the build, less what check.sh expects on the GPU
+# machine (compiler, CMake, ninja) and what check.sh leaves out (MPI: -DTC_DIST=OFF), plus Fashion-MNIST for
 # the accuracy run on the GPU (31 MB). Runtime libraries are listed next to their -dev package because
 # apt-get download fetches no dependencies.
 PACKAGES=(
@@ -44,12 +45,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq  # stale package lists name versions the mirror no longer has
     (cd "$dir" && apt-get download -qq "${missing[@]}")
   fi
-  # Plain file names (apt writes epochs as %3a; Debian versions hold + and ~): the device
-  # tool's transfers are only documented for names of letters, digits, '.', '_' and '-'.
+  # Plain file names (apt writes epochs as %3a; Debian versions hold + and ~): letters,
+  # digits, '.', '_' and '-' survive any copy tool.
   for f in "$dir"/*.deb; do
     safe=$(basename "$f" | tr -c 'A-Za-z0-9._\n-' '_')
     [ "$safe" = "$(basename "$f")" ] || mv "$f" "$dir/$safe"
   done
 fi
 
-echo "device-carry: $(ls "$dir"/*.deb | wc -l) packages in $dir, $(du -sh "$dir" | cut -f1) (the device call carries at most 64 MiB with the tree)"
+echo "device-carry: $(ls "$dir"/*.deb | wc -l) packages in $dir, $(du -sh "$dir" | cut -f1)"

@@ -1,41 +1,42 @@
 #!/usr/bin/env bash
-# The device check: on the GPU machine, in one call of the device tool, build tensorcast
-# with CUDA, run the unit and CUDA tests, and time the CUDA GEMM and the MLP training steps
-# against PyTorch's (eager and torch.compile).
+# The GPU check: on a machine with an NVIDIA GPU (H100/H200), build tensorcast with CUDA,
+# run the unit and CUDA tests, and time the CUDA GEMM and the training steps against
+# PyTorch's (eager and torch.compile). From the repository root:
 #
-#   run  command: bash bench/device/check.sh   carry: [".carry"]   timeout_s: 590
+#   bash bench/device/check.sh
 #
-# .carry/debs holds the Debian packages that machine lacks (scripts/device-carry.sh makes
-# it); they are unpacked into /tmp/carry-root, never into /. docs/cuda.md, "Running the
-# device check", says more. Where there is no GPU (how it is dry-run, on a bare Debian 12
+# .carry/debs holds the Debian packages the build needs (scripts/device-carry.sh downloads
+# them, on any Debian 12 machine with network, so that an offline GPU machine can get them
+# with the tree); they are unpacked into /tmp/carry-root, never into /. docs/cuda.md,
+# "Running the GPU check", says more. Without a GPU (how it is dry-run, on a bare Debian 12
 # root) it still builds and runs the tests; the CUDA tests skip, the benchmarks do not run.
 #
 # Writes $OUT/check.md (the summary, also printed at the end), env.log, build.log, ctest.log
-# and bench.log. Each stage has a time limit and the whole stays under CHECK_BUDGET_S
-# (default 540 s, inside the call's 590); a failed stage is recorded and the next ones
-# still run. Exit status 0 only if every stage that ran succeeded.
-# Environment: OUT (default /tmp/device-check), CHECK_BUDGET_S, CHECK_TIME_SCALE (an
+# and bench.log. Each stage has a time limit and the whole stays under CHECK_TIME_LIMIT_S
+# (default 540 s); a failed stage is recorded and the next ones still run. Exit status 0
+# only if every stage that ran succeeded.
+# Environment: OUT (default /tmp/device-check), CHECK_TIME_LIMIT_S, CHECK_TIME_SCALE (an
 # integer that multiplies every limit: a dry run on 2 cores builds ~8 times slower),
 # CHECK_MODELS (the training benchmarks' models, default all five: mlp mlp-large cnn gpt
-# gpt2-small), CHECK_TESTS=0 (no ctest: a second call on a still-warm machine, whose build
-# folder is kept, spends its time on benchmarks alone), CHECK_MNIST=0 (no Fashion-MNIST
-# accuracy run: the cnn, 5 epochs each in fp32, bf16 and fp16 with a GradScaler).
+# gpt2-small), CHECK_TESTS=0 (no ctest: a second run, which finds the build folder of the
+# first, spends its time on benchmarks alone), CHECK_MNIST=0 (no Fashion-MNIST accuracy
+# run: the cnn, 5 epochs each in fp32, bf16 and fp16 with a GradScaler).
 set -uo pipefail # no -e: a failed stage must not stop the later ones
 cd "$(dirname "$0")/../.."
 
 OUT=${OUT:-/tmp/device-check}
 scale=${CHECK_TIME_SCALE:-1}
-budget=$((${CHECK_BUDGET_S:-540} * scale))
+time_limit=$((${CHECK_TIME_LIMIT_S:-540} * scale))
 build="build-device"
 carry_root=/tmp/carry-root
 models=${CHECK_MODELS:-mlp mlp-large cnn gpt gpt2-small}
-work=/tmp/device-check-work # raw benchmark lines, kept out of $OUT (8 files at most come back)
+work=/tmp/device-check-work # raw benchmark lines, kept out of $OUT (which holds only the report and logs)
 mkdir -p "$OUT" "$work"
 rm -f "$OUT"/{check.md,env.log,build.log,ctest.log,bench.log} "$work"/*
 touch "$work/tc_gemm.txt" "$work/torch_gemm.txt" "$work/tc_train.txt" "$work/torch_train.txt" "$work/tc_mnist.txt"
 t_start=$SECONDS
 
-# The machine's python3 (a venv holding PyTorch) may be the only place CMake and ninja are
+# The GPU machine's python3 (a venv holding PyTorch) may be the only place CMake and ninja are
 # installed (pip packages): put its bin folder on PATH, and nvcc's.
 py_bin=$(python3 -c 'import os, sys; print(os.path.dirname(sys.executable))' 2>/dev/null) && PATH=$PATH:$py_bin
 [ -x /usr/local/cuda/bin/nvcc ] && PATH=$PATH:/usr/local/cuda/bin
@@ -46,15 +47,15 @@ names=() results=() secs=() notes=()
 record() { names+=("$1") results+=("$2") secs+=("$3") notes+=("$4"); }
 
 # stage NAME LIMIT LOG CMD...: runs CMD with LIMIT seconds (times the scale, and no more than
-# the budget leaves, less $reserve seconds kept for later stages), appending its output to
+# the total time limit leaves, less $reserve seconds kept for later stages), appending its output to
 # LOG (and to $copy when set); records the result.
 stage() {
   local name=$1 limit=$(($2 * scale)) log=$3
   shift 3
-  local left=$((budget - (SECONDS - t_start) - 10 - ${reserve:-0} * scale)) # 10 s for the report
+  local left=$((time_limit - (SECONDS - t_start) - 10 - ${reserve:-0} * scale)) # 10 s for the report
   ((limit > left)) && limit=$left
   if ((limit < 5)); then
-    record "$name" skipped 0 "no time left in the ${budget} s budget"
+    record "$name" skipped 0 "no time left of the ${time_limit} s limit"
     return 1
   fi
   echo "== $name (limit ${limit} s): $*" >>"$log"
@@ -75,7 +76,7 @@ stage() {
   [ "$rc" -eq 0 ]
 }
 
-# --- the report (rewritten after every stage, so a call cut short still returns one) ----
+# --- the report (rewritten after every stage, so a run cut short still leaves one) -------
 gemm_table() { # the benchmark lines of both, joined on dtype (either spelling) and shape
   awk -v tc_file="$work/tc_gemm.txt" '
        function short(d) { return d == "bfloat16" ? "bf16" : d ~ /^(float16|f16|half)$/ ? "fp16" : d ~ /^(float32|f32|float)$/ ? "fp32" : d }
@@ -153,7 +154,7 @@ report() {
     for i in "${!names[@]}"; do
       echo "| ${names[$i]} | ${results[$i]} | ${secs[$i]} | ${notes[$i]} |"
     done
-    echo "| total | | $((SECONDS - t_start)) | budget ${budget} s |"
+    echo "| total | | $((SECONDS - t_start)) | limit ${time_limit} s |"
     if [ -s "$work/tc_gemm.txt" ] || [ -s "$work/torch_gemm.txt" ]; then
       echo
       echo "## GEMM: C = A B, median of 10 after 3 warm-ups (bench.log)"
@@ -222,7 +223,7 @@ echo "check: $machine"
 unpack() {
   set -e
   ls .carry/debs/*.deb >/dev/null 2>&1 ||
-    { echo "no .carry/debs/*.deb: run 'sudo bash scripts/device-carry.sh' and pass carry [\".carry\"]"; exit 1; }
+    { echo "no .carry/debs/*.deb: run 'sudo bash scripts/device-carry.sh' and copy .carry with the tree"; exit 1; }
   rm -rf "$carry_root" && mkdir -p "$carry_root"
   for deb in .carry/debs/*.deb; do
     echo "$deb"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Dry run of bench/device/check.sh without the GPU machine: on a bare Debian 12 root that has
-# only what that machine has for the build (gcc; CMake and ninja from pip in a venv, as the
-# device's python3 holds them; nvcc from this machine's /usr/local/cuda, mounted read-only),
-# with the tree copied as the device tool copies it (tracked and untracked-not-ignored
-# files) plus .carry. No GPU there, so the CUDA tests skip and the benchmarks do not run;
-# everything else runs as on the device.
+# Dry run of bench/device/check.sh on a machine without a GPU: on a bare Debian 12 root that
+# has only what a typical offline GPU machine has for the build (gcc; CMake and ninja from
+# pip in a venv, as PyTorch's python3 environment often holds them; nvcc from the host's
+# /usr/local/cuda, mounted read-only), with the tree copied as a plain copy of the checkout
+# would be (tracked and untracked-not-ignored files) plus .carry. No GPU there, so the CUDA
+# tests skip and the benchmarks do not run; everything else runs as on the GPU machine.
 #
 #   sudo bash bench/device/dry-run.sh [--head]     --head: the committed HEAD (git archive)
 #                                                   and .carry instead of the working tree
@@ -12,8 +12,8 @@
 # (chroot, mount) and a base root tarball: scripts/fresh-machine-check's
 # /tmp/fresh-machine/bookworm-base.tar (run that once, or set DRYRUN_BASE). The root with
 # the tools installed is kept as $DRYRUN_DIR/tools.tar, so later runs need no network.
-# Environment: DRYRUN_DIR, DRYRUN_BASE, CHECK_TIME_SCALE (default 8: a 2-core machine
-# builds about 8 times slower than the device's 16 cores).
+# Environment: DRYRUN_DIR, DRYRUN_BASE, CHECK_TIME_SCALE (default 8: a 2-core host builds
+# about 8 times slower than a 16-core GPU machine).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 say() { echo "dry-run: $*"; }
@@ -37,11 +37,11 @@ unmount
 rm -rf --one-file-system "$root" && mkdir -p "$root" "$dir/out"
 
 if [ ! -s "$dir/tools.tar" ]; then
-  say "making the root with the device's tools (once): build-essential python3, a venv with pip's cmake and ninja"
+  say "making the root with the GPU machine's tools (once): build-essential python3, a venv with pip's cmake and ninja"
   tar -xf "$base" -C "$root"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
-  # The device has pip's CMake and ninja (not Debian's): the root gets the same.
-  # The wheels are fetched here, with this machine's pip and its certificates.
+  # The GPU machine has pip's CMake and ninja (not Debian's): the root gets the same.
+  # The wheels are fetched on the host, with its pip and its certificates.
   mkdir -p "$root/tmp/wheels"
   python3 -m pip download -q --only-binary=:all: --python-version 3.11 --platform manylinux2014_x86_64 \
     -d "$root/tmp/wheels" cmake ninja >"$dir/tools.log" 2>&1 || { say "pip download failed: $dir/tools.log" >&2; exit 2; }

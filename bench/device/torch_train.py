@@ -115,7 +115,7 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     # Every eager case first: if compilation runs out of time, the eager numbers are in. Then
     # torch.compile for the bf16 training step only (the cases the targets compare with
-    # compile): a compilation takes 10-60 s, and every case would not fit check.sh's budget.
+    # compile): a compilation takes 10-60 s, and every case would not fit check.sh's time limit.
     for compiled in (False,) if a.no_compile else (False, True):
         mode = "compile" if compiled else "eager"
         cases = ((("train", ("bf16",), train),) if compiled else
