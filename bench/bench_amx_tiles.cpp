@@ -1,9 +1,9 @@
 // What a tile product costs in the loop orders a 16-bit product can take on AMX, against
 // the same products with every tile in L1: the ceiling of the products-by-a-weight kernel
 // (backend/cpu/matmul_amx_kernel.cpp) and of the variants tried against it. One thread
-// (pin it: `taskset -c 0`), one process, the loops alternating round by round, since the
-// AMX unit of the shared host this was written on drifts 16-60 TSC ticks a product within
-// minutes (another tenant's work): the ratio of each round's loop to that round's L1 rate
+// (pin it: `taskset -c 0`), one process, the loops alternating round by round, since on a
+// shared host (a cloud guest) the AMX unit's rate can drift several-fold within minutes
+// (another tenant's work): the ratio of each round's loop to that round's L1 rate
 // is the measure, its median over the rounds the figure. Plain C++ and intrinsics, no
 // library: a study of the hardware, not of tensorcast's code paths (bench_amx_ab times
 // those).

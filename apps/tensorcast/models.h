@@ -31,8 +31,8 @@ struct Model {
   // Whether training keeps the 16-bit weight copies from one step to the next, written by
   // the optimizer step (tc::amp::set_autocast_cache_keeps_training_copies): gpt, whose peak
   // memory comes as its backward starts, when every copy is alive anyway, and mlp-large,
-  // whose 8.4M weights' casts cost 2-5 ms of a B=1024 step (peak unchanged there; +6 % at
-  // B=256); not the convnet and the small mlp, whose peak comes late in the backward,
+  // whose 8.4M weights' casts are a noticeable share of a step (for a little more peak
+  // memory at small batches, none at large ones); not the convnet and the small mlp, whose peak comes late in the backward,
   // after their graph freed some copies, and whose casts cost little.
   bool keeps_weight_copies = false;
   std::string description;  // one line, for logs

@@ -275,8 +275,8 @@ Tensor apply(cpu::Activation act, const Tensor& h) {
 // activation(linear(input, weight, bias)). Without a graph to record, the CPU runs ReLU,
 // and GELU on float32, as the GEMM's post-op on the float32 accumulators: one pass over the
 // output instead of two. A 16-bit GELU is looked up in the GEMM's rounded output
-// (activation.h's table: a load per value, where the epilogue's erf cost ~20 % of the
-// GEMM at gpt's shape), which gives the training forward's bits, rounded twice as PyTorch's
+// (activation.h's table: a load per value, where an erf in the epilogue costs a sizeable
+// share of the GEMM at gpt's shape), which gives the training forward's bits, rounded twice as PyTorch's
 // linear then gelu: by the AMX kernel's epilogue as it writes each block (no pass of its
 // own), else in place after the product.
 Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor& bias, std::string_view activation) {

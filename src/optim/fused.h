@@ -140,8 +140,8 @@ inline gpu::FusedStep device_step(const StepArgs& a, const StateBuffers& state) 
 }
 
 // The update bodies (backend/optim_fns.h, shared with the CUDA kernels) are plain loops;
-// built for baseline x86-64 alone, Adam's square root and division ran 4 lanes wide and a
-// thread took 1.5x as long (two threads stream at the memory's speed either way). Each body
+// built for baseline x86-64 alone, Adam's square root and division ran 4 lanes wide and one
+// thread fell well short of the memory's speed (two threads reach it either way). Each body
 // is compiled per ISA here (flatten inlines it into every clone). The optimizer files build with
 // -ffp-contract=off (CMakeLists.txt), so the FMA clones round each product and sum apart,
 // as the baseline loop and PyTorch's separate ops do: the same bits on every CPU.

@@ -136,11 +136,10 @@ void with_gelu_compute_type(bool dbl, F f) {
 
 // 16-bit activations by table. A bfloat16 or float16 h has 2^16 bit patterns, so act(h)
 // and act'(h) -- the float32 loop's values, each rounded once as store_block rounds --
-// fit one table of 2^16 entries (256 KiB), filled on first use by that loop (~0.1 ms). A
-// pass is then a load per element where the float32 GELU cost ~50 cycles per 16 values
-// (an exp, a division, two polynomials): a bfloat16 GELU training pass, one Zen 4 thread,
-// 0.90 -> 0.47 ms per 2^20 values. The entries activations hit (values of moderate size, a
-// few exponents) stay in the L1 cache. Every path that computes a 16-bit
+// fit one table of 2^16 entries (256 KiB), filled once, on first use, by that loop. A pass
+// is then a load per element where the float32 GELU costs tens of cycles per 16 values (an
+// exp, a division, two polynomials). The entries activations hit (values of moderate size,
+// a few exponents) stay in the L1 cache. Every path that computes a 16-bit
 // activation of a 16-bit tensor (the gelu op, the mlp node's forward, linear_activation
 // without a graph) reads the one table, so they agree bit for bit.
 constexpr int64_t kPatterns = int64_t{1} << 16;
@@ -194,8 +193,8 @@ const float* gelu_derivative_table(bool tanh_form) {
 }
 
 // y = act(h) and d = act'(h) over n 16-bit patterns from `table`; d may be h. (With
-// AVX-512, activation_kernels.h's lookups instead: by gathers on Intel, 0.24 ns a value;
-// by scalar loads split 16 at a time on AMD, 0.24 against this loop's 0.32 on Zen 5.)
+// AVX-512, activation_kernels.h's lookups instead: by gathers on Intel, by scalar loads
+// split 16 at a time on AMD; both faster than this loop, which stores each half apart.)
 void lookup_value_grad(const uint32_t* table, const uint16_t* h, uint16_t* y, uint16_t* d, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t t = table[h[i]];

@@ -1,11 +1,10 @@
 // The AVX-512 lookups of 16-bit activations (backend/cpu/activation_kernels.h), in two
 // forms. By gathers: one VPGATHERDD per 16 values, which Intel cores run at about an
-// element a cycle (0.56 -> 0.24 ns a value against the scalar form, one thread of a
-// Xeon with AMX). By scalar loads: the table entries loaded one by one into a buffer,
-// whose halves are then split into y and d 16 lanes at a time, since AMD microcodes the
-// gather (~1.75 cycles an element on Zen 5, measured) while scalar loads issue three or
-// four a cycle (0.40 -> 0.24 ns a value there, against 0.32 ns for the plain scalar loop,
-// which stores each half on its own).
+// element a cycle, faster than the scalar form there. By scalar loads: the table entries
+// loaded one by one into a buffer, whose halves are then split into y and d 16 lanes at a
+// time, since AMD microcodes the gather (slower than an element a cycle) while scalar loads
+// issue three or four a cycle; splitting 16 lanes at a time also beats the plain scalar
+// loop, which stores each half on its own.
 //
 // This file is compiled with -mavx512*: it must not odr-use inline functions from
 // headers, or the linker could keep this file's AVX-512 copy for callers on CPUs without

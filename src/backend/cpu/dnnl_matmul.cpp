@@ -206,8 +206,8 @@ void* scratchpad(size_t bytes) {
 
 // A cached primitive with memory objects for its arguments, one set per thread: their
 // descriptors follow from the key, so a call only points them at its tensors. Making them
-// anew on every call (descriptors, memory objects, the argument map, the key) took ~2.9 us
-// of the ~5.5 us a small product spent on the host.
+// anew on every call (descriptors, memory objects, the argument map, the key) took about
+// half of a small product's host time, which is most of a batch-1 forward's overhead.
 struct Bound {
   Entry entry;  // holds the primitive while the shared cache may drop it
   dnnl::memory src, weights, dst, bias, mul, scratch;
@@ -352,8 +352,8 @@ bool run_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
 }
 
 // Whether the float32 kernel pays for its conversions: widening costs a pass over every
-// element of a, b and c, and saves a third of the 16-bit kernel's time per multiply-add
-// (1.5x slower here). Measured break-even: ~30 multiply-adds per converted element, so
+// element of a, b and c, and saves part of the slower 16-bit kernel's time per
+// multiply-add. The measured break-even is ~30 multiply-adds per converted element, so
 // matrix-vector-like products (a batch-1 forward: the weight read once, widened for
 // nothing) stay on the native kernel, which reads half the bytes. Shapes decide, not
 // timing, so a given product always rounds the same way.
@@ -377,7 +377,7 @@ bool onednn_uses_amx() {
 // FMA: AMX tiles (Intel Sapphire Rapids and later, when the OS grants them), or AMD's
 // AVX512-BF16 (Zen 4 and later: the dot product at twice the fp32 FMA rate). Elsewhere
 // (Intel AVX512-BF16 without AMX: the dot product at the fp32 FMA rate, and oneDNN 2.6's
-// fp32 GEMM measured 1.5-1.9x faster than its bf16 one; docs/performance-history.md) float32.
+// fp32 GEMM faster than its bf16 one) float32.
 // float16: the native kernel wherever oneDNN has one (AVX512-FP16, AMX-FP16).
 Gemm16 auto_choice(DType dt) {
   if (dt == kFloat16) return Gemm16::kNative;
@@ -390,11 +390,10 @@ Gemm16 auto_choice(DType dt) {
 
 // Whether a 16-bit product should read a row-major copy of a rather than a itself, a
 // matrix read transposed (the weight gradient g^T x: g is (tokens, out)). oneDNN 2.6's AMX
-// kernel runs such products 1.1-1.5x slower than on a row-major a, and from about 2^19
-// elements of c that costs more than the copy (one pass over a), e.g. on 2 threads
-// (tokens K): 4096 x 1024, K 1024: 7.0 -> 5.5 ms with the copy; 1536 x 512, K 1024: 1.22 ->
-// 1.02 ms; smaller ones (gpt d=256's 1024 x 256, K 2048: 0.73 -> 0.94 ms) lose. Measured on
-// AMX only, so other CPUs keep the view. Shapes decide, so a product always rounds alike.
+// kernel runs such products slower than on a row-major a, and from about 2^19 elements
+// of c (the break-even was the same at every sum length measured) that costs more than
+// the copy (one pass over a); smaller products lose to the copy. Measured on AMX only, so
+// other CPUs keep the view. Shapes decide, so a product always rounds alike.
 bool copy_transposed_a(const Tensor& a, const Tensor& c) {
   static const bool amx = onednn_uses_amx();
   return amx && a.dim() == 2 && a.stride(1) != 1 && a.size(1) > 1 && c.numel() >= (int64_t{1} << 19);

@@ -20,14 +20,13 @@ namespace {
 std::atomic<bool> amx_allowed{true};
 
 constexpr int64_t kBlock = 32;  // rows and columns of c per block of four tiles
-// Packing b costs its n k elements per product, so without kept tiles the kernel takes
-// products with enough rows to pay for it: gpt's 2048 tokens, whose short sums (256 terms)
-// run ~1.05-1.1x oneDNN's rate on 2 threads, and 1024 where the sums are long (oneDNN 2.6
-// slows from 1024 terms: d=512's 2048-term products 1.1-1.3x); 1024 rows of 512-term sums
-// lose (0.87-0.96x), 512 and fewer lose to the packing. With b's tiles kept from an earlier
-// product, 512 rows and more win (1.1-1.2x at 512-2048 rows, mlp-large's 1024 x 4096
-// products too), fewer where the sums are long (128 rows of 1024-2048 terms: 1.2-1.5x);
-// 128-256 rows of 256-512 terms are at parity or lose (0.87-1.0x).
+// Packing b costs its n k elements per product, so without kept tiles the kernel takes only
+// products with rows enough to pay for it: 2048 where the sums are short, 1024 where they
+// are long (from 1024 terms, where oneDNN 2.6's kernel slows down); with fewer rows, or
+// 1024 rows of medium sums, oneDNN is as fast once the packing is counted. With b's tiles
+// kept from an earlier product there is no packing to pay: 512 rows suffice, and any
+// number of rows where the sums are long; a few hundred rows of short sums stay on oneDNN,
+// which is as fast there. The thresholds come from bench/bench_amx_ab (docs/performance.md).
 constexpr int64_t kMinRows = 1024, kShortSumRows = 2048, kLongSum = 1024, kKeptMinRows = 512;
 // Rows per task: small enough that threads running at uneven rates (the AMX unit may be
 // shared with another tenant) finish together, large enough that each task's last
@@ -192,11 +191,11 @@ bool matmul_amx_into(const Tensor& a, const Tensor& b, const Tensor& bias, const
   const int64_t groups = (M + kRowGroup - 1) / kRowGroup;
   const int64_t want_passes = (get_num_threads() + groups - 1) / groups;
   const int64_t split = (N / kBlock + want_passes - 1) / want_passes * kBlock;
-  // Each pass reads a's rows again (from L3: mlp-large's 1024 x 4096 a is 8 MiB), so passes
-  // as wide as half of L2 holds where there are rows enough for every thread twice
-  // (1024 x 4096 x 1024: 1.10-1.17x against a quarter of L2; 2048 x 2048 x 512 1.05-1.12);
-  // with fewer, narrower passes give more tasks, which balance threads running at uneven
-  // rates (128 x 2048 x 512 in 2 tasks, not 4: 0.6x on a busy host).
+  // Each pass reads a's rows again (from L3 where a is large: mlp-large's 1024 x 4096 a is
+  // 8 MiB), so passes are as wide as half of L2 holds where there are rows enough for every
+  // thread twice, which cuts those re-reads; with fewer rows, narrower passes give more
+  // tasks, which balance threads running at uneven rates (a core slowed by another tenant
+  // would otherwise hold the product).
   const int64_t pass_bytes = groups >= 2 * get_num_threads() ? int64_t{1} << 20 : int64_t{1} << 19;
   const int64_t width = std::min(detail::matmul_amx_pass(N, K, pass_bytes), split), passes = (N + width - 1) / width;
   const auto* ap = static_cast<const uint16_t*>(a.raw_data());

@@ -179,8 +179,8 @@ void ln_forward(const Tensor& x, const Tensor& residual, const Tensor& sum, cons
 // One row of the backward: dw += g xhat, db += g, and (dx given) dx = rstd (gw - mean(gw)
 // - xhat mean(gw xhat)) with gw = g w. xhat and gw: N elements of scratch. One pass takes
 // xhat, gw, dw, db and both row sums (an OpenMP simd reduction: vector lanes of C, as
-// PyTorch's CPU kernel sums; with the sums in double, in passes of their own, a gpt row
-// took 1.7x as long), a second writes dx.
+// PyTorch's CPU kernel sums; the sums in double, in passes of their own, read each row
+// twice more), a second writes dx.
 template <class C>
 [[gnu::always_inline]] inline void ln_backward_row(const C* xr, const C* gr, C m, C s, const C* wp, int64_t N, C* dwc,
                                                    C* dbc, C* dx, C* xhat, C* gw) {

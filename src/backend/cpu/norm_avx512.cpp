@@ -1,6 +1,6 @@
-// layer_norm's forward rows on AVX-512 (norm_kernels.h). A row of gpt's 256 elements took
-// ~120 ns in the portable loops (each operand converted through a buffer by a call of its
-// own, five a row); here the row s (x, or x + residual rounded to the sum's dtype) goes to
+// layer_norm's forward rows on AVX-512 (norm_kernels.h). The portable loops convert each
+// operand through a buffer by a call of its own, five a row, which dominates short rows
+// such as gpt's 256 elements; here the row s (x, or x + residual rounded to the sum's dtype) goes to
 // an L1 buffer in one pass that also takes its moments (in double lanes), then one more
 // pass writes the output.
 //

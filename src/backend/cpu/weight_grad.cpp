@@ -62,10 +62,11 @@ bool weight_grad_into(const Tensor& a, const Tensor& b, const Tensor& c, const T
   if (M * N > kMaxOutputs) {
     // Parts of c of at most kMaxOutputs (up to 512 columns, as many rows as fit), halved
     // down to 128 rows until each thread has three, handed out as tasks; each part packs
-    // its rows' and columns' tiles of the whole sum. Against oneDNN (which copies g^T
-    // first), 2 threads: d=512's 1024-token gradients 1.11-1.59x (512 x 2048 0.82-0.86 in
-    // quiet minutes, 1.37 in busy ones), mlp-large's 4096 x 1024 and 1024 x 4096 1.1-1.85x.
-    // Parts of 256 columns lost (0.75-0.95x of these), of 1024 were no better.
+    // its rows' and columns' tiles of the whole sum. This beats oneDNN (which copies g^T
+    // first) on these shapes but for 512 x 2048, which still loses a little in quiet
+    // minutes and is kept here because it wins when a core is slowed (docs/performance.md).
+    // 512 columns is the width that paid: narrower parts repack too much, wider ones no
+    // better.
     const int64_t cols = std::min<int64_t>(N, 512);
     int64_t rows = std::min(M, kMaxOutputs / cols / kBlock * kBlock);
     const auto parts = [&] { return (M + rows - 1) / rows * ((N + cols - 1) / cols); };
