@@ -7,6 +7,8 @@
 #   ./run.sh test-torch the libtorch adapter's tests against a PyTorch installed with pip (docs/libtorch.md):
 #                       TC_TORCH_PYTHON (default /var/cache/tensorcast-torchenv/bin/python) must import torch
 #   ./run.sh build      install what is missing and build only
+#   ./run.sh docs       the API reference from include/tensorcast (Doxygen, docs/Doxyfile) in
+#                       build-docs/html/ (DOCS_DIR: elsewhere); fails on any warning
 # BUILD_DIR (default build) and JOBS (default: all cores) may be set in the environment.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -36,6 +38,15 @@ case "$cmd" in
     build "$dir"
     # Slow tests run too, in their bounded form (TC_SLOW_BOUNDED is the default).
     ctest --test-dir "$dir" --output-on-failure -j "$JOBS" "$@"
+    ;;
+  docs)
+    bash scripts/deps.sh docs
+    out="${DOCS_DIR:-build-docs}"
+    mkdir -p "$out"
+    version=$(sed -nE 's/^project\(tensorcast VERSION ([0-9.]+).*/\1/p' CMakeLists.txt)
+    # The Doxyfile, then what this run sets; Doxygen exits non-zero after any warning.
+    { cat docs/Doxyfile; echo "OUTPUT_DIRECTORY = $out"; echo "PROJECT_NUMBER = $version"; } | doxygen -
+    echo "run.sh docs: $out/html/index.html"
     ;;
   test-asan)
     dir="${BUILD_DIR:-build-asan}"
@@ -78,7 +89,7 @@ case "$cmd" in
     ctest --test-dir "$dir" --output-on-failure -L torch "$@"
     ;;
   *)
-    echo "usage: ./run.sh [main|test|test-asan|test-tsan|test-torch|build] [args...]" >&2
+    echo "usage: ./run.sh [main|test|test-asan|test-tsan|test-torch|build|docs] [args...]" >&2
     exit 2
     ;;
 esac

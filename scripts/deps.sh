@@ -19,6 +19,10 @@ PACKAGES=(
 if [ "${1:-}" = format ]; then
   PACKAGES+=(clang-format-14)
 fi
+# `deps.sh docs`: also what `./run.sh docs` needs (the API reference from the headers).
+if [ "${1:-}" = docs ]; then
+  PACKAGES+=(doxygen)
+fi
 # `deps.sh fuzz`: also what scripts/fuzz.sh needs (libFuzzer comes with clang's runtime).
 if [ "${1:-}" = fuzz ]; then
   PACKAGES+=(

@@ -1,10 +1,11 @@
-// TC_ARG: a typed option with a fluent setter, as libtorch's TORCH_ARG does:
-// `Options().lr(0.1).momentum(0.9)`. Its own header so that the libtorch adapter can use
-// it without the tensor headers.
+/// \file
+/// TC_ARG: a typed option with a fluent setter, as libtorch's TORCH_ARG does:
+/// `Options().lr(0.1).momentum(0.9)`. Its own header so that the libtorch adapter can use
+/// it without the tensor headers.
 #pragma once
 
-// Declares a typed option with a fluent setter, as libtorch's TORCH_ARG does:
-// `Options().lr(0.1).momentum(0.9)`.
+/// Declares a typed option with a fluent setter, as libtorch's TORCH_ARG does:
+/// `Options().lr(0.1).momentum(0.9)`.
 #define TC_ARG(T, name)                              \
  public:                                             \
   auto& name(const T& v) {                           \

@@ -1,4 +1,5 @@
-// tc::DType, its constexpr traits table, type promotion and the dtype dispatcher.
+/// \file
+/// tc::DType, its constexpr traits table, type promotion and the dtype dispatcher.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -10,9 +11,15 @@
 
 namespace tc {
 
+/// A tensor's element type.
 enum class DType : uint8_t { Float32, Float16, BFloat16, Float64, Int64, Int32, UInt8, Bool };
+/// The number of DType values.
 inline constexpr int kNumDTypes = 8;
 
+/// \name DType constants
+/// @{
+
+/// The dtypes under libtorch's names (tc::kFloat32 is torch::kFloat32), with their aliases.
 inline constexpr DType kFloat32 = DType::Float32;
 inline constexpr DType kFloat = DType::Float32;
 inline constexpr DType kFloat16 = DType::Float16;
@@ -27,17 +34,20 @@ inline constexpr DType kInt = DType::Int32;
 inline constexpr DType kUInt8 = DType::UInt8;
 inline constexpr DType kByte = DType::UInt8;
 inline constexpr DType kBool = DType::Bool;
+/// @}
 
+/// What a dtype is: names, size and numeric limits (kDTypeTraits holds one per DType).
 struct DTypeTraits {
-  std::string_view name;        // PyTorch's spelling: "float32", "bfloat16", ...
-  std::string_view short_name;  // "f32", "bf16", ... (safetensors and reports use these)
-  size_t size;
-  bool is_floating;
-  DType accumulate;  // dtype reductions and GEMMs accumulate in
-  double epsilon;    // machine epsilon (1 for integers)
-  double max;        // largest finite value
+  std::string_view name;        ///< PyTorch's spelling: "float32", "bfloat16", ...
+  std::string_view short_name;  ///< "f32", "bf16", ... (safetensors and reports use these)
+  size_t size;                  ///< bytes per element
+  bool is_floating;             ///< float32, float64, bfloat16 or float16
+  DType accumulate;             ///< dtype reductions and GEMMs accumulate in
+  double epsilon;               ///< machine epsilon (1 for integers)
+  double max;                   ///< largest finite value
 };
 
+/// The traits of every DType, indexed by its value.
 inline constexpr DTypeTraits kDTypeTraits[kNumDTypes] = {
     {"float32", "f32", 4, true, DType::Float32, 0x1p-23, 3.4028234663852886e38},
     {"float16", "f16", 2, true, DType::Float32, 0x1p-10, 65504.0},
@@ -49,57 +59,72 @@ inline constexpr DTypeTraits kDTypeTraits[kNumDTypes] = {
     {"bool", "bool", 1, false, DType::Int64, 1.0, 1.0},
 };
 
+/// The traits of t.
 constexpr const DTypeTraits& traits(DType t) { return kDTypeTraits[static_cast<int>(t)]; }
+/// Bytes per element.
 constexpr size_t element_size(DType t) { return traits(t).size; }
+/// Whether t is float32, float64, bfloat16 or float16.
 constexpr bool is_floating(DType t) { return traits(t).is_floating; }
+/// Whether t is one of the 16-bit floating types (bfloat16, float16).
 constexpr bool is_reduced_float(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+/// PyTorch's name of t ("float32", "bfloat16", ...).
 constexpr std::string_view dtype_name(DType t) { return traits(t).name; }
+/// Writes dtype_name(t).
 std::ostream& operator<<(std::ostream& os, DType t);
 
-// The result dtype of a binary op on tensors of dtypes a and b (PyTorch's table):
-// floating beats integral, the wider wins, and float16 with bfloat16 gives float32.
+/// The result dtype of a binary op on tensors of dtypes a and b (PyTorch's table):
+/// floating beats integral, the wider wins, and float16 with bfloat16 gives float32.
 DType promote_types(DType a, DType b);
 
-// C++ type <-> DType.
+/// C++ type <-> DType.
 template <class T>
 struct CppToDType;
+/// float is DType::Float32.
 template <>
 struct CppToDType<float> {
-  static constexpr DType value = DType::Float32;
+  static constexpr DType value = DType::Float32;  ///< the DType
 };
+/// Half is DType::Float16.
 template <>
 struct CppToDType<Half> {
-  static constexpr DType value = DType::Float16;
+  static constexpr DType value = DType::Float16;  ///< the DType
 };
+/// BFloat16 is DType::BFloat16.
 template <>
 struct CppToDType<BFloat16> {
-  static constexpr DType value = DType::BFloat16;
+  static constexpr DType value = DType::BFloat16;  ///< the DType
 };
+/// double is DType::Float64.
 template <>
 struct CppToDType<double> {
-  static constexpr DType value = DType::Float64;
+  static constexpr DType value = DType::Float64;  ///< the DType
 };
+/// int64_t is DType::Int64.
 template <>
 struct CppToDType<int64_t> {
-  static constexpr DType value = DType::Int64;
+  static constexpr DType value = DType::Int64;  ///< the DType
 };
+/// int32_t is DType::Int32.
 template <>
 struct CppToDType<int32_t> {
-  static constexpr DType value = DType::Int32;
+  static constexpr DType value = DType::Int32;  ///< the DType
 };
+/// uint8_t is DType::UInt8.
 template <>
 struct CppToDType<uint8_t> {
-  static constexpr DType value = DType::UInt8;
+  static constexpr DType value = DType::UInt8;  ///< the DType
 };
+/// bool is DType::Bool.
 template <>
 struct CppToDType<bool> {
-  static constexpr DType value = DType::Bool;
+  static constexpr DType value = DType::Bool;  ///< the DType
 };
+/// The DType of the C++ type T: `dtype_of<float>` is kFloat32.
 template <class T>
 inline constexpr DType dtype_of = CppToDType<T>::value;
 
-// Calls fn.template operator()<T>() with the C++ type of `t`.
-// Usage: dispatch_all(t, "op", [&]<class T>() { ... });
+/// Calls `fn.template operator()<T>()` with the C++ type of `t`.
+/// Usage: `dispatch_all(t, "op", [&]<class T>() { ... });`
 template <class F>
 decltype(auto) dispatch_all(DType t, const char* op, F&& fn) {
   switch (t) {
@@ -123,7 +148,7 @@ decltype(auto) dispatch_all(DType t, const char* op, F&& fn) {
   TC_FAIL(op, "unsupported dtype ", static_cast<int>(t));
 }
 
-// Floating dtypes only; anything else is an error naming the op.
+/// Floating dtypes only; anything else is an error naming the op.
 template <class F>
 decltype(auto) dispatch_floating(DType t, const char* op, F&& fn) {
   switch (t) {

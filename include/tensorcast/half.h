@@ -1,10 +1,11 @@
-// tc::BFloat16 and tc::Half: 16-bit floating scalars stored as raw bits.
-//
-// Conversions from float round to nearest even; NaN stays NaN (made quiet, sign and top
-// payload bits kept); infinities and signed zeros are preserved; subnormals are exact
-// (fp16) and IEEE (bf16 -- no flush to zero). Widening to float is exact and keeps NaN
-// payloads bit for bit. Arithmetic goes through float, as in PyTorch.
-// These scalar routines are the reference every vectorized path (convert.h) must match.
+/// \file
+/// tc::BFloat16 and tc::Half: 16-bit floating scalars stored as raw bits.
+///
+/// Conversions from float round to nearest even; NaN stays NaN (made quiet, sign and top
+/// payload bits kept); infinities and signed zeros are preserved; subnormals are exact
+/// (fp16) and IEEE (bf16 -- no flush to zero). Widening to float is exact and keeps NaN
+/// payloads bit for bit. Arithmetic goes through float, as in PyTorch.
+/// These scalar routines are the reference every vectorized path (convert.h) must match.
 #pragma once
 #include <bit>
 #include <cmath>
@@ -62,27 +63,37 @@ constexpr float half_bits_to_float(uint16_t h) noexcept {
 
 }  // namespace detail
 
+/// bfloat16: the top 16 bits of a float32 (8 exponent bits, 7 mantissa bits), stored as raw bits.
 struct alignas(2) BFloat16 {
-  uint16_t bits = 0;
+  uint16_t bits = 0;  ///< the raw bits
   struct from_bits_t {};
   constexpr BFloat16() = default;
+  /// From raw bits (see from_bits).
   constexpr BFloat16(uint16_t b, from_bits_t) noexcept : bits(b) {}
-  constexpr BFloat16(float f) noexcept : bits(detail::float_to_bf16_bits(f)) {}           // NOLINT
+  /// Rounds f to nearest even (NaN stays NaN).
+  constexpr BFloat16(float f) noexcept : bits(detail::float_to_bf16_bits(f)) {}  // NOLINT
+  /// Widens exactly.
   constexpr operator float() const noexcept { return detail::bf16_bits_to_float(bits); }  // NOLINT
+  /// The value whose raw bits are b.
   static constexpr BFloat16 from_bits(uint16_t b) noexcept { return {b, from_bits_t{}}; }
 };
 
+/// IEEE float16 (5 exponent bits, 10 mantissa bits), stored as raw bits.
 struct alignas(2) Half {
-  uint16_t bits = 0;
+  uint16_t bits = 0;  ///< the raw bits
   struct from_bits_t {};
   constexpr Half() = default;
+  /// From raw bits (see from_bits).
   constexpr Half(uint16_t b, from_bits_t) noexcept : bits(b) {}
-  constexpr Half(float f) noexcept : bits(detail::float_to_half_bits(f)) {}               // NOLINT
+  /// Rounds f to nearest even (overflow to inf, subnormals exact, NaN stays NaN).
+  constexpr Half(float f) noexcept : bits(detail::float_to_half_bits(f)) {}  // NOLINT
+  /// Widens exactly.
   constexpr operator float() const noexcept { return detail::half_bits_to_float(bits); }  // NOLINT
+  /// The value whose raw bits are b.
   static constexpr Half from_bits(uint16_t b) noexcept { return {b, from_bits_t{}}; }
 };
 
-// Arithmetic through float (the result rounds back on assignment to a 16-bit variable).
+/// Arithmetic through float (the result rounds back on assignment to a 16-bit variable).
 #define TC_HALF_ARITH(T)                                                 \
   inline float operator+(T a, T b) { return float(a) + float(b); }       \
   inline float operator-(T a, T b) { return float(a) - float(b); }       \
@@ -102,11 +113,11 @@ TC_HALF_ARITH(BFloat16)
 TC_HALF_ARITH(Half)
 #undef TC_HALF_ARITH
 
-// Rounds a double to a 16-bit type once (double -> float -> 16-bit would round twice).
-// The double is first rounded to float with round-to-odd, which float's 13+ spare bits
-// make exact for the following round-to-nearest-even step. The round-to-odd step is done
-// in integers: a cast would follow MXCSR, and with FTZ set it flushes the float subnormal
-// range to zero, losing bf16 subnormals (e.g. 1e-39 gave 0x0000 instead of 0x000b).
+/// Rounds a double to a 16-bit type once (double -> float -> 16-bit would round twice).
+/// The double is first rounded to float with round-to-odd, which float's 13+ spare bits
+/// make exact for the following round-to-nearest-even step. The round-to-odd step is done
+/// in integers: a cast would follow MXCSR, and with FTZ set it flushes the float subnormal
+/// range to zero, losing bf16 subnormals (e.g. 1e-39 gave 0x0000 instead of 0x000b).
 template <class D>
 constexpr D round_double_to(double d) noexcept {
   const uint64_t x = std::bit_cast<uint64_t>(d);
@@ -131,7 +142,9 @@ constexpr D round_double_to(double d) noexcept {
   return D(std::bit_cast<float>(sign | f));
 }
 
+/// Writes the value as a float.
 std::ostream& operator<<(std::ostream& os, BFloat16 v);
+/// Writes the value as a float.
 std::ostream& operator<<(std::ostream& os, Half v);
 
 }  // namespace tc
@@ -169,7 +182,7 @@ class numeric_limits<tc::BFloat16> {
   static constexpr T min() noexcept { return T::from_bits(0x0080); }
   static constexpr T lowest() noexcept { return T::from_bits(0xff7f); }
   static constexpr T max() noexcept { return T::from_bits(0x7f7f); }
-  static constexpr T epsilon() noexcept { return T::from_bits(0x3c00); }  // 2^-7
+  static constexpr T epsilon() noexcept { return T::from_bits(0x3c00); }  ///< 2^-7
   static constexpr T round_error() noexcept { return T::from_bits(0x3f00); }
   static constexpr T infinity() noexcept { return T::from_bits(0x7f80); }
   static constexpr T quiet_NaN() noexcept { return T::from_bits(0x7fc0); }
@@ -208,7 +221,7 @@ class numeric_limits<tc::Half> {
   static constexpr T min() noexcept { return T::from_bits(0x0400); }
   static constexpr T lowest() noexcept { return T::from_bits(0xfbff); }
   static constexpr T max() noexcept { return T::from_bits(0x7bff); }
-  static constexpr T epsilon() noexcept { return T::from_bits(0x1400); }  // 2^-10
+  static constexpr T epsilon() noexcept { return T::from_bits(0x1400); }  ///< 2^-10
   static constexpr T round_error() noexcept { return T::from_bits(0x3800); }
   static constexpr T infinity() noexcept { return T::from_bits(0x7c00); }
   static constexpr T quiet_NaN() noexcept { return T::from_bits(0x7e00); }

@@ -1,4 +1,5 @@
-// Umbrella header: everything a user of tensorcast needs.
+/// \file
+/// Umbrella header: everything a user of tensorcast needs.
 #pragma once
 #include "tensorcast/allocator.h"
 #include "tensorcast/amp/autocast.h"
@@ -35,3 +36,20 @@
 #include "tensorcast/profiler.h"
 #include "tensorcast/tensor.h"
 #include "tensorcast/version.h"
+
+/// \mainpage tensorcast
+///
+/// A C++20 engine for training neural networks in automatic mixed precision, with the API of
+/// libtorch: include tensorcast/tensorcast.h (this header) and link `tensorcast::tensorcast`
+/// (`tensorcast::dist` for data parallelism, `tensorcast::torch` for the libtorch adapter).
+///
+/// Where to start:
+/// - tc::Tensor and the ops of tensorcast/ops.h (factories in tensorcast/factories.h);
+/// - mixed precision: tc::amp::AutocastGuard and tc::amp::GradScaler;
+/// - layers: tc::nn::Module, tc::nn::Sequential and the layers of tensorcast/nn/nn.h;
+/// - optimizers: tc::optim::SGD, tc::optim::Adam, tc::optim::AdamW, tc::optim::LRScheduler;
+/// - data and checkpoints: tc::data::DataLoader, tc::io::save_checkpoint;
+/// - several processes: tc::dist::DistributedDataParallel;
+/// - libtorch programs: tc::torch_amp::GradScaler and tc::torch_amp::AutocastGuard.
+///
+/// The guides are the repository's docs/ (docs/amp.md first); the README says how to build.

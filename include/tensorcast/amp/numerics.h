@@ -1,26 +1,29 @@
-// tc::amp::NumericsReport: what mixed precision does to a run's values, per tensor.
-//
-//   tc::amp::NumericsReport report(/*every=*/10);
-//   for (...) {
-//     report.begin_step(step);
-//     auto h = report.watch(conv(x), "0 Conv2d");     // the gradient reaching h is recorded
-//     scaler.scale(loss).backward();
-//     report.record_gradients(model->named_parameters());
-//     report.before_update(model->named_parameters());
-//     bool stepped = scaler.step(opt);
-//     if (stepped) report.after_update(model->named_parameters());
-//     else report.record_overflow(step, model->named_parameters());
-//   }
-//   std::cout << report.table();
-//
-// On sampled steps (one in `every`) it counts, for each parameter's gradient and each
-// watched layer output's gradient, the largest magnitude and the fractions of values that
-// are zero, would round to zero in fp16, would be fp16 subnormals, or would overflow fp16.
-// The gradients are observed as they are, so with a GradScaler they carry the current
-// loss scale: the fractions are those fp16 would see at that scale. Around the optimizer
-// step it counts the updates bf16 weights would lose (smaller than half a bf16 ulp).
-// Watched gradients are also checked for inf/NaN on every step, so an overflow step can
-// name the first non-finite tensor in backward order. Off (no report object), nothing runs.
+/// \file
+/// tc::amp::NumericsReport: what mixed precision does to a run's values, per tensor.
+///
+/// \code{.cpp}
+///   tc::amp::NumericsReport report(/*every=*/10);
+///   for (...) {
+///     report.begin_step(step);
+///     auto h = report.watch(conv(x), "0 Conv2d");     // the gradient reaching h is recorded
+///     scaler.scale(loss).backward();
+///     report.record_gradients(model->named_parameters());
+///     report.before_update(model->named_parameters());
+///     bool stepped = scaler.step(opt);
+///     if (stepped) report.after_update(model->named_parameters());
+///     else report.record_overflow(step, model->named_parameters());
+///   }
+///   std::cout << report.table();
+/// \endcode
+///
+/// On sampled steps (one in `every`) it counts, for each parameter's gradient and each
+/// watched layer output's gradient, the largest magnitude and the fractions of values that
+/// are zero, would round to zero in fp16, would be fp16 subnormals, or would overflow fp16.
+/// The gradients are observed as they are, so with a GradScaler they carry the current
+/// loss scale: the fractions are those fp16 would see at that scale. Around the optimizer
+/// step it counts the updates bf16 weights would lose (smaller than half a bf16 ulp).
+/// Watched gradients are also checked for inf/NaN on every step, so an overflow step can
+/// name the first non-finite tensor in backward order. Off (no report object), nothing runs.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -32,53 +35,74 @@
 
 namespace tc::amp {
 
+/// Per-layer statistics of what fp16 and bf16 would do to activations' gradients and parameters' gradients and
+/// updates (see the top of this file).
 class NumericsReport {
  public:
-  using Named = std::vector<std::pair<std::string, Tensor>>;  // nn::NamedTensors
+  using Named = std::vector<std::pair<std::string, Tensor>>;  ///< nn::NamedTensors
 
+  /// Samples every `every`-th step.
   explicit NumericsReport(int64_t every = 10);
 
-  // Starts a step (1-based numbering is the caller's); sampled when step % every == 0.
+  /// Starts a step (1-based numbering is the caller's); sampled when step % every == 0.
   void begin_step(int64_t step);
+  /// Whether the current step is sampled.
   bool sampling() const { return sampling_; }
 
-  // Forward: x itself. Backward: the gradient arriving at x is recorded under `layer`
-  // (counted on sampled steps, checked for inf/NaN on every step).
+  /// Forward: x itself. Backward: the gradient arriving at x is recorded under `layer`
+  /// (counted on sampled steps, checked for inf/NaN on every step).
   Tensor watch(const Tensor& x, const std::string& layer);
 
-  // After backward, on sampled steps: the parameters' gradients.
+  /// After backward, on sampled steps: the parameters' gradients.
   void record_gradients(const Named& params);
-  // Around the optimizer step, on sampled steps: copies the weights, then counts the
-  // elements with a nonzero gradient that moved by less than half a bf16 ulp.
+  /// Around the optimizer step, on sampled steps: copies the weights, then counts the
+  /// elements with a nonzero gradient that moved by less than half a bf16 ulp.
   void before_update(const Named& params);
+  /// Counts the updates lost to rounding since before_update().
   void after_update(const Named& params);
-  // A step whose loss or gradients held inf/NaN: remembers it and the first non-finite
-  // tensor (watched gradients in backward order, then parameter gradients); returns its
-  // description ("gradient of layer 8 Linear's output").
+  /// A step whose loss or gradients held inf/NaN: remembers it and the first non-finite
+  /// tensor (watched gradients in backward order, then parameter gradients); returns its
+  /// description ("gradient of layer 8 Linear's output").
   std::string record_overflow(int64_t step, const Named& params);
 
+  /// One tensor's counts over the sampled steps.
   struct TensorStats {
-    std::string name;  // "0.weight" or "3 ReLU"
-    std::string kind;  // "param_grad" or "output_grad"
+    std::string name;  ///< "0.weight" or "3 ReLU"
+    std::string kind;  ///< "param_grad" or "output_grad"
+    /// \name Counts
+    /// @{
+
+    /// Tensors counted (samples) and their values (total); of those, how many were zero, would
+    /// flush to zero or be subnormal in fp16, would overflow fp16, or were not finite.
     int64_t samples = 0, total = 0, zero = 0, flush = 0, subnormal = 0, overflow = 0, nonfinite = 0;
-    double amax = 0;
-    int64_t update_total = 0, update_lost = 0;  // parameters only: elements with a nonzero gradient, and lost ones
-    double share(int64_t count) const { return total > 0 ? double(count) / double(total) : 0.0; }  // of all values
+    /// @}
+    double amax = 0;  ///< the largest magnitude seen
+    /// \name Updates
+    /// @{
+
+    /// Parameters only: elements with a nonzero gradient, and those whose update was lost.
+    int64_t update_total = 0, update_lost = 0;
+    /// @}
+    double share(int64_t count) const { return total > 0 ? double(count) / double(total) : 0.0; }  ///< of all values
+    /// update_lost / update_total.
     double lost_share() const { return update_total > 0 ? double(update_lost) / double(update_total) : 0.0; }
   };
+  /// A step whose loss or gradients held inf/NaN.
   struct Overflow {
-    int64_t step;
-    std::string first_nonfinite;
+    int64_t step;                 ///< the step's number
+    std::string first_nonfinite;  ///< what record_overflow() described
   };
-  // Layer outputs in forward order, then parameters in the order they were passed.
+  /// Layer outputs in forward order, then parameters in the order they were passed.
   std::vector<TensorStats> stats() const;
+  /// Every overflow recorded, in order.
   const std::vector<Overflow>& overflows() const { return overflows_; }
+  /// How many steps were sampled.
   int64_t sampled_steps() const { return sampled_steps_; }
 
-  // A fixed-width table: one row per tensor, fractions in percent, then the overflow steps.
+  /// A fixed-width table: one row per tensor, fractions in percent, then the overflow steps.
   std::string table() const;
 
-  // For the watch node's backward (not for users).
+  /// For the watch node's backward (not for users).
   void on_output_grad(const std::string& layer, const Tensor& grad);
 
  private:
@@ -89,7 +113,7 @@ class NumericsReport {
   int64_t sampled_steps_ = 0;
   std::vector<TensorStats> entries_;
   std::map<std::string, size_t> index_;
-  std::vector<std::pair<std::string, bool>> step_outputs_;  // this step's watched gradients: name, non-finite
+  std::vector<std::pair<std::string, bool>> step_outputs_;  ///< this step's watched gradients: name, non-finite
   std::vector<Tensor> weights_before_;
   std::vector<Overflow> overflows_;
 };

@@ -1,11 +1,12 @@
-// The rules of dynamic loss scaling that do not depend on the tensor type, in one place:
-// torch.amp.GradScaler's per-optimizer protocol with its error messages, the scale-update
-// rule (PyTorch's, plus Megatron-LM's hysteresis and DeepSpeed-style bounds), the checks of
-// the settings, and the state dict's keys and validation. tc::amp::GradScaler (tc::Tensor)
-// and tc::torch_amp::GradScaler (torch::Tensor, libtensorcast_torch) are both built on it.
-//
-// Header-only and free of tensors, so the libtorch adapter shares it without linking the
-// tensorcast core (whose oneDNN and OpenMP would meet libtorch's own in one process).
+/// \file
+/// The rules of dynamic loss scaling that do not depend on the tensor type, in one place:
+/// torch.amp.GradScaler's per-optimizer protocol with its error messages, the scale-update
+/// rule (PyTorch's, plus Megatron-LM's hysteresis and DeepSpeed-style bounds), the checks of
+/// the settings, and the state dict's keys and validation. tc::amp::GradScaler (tc::Tensor)
+/// and tc::torch_amp::GradScaler (torch::Tensor, libtensorcast_torch) are both built on it.
+///
+/// Header-only and free of tensors, so the libtorch adapter shares it without linking the
+/// tensorcast core (whose oneDNN and OpenMP would meet libtorch's own in one process).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -20,53 +21,56 @@
 
 namespace tc::amp {
 
+/// The name that GradScaler's error messages start with.
 inline constexpr const char* kScalerOwner = "GradScaler";
 
-// The scale-update rule. hysteresis = 1 with no bounds is exactly PyTorch's
-// _amp_update_scale_; more hysteresis is Megatron-LM's DynamicGradScaler; a min/max scale of
-// 0 means "no bound".
+/// The scale-update rule. hysteresis = 1 with no bounds is exactly PyTorch's
+/// _amp_update_scale_; more hysteresis is Megatron-LM's DynamicGradScaler; a min/max scale of
+/// 0 means "no bound".
 struct ScaleRule {
-  double growth_factor = 2.0;
-  double backoff_factor = 0.5;
-  int64_t growth_interval = 2000;
-  int64_t hysteresis = 1;
-  double min_scale = 0.0;
-  bool clamp_min_scale = false;
-  double max_scale = 0.0;
+  double growth_factor = 2.0;      ///< scale multiplier after growth_interval clean steps
+  double backoff_factor = 0.5;     ///< scale multiplier on an overflow
+  int64_t growth_interval = 2000;  ///< clean steps between growths
+  int64_t hysteresis = 1;          ///< overflows tolerated before backing off (1: PyTorch)
+  double min_scale = 0.0;          ///< 0: unbounded; the lower bound of the scale
+  bool clamp_min_scale = false;    ///< at min_scale stay there instead of raising
+  double max_scale = 0.0;          ///< 0: unbounded; the upper bound of the scale
 
+  /// True when the rule is PyTorch's (no hysteresis, no bounds).
   bool is_pytorch_rule() const { return hysteresis == 1 && min_scale == 0.0 && max_scale == 0.0; }
 };
 
-// A scaler's settings: torch.amp.GradScaler's, then tensorcast's extensions.
+/// A scaler's settings: torch.amp.GradScaler's, then tensorcast's extensions.
 struct GradScalerOptions {
-  TC_ARG(double, init_scale) = 65536.0;
-  TC_ARG(double, growth_factor) = 2.0;
-  TC_ARG(double, backoff_factor) = 0.5;
-  TC_ARG(int64_t, growth_interval) = 2000;
-  TC_ARG(bool, enabled) = true;
-  // Beyond PyTorch:
-  TC_ARG(int64_t, hysteresis) = 1;  // overflows tolerated since the last growth before backing off (Megatron)
-  TC_ARG(double, min_scale) = 0.0;  // 0: unbounded; backing off below this raises, unless clamp_min_scale
-  TC_ARG(bool, clamp_min_scale) = false;
-  TC_ARG(double, max_scale) = 0.0;  // 0: unbounded; growth stops at this value
+  TC_ARG(double, init_scale) = 65536.0;     ///< the first scale
+  TC_ARG(double, growth_factor) = 2.0;      ///< scale multiplier after growth_interval clean steps
+  TC_ARG(double, backoff_factor) = 0.5;     ///< scale multiplier on an overflow (inf/NaN gradient)
+  TC_ARG(int64_t, growth_interval) = 2000;  ///< clean steps between growths
+  TC_ARG(bool, enabled) = true;             ///< false: scale() and step() pass through, as PyTorch's
+  /// Beyond PyTorch:
+  TC_ARG(int64_t, hysteresis) = 1;        ///< overflows tolerated since the last growth before backing off (Megatron)
+  TC_ARG(double, min_scale) = 0.0;        ///< 0: unbounded; backing off below this raises, unless clamp_min_scale
+  TC_ARG(bool, clamp_min_scale) = false;  ///< at min_scale, stay there instead of raising
+  TC_ARG(double, max_scale) = 0.0;        ///< 0: unbounded; growth stops at this value
 };
 
+/// The ScaleRule of these options.
 inline ScaleRule rule_of(const GradScalerOptions& o) {
   return {o.growth_factor(), o.backoff_factor(),  o.growth_interval(), o.hysteresis(),
           o.min_scale(),     o.clamp_min_scale(), o.max_scale()};
 }
 
-// What happened on the last step(), for logs and reports.
+/// What happened on the last step(), for logs and reports.
 struct StepReport {
-  bool skipped = false;
-  // Only on skipped steps (the search runs off the fast path): the first parameter, in
-  // group order, whose gradient holds inf/NaN, e.g. "group 0 param 3 (shape (128, 784))".
+  bool skipped = false;  ///< whether the step was skipped (an inf/NaN gradient)
+  /// Only on skipped steps (the search runs off the fast path): the first parameter, in
+  /// group order, whose gradient holds inf/NaN, e.g. "group 0 param 3 (shape (128, 784))".
   std::optional<std::string> first_nonfinite;
-  int64_t group = -1;  // its group and index in the group, -1 when none
-  int64_t param = -1;
+  int64_t group = -1;  ///< its group and index in the group, -1 when none
+  int64_t param = -1;  ///< its index in the group, -1 when none
 };
 
-// The constructor's checks: PyTorch asserts the first two; the rest guard the extensions.
+/// The constructor's checks: PyTorch asserts the first two; the rest guard the extensions.
 inline void check_scaler_settings(double init_scale, const ScaleRule& r) {
   constexpr const char* kOp = kScalerOwner;
   TC_CHECK(r.growth_factor > 1.0, kOp, "The growth factor must be > 1.0. (got ", r.growth_factor, ")");
@@ -82,10 +86,10 @@ inline void check_scaler_settings(double init_scale, const ScaleRule& r) {
            r.min_scale);
 }
 
-// One update of the scale (stored as float32, as PyTorch's) and its int32 trackers, from
-// whether any gradient of the iteration was inf/NaN. Returns false, changing nothing, when a
-// backoff would go below min_scale and clamp_min_scale is off. constexpr (no library calls)
-// so that the CUDA scaler's one-thread kernel runs this very code on the device.
+/// One update of the scale (stored as float32, as PyTorch's) and its int32 trackers, from
+/// whether any gradient of the iteration was inf/NaN. Returns false, changing nothing, when a
+/// backoff would go below min_scale and clamp_min_scale is off. constexpr (no library calls)
+/// so that the CUDA scaler's one-thread kernel runs this very code on the device.
 constexpr bool try_update_scale(float& scale, int32_t& growth_tracker, int32_t& hysteresis_tracker, bool found_inf,
                                 const ScaleRule& r) {
   if (found_inf) {
@@ -125,7 +129,7 @@ constexpr bool try_update_scale(float& scale, int32_t& growth_tracker, int32_t& 
   return true;
 }
 
-// The error of a backoff below min_scale (clamp_min_scale off), from the scale it started at.
+/// The error of a backoff below min_scale (clamp_min_scale off), from the scale it started at.
 [[noreturn]] inline void fail_below_min_scale(float scale, const ScaleRule& r) {
   TC_FAIL(kScalerOwner, "the loss scale ", scale, " would back off to ", static_cast<float>(scale * r.backoff_factor),
           ", below min_scale ", r.min_scale,
@@ -133,33 +137,36 @@ constexpr bool try_update_scale(float& scale, int32_t& growth_tracker, int32_t& 
           "min_scale instead)");
 }
 
-// try_update_scale, throwing (and changing nothing) where it refuses.
+/// try_update_scale, throwing (and changing nothing) where it refuses.
 inline void update_scale(float& scale, int32_t& growth_tracker, int32_t& hysteresis_tracker, bool found_inf,
                          const ScaleRule& r) {
   if (!try_update_scale(scale, growth_tracker, hysteresis_tracker, found_inf, r)) fail_below_min_scale(scale, r);
 }
 
-// PyTorch's assertion when unscale_/step/update come before the first scale().
+/// PyTorch's assertion when unscale_/step/update come before the first scale().
 inline void check_scale_initialized(bool initialized, const char* funcname) {
   TC_CHECK(initialized, kScalerOwner, "Attempted ", funcname,
            " but _scale is None.  This may indicate your script did not use scaler.scale(loss or outputs) earlier "
            "in the iteration.");
 }
 
-// Each optimizer moves READY -> UNSCALED (unscale_) -> STEPPED (step) -> READY (update), as
-// in torch.amp.GradScaler (keyed by the optimizer's address, as PyTorch keys by id()); calls
-// out of that order raise PyTorch's messages. FoundInf is what one inf check records.
+/// Each optimizer moves READY -> UNSCALED (unscale_) -> STEPPED (step) -> READY (update), as
+/// in torch.amp.GradScaler (keyed by the optimizer's address, as PyTorch keys by id()); calls
+/// out of that order raise PyTorch's messages. FoundInf is what one inf check records.
 enum class OptState : uint8_t { Ready, Unscaled, Stepped };
 
+/// Per optimizer, where it is in the unscale_/step/update cycle and its inf check (PyTorch's per-optimizer state).
 template <class FoundInf>
 class OptimizerStates {
  public:
+  /// One optimizer's state in the cycle.
   struct Entry {
-    OptState stage = OptState::Ready;
-    bool recorded = false;  // an inf check ran (PyTorch: found_inf_per_device is not empty)
-    FoundInf found_inf{};
+    OptState stage = OptState::Ready;  ///< where the optimizer is in the cycle
+    bool recorded = false;             ///< an inf check ran (PyTorch: found_inf_per_device is not empty)
+    FoundInf found_inf{};              ///< the inf check's flag
   };
 
+  /// The entry of an optimizer about to be unscaled; throws PyTorch's message when out of order.
   Entry& for_unscale(const void* optimizer) {
     Entry& e = map_[optimizer];
     TC_CHECK(e.stage != OptState::Unscaled, kScalerOwner,
@@ -167,15 +174,17 @@ class OptimizerStates {
     TC_CHECK(e.stage != OptState::Stepped, kScalerOwner, "unscale_() is being called after step().");
     return e;
   }
+  /// The entry of an optimizer about to step; throws PyTorch's message when out of order.
   Entry& for_step(const void* optimizer) {
     Entry& e = map_[optimizer];
     TC_CHECK(e.stage != OptState::Stepped, kScalerOwner, "step() has already been called since the last update().");
     return e;
   }
+  /// Throws PyTorch's "No inf checks were recorded" unless an inf check ran.
   static void check_recorded(const Entry& e) {
     TC_CHECK(e.recorded, kScalerOwner, "No inf checks were recorded for this optimizer.");
   }
-  // Calls f(found_inf) for every recorded check, for update(); PyTorch's message when none.
+  /// Calls f(found_inf) for every recorded check, for update(); PyTorch's message when none.
   template <class F>
   void for_each_found_inf(F&& f) const {
     bool any = false;
@@ -186,24 +195,25 @@ class OptimizerStates {
       }
     TC_CHECK(any, kScalerOwner, "No inf checks were recorded prior to update.");
   }
+  /// Forgets every optimizer (at update()).
   void clear() { map_.clear(); }
 
  private:
   std::unordered_map<const void*, Entry> map_;
 };
 
-// Everything a scaler saves. PyTorch's dict has the first five keys; tensorcast adds the
-// rest, and a dict with PyTorch's five alone loads (hysteresis 1, the other extras kept).
+/// Everything a scaler saves. PyTorch's dict has the first five keys; tensorcast adds the
+/// rest, and a dict with PyTorch's five alone loads (hysteresis 1, the other extras kept).
 struct ScalerState {
-  double scale = 65536.0;
-  ScaleRule rule;
-  int64_t growth_tracker = 0;
-  int64_t hysteresis_tracker = 1;
-  int64_t steps_taken = 0;
-  int64_t steps_skipped = 0;
+  double scale = 65536.0;          ///< the current loss scale
+  ScaleRule rule;                  ///< growth, backoff and bounds
+  int64_t growth_tracker = 0;      ///< clean steps since the last growth or backoff
+  int64_t hysteresis_tracker = 1;  ///< overflows left before a backoff
+  int64_t steps_taken = 0;         ///< steps taken since construction
+  int64_t steps_skipped = 0;       ///< steps skipped for an inf/NaN gradient
 };
 
-// Calls real(key, double) and integer(key, int64_t) for every entry, in PyTorch's order first.
+/// Calls real(key, double) and integer(key, int64_t) for every entry, in PyTorch's order first.
 template <class Real, class Integer>
 void write_scaler_state(const ScalerState& s, Real&& real, Integer&& integer) {
   real("scale", s.scale);
@@ -220,11 +230,13 @@ void write_scaler_state(const ScalerState& s, Real&& real, Integer&& integer) {
   integer("steps_skipped", s.steps_skipped);
 }
 
-// Reads a dict that may come from a file (and so hold anything) through `dict`, which has
-//   bool empty(); bool has(key); double real(key, lo, hi); int64_t integer(key, lo, hi)
-// (the last two throw naming the key when the entry is missing, of the wrong kind or out of
-// [lo, hi]). Every value is checked before anything is returned, so a bad dict changes
-// nothing. `current` supplies the extras a PyTorch dict does not hold.
+/// Reads a dict that may come from a file (and so hold anything) through `dict`, which has
+/// \verbatim
+///   bool empty(); bool has(key); double real(key, lo, hi); int64_t integer(key, lo, hi)
+/// \endverbatim
+/// (the last two throw naming the key when the entry is missing, of the wrong kind or out of
+/// [lo, hi]). Every value is checked before anything is returned, so a bad dict changes
+/// nothing. `current` supplies the extras a PyTorch dict does not hold.
 template <class Dict>
 ScalerState read_scaler_state(Dict& dict, const ScalerState& current) {
   constexpr const char* kOp = kScalerOwner;

@@ -1,53 +1,66 @@
-// Linear, Identity and Flatten.
+/// \file
+/// Linear, Identity and Flatten.
 #pragma once
 #include "tensorcast/nn/module.h"
 
 namespace tc::nn {
 
+/// Options of Linear (torch.nn.Linear's arguments).
 struct LinearOptions {
+  /// A layer from in_features to out_features.
   LinearOptions(int64_t in_features, int64_t out_features) : in_features_(in_features), out_features_(out_features) {}
-  TC_ARG(int64_t, in_features);
-  TC_ARG(int64_t, out_features);
-  TC_ARG(bool, bias) = true;
+  TC_ARG(int64_t, in_features);   ///< the input's last dimension
+  TC_ARG(int64_t, out_features);  ///< the output's last dimension
+  TC_ARG(bool, bias) = true;      ///< whether to learn an additive bias
 };
 
-// y = x W^T + b; weight (out, in) and bias U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch.
+/// y = x W^T + b; weight (out, in) and bias U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch.
 class LinearImpl : public Module {
  public:
+  /// A layer from in_features to out_features, with bias.
   LinearImpl(int64_t in_features, int64_t out_features) : LinearImpl(LinearOptions(in_features, out_features)) {}
+  /// From options.
   explicit LinearImpl(const LinearOptions& options);
+  /// input (..., in) -> input weight^T + bias (..., out).
   Tensor forward(const Tensor& input);
+  /// Weight and bias drawn again as PyTorch's (uniform in +-1/sqrt(in_features)).
   void reset_parameters();
   void pretty_print(std::ostream& os) const override;
 
-  LinearOptions options;
-  Tensor weight;
-  Tensor bias;  // undefined with .bias(false)
+  LinearOptions options;  ///< as constructed
+  Tensor weight;          ///< (out_features, in_features)
+  Tensor bias;            ///< undefined with .bias(false)
 };
 TC_MODULE(Linear);
 
+/// Returns its input (a placeholder layer); TC_MODULE(Identity) is its holder.
 class IdentityImpl : public Module {
  public:
   IdentityImpl() : Module("Identity") {}
+  /// input, unchanged.
   Tensor forward(const Tensor& input) { return input; }
 };
 TC_MODULE(Identity);
 
+/// Options of Flatten.
 struct FlattenOptions {
-  TC_ARG(int64_t, start_dim) = 1;
-  TC_ARG(int64_t, end_dim) = -1;
+  TC_ARG(int64_t, start_dim) = 1;  ///< first dimension merged
+  TC_ARG(int64_t, end_dim) = -1;   ///< last dimension merged
 };
 
-// Flattens dims start_dim..end_dim (default: all but the batch dim) into one.
+/// Flattens dims start_dim..end_dim (default: all but the batch dim) into one.
 class FlattenImpl : public Module {
  public:
+  /// From options (default: every dimension after the batch's).
   explicit FlattenImpl(const FlattenOptions& options = {}) : Module("Flatten"), options(options) {}
+  /// Merges start_dim..end_dim.
   FlattenImpl(int64_t start_dim, int64_t end_dim)
       : FlattenImpl(FlattenOptions().start_dim(start_dim).end_dim(end_dim)) {}
+  /// input.flatten(start_dim, end_dim).
   Tensor forward(const Tensor& input) { return input.flatten(options.start_dim(), options.end_dim()); }
   void pretty_print(std::ostream& os) const override;
 
-  FlattenOptions options;
+  FlattenOptions options;  ///< as constructed
 };
 TC_MODULE(Flatten);
 

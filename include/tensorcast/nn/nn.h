@@ -1,4 +1,5 @@
-// Every module of tc::nn (the umbrella tensorcast/tensorcast.h includes this).
+/// \file
+/// Every module of tc::nn (the umbrella tensorcast/tensorcast.h includes this).
 #pragma once
 #include "tensorcast/nn/activation.h"
 #include "tensorcast/nn/attention.h"
