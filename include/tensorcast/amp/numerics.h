@@ -83,7 +83,8 @@ class NumericsReport {
     /// Parameters only: elements with a nonzero gradient, and those whose update was lost.
     int64_t update_total = 0, update_lost = 0;
     /// @}
-    double share(int64_t count) const { return total > 0 ? double(count) / double(total) : 0.0; }  ///< of all values
+    /// count / total (0 before any value was counted).
+    double share(int64_t count) const { return total > 0 ? double(count) / double(total) : 0.0; }
     /// update_lost / update_total.
     double lost_share() const { return update_total > 0 ? double(update_lost) / double(update_total) : 0.0; }
   };

@@ -47,7 +47,7 @@ struct GradScalerOptions {
   TC_ARG(double, backoff_factor) = 0.5;     ///< scale multiplier on an overflow (inf/NaN gradient)
   TC_ARG(int64_t, growth_interval) = 2000;  ///< clean steps between growths
   TC_ARG(bool, enabled) = true;             ///< false: scale() and step() pass through, as PyTorch's
-  /// Beyond PyTorch:
+  // Beyond PyTorch:
   TC_ARG(int64_t, hysteresis) = 1;        ///< overflows tolerated since the last growth before backing off (Megatron)
   TC_ARG(double, min_scale) = 0.0;        ///< 0: unbounded; backing off below this raises, unless clamp_min_scale
   TC_ARG(bool, clamp_min_scale) = false;  ///< at min_scale, stay there instead of raising
