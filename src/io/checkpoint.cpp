@@ -33,10 +33,8 @@ bool is_reserved(std::string_view key) {
 }
 
 int64_t read_int(const Metadata& m, const char* key, std::string_view source) {
-  auto it = m.find(key);
-  TC_CHECK(it != m.end(), "io", source, ": checkpoint metadata lacks '", key, "'");
   int64_t v = 0;
-  const std::string& s = it->second;
+  const std::string& s = checkpoint_metadata(m, key, source);
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   TC_CHECK(ec == std::errc() && end == s.data() + s.size(), "io", source, ": checkpoint metadata '", key, "' is \"", s,
            "\", not an integer");
@@ -44,6 +42,18 @@ int64_t read_int(const Metadata& m, const char* key, std::string_view source) {
 }
 
 }  // namespace
+
+const std::string& checkpoint_metadata(const Metadata& m, const char* key, std::string_view source) {
+  const auto it = m.find(key);
+  TC_CHECK(it != m.end(), "io", source, ": checkpoint metadata lacks '", key, "'");
+  return it->second;
+}
+
+bool claims_checkpoint(const Metadata& m) {
+  const auto fmt = m.find("format");
+  if (fmt != m.end()) return fmt->second == kFormat;
+  return m.count("format_version") != 0 || m.count("tensorcast_version") != 0;
+}
 
 SafetensorsFile to_safetensors(const TrainingState& state) {
   SafetensorsFile f;
@@ -64,11 +74,16 @@ SafetensorsFile to_safetensors(const TrainingState& state) {
 
 TrainingState training_state_from(const SafetensorsFile& file, std::string_view source) {
   auto fmt = file.metadata.find("format");
-  TC_CHECK(fmt != file.metadata.end() && fmt->second == kFormat, "io", source,
-           ": not a tensorcast training checkpoint (metadata 'format' is not \"", kFormat, "\")");
+  TC_CHECK(fmt != file.metadata.end(), "io", source,
+           ": not a tensorcast training checkpoint (its metadata lacks 'format')");
+  TC_CHECK(fmt->second == kFormat, "io", source, ": not a tensorcast training checkpoint (metadata 'format' is not \"",
+           kFormat, "\")");
   const int64_t version = read_int(file.metadata, "format_version", source);
   TC_CHECK(version >= 1 && version <= kCheckpointFormatVersion, "io", source, ": checkpoint format version ", version,
            " is not supported (this tensorcast reads 1..", kCheckpointFormatVersion, "; upgrade tensorcast)");
+  // Not used to read the file, but every writer stores it and `inspect` shows it: a file
+  // without it was not written whole by tensorcast.
+  checkpoint_metadata(file.metadata, "tensorcast_version", source);
   TrainingState s;
   s.epoch = read_int(file.metadata, "epoch", source);
   s.step = read_int(file.metadata, "step", source);

@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "tensorcast/error.h"
 #include "tensorcast/io/checkpoint.h"
 #include "tensorcast/io/safetensors.h"
 
@@ -40,6 +41,7 @@ std::string describe(const std::filesystem::path& path) {
   const auto file = std::filesystem::is_directory(path, ec) ? path / kCheckpointFileName : path;
   const SafetensorsFile f = load_safetensors(file);
   const uint64_t file_bytes = std::filesystem::file_size(file, ec);
+  TC_CHECK(!ec, "io", "cannot read the size of ", file.string(), ": ", ec.message());
 
   uint64_t data_bytes = 0;
   size_t name_w = 4, dtype_w = 5, shape_w = 5;
@@ -54,11 +56,13 @@ std::string describe(const std::filesystem::path& path) {
   os << file.string() << ": safetensors, " << f.tensors.size() << " tensors, " << human_bytes(data_bytes)
      << " of data (" << file_bytes << " bytes on disk)\n";
 
-  const auto fmt = f.metadata.find("format");
-  if (fmt != f.metadata.end() && fmt->second == "tensorcast.checkpoint") {
+  // A checkpoint's directory is described as a checkpoint even when its metadata says
+  // nothing: a damaged checkpoint is refused, naming what it lacks, not listed as a plain file.
+  if (file != path || claims_checkpoint(f.metadata)) {
     const TrainingState s = training_state_from(f, file.string());
     os << "training checkpoint: epoch " << s.epoch << ", step " << s.step << " (format "
-       << f.metadata.at("format_version") << ", written by tensorcast " << f.metadata.at("tensorcast_version") << ")\n";
+       << checkpoint_metadata(f.metadata, "format_version", file.string()) << ", written by tensorcast "
+       << checkpoint_metadata(f.metadata, "tensorcast_version", file.string()) << ")\n";
     auto part = [&](const char* label, const StateDict& sd) {
       uint64_t b = 0;
       for (const auto& [n, t] : sd) b += t.nbytes();

@@ -46,8 +46,19 @@ TrainingState load_checkpoint(const std::filesystem::path& dir);
 bool has_checkpoint(const std::filesystem::path& dir);
 
 /// Splits a parsed file into its parts / joins them; used by load/save and by `inspect`.
+/// training_state_from throws "[io] <source>: ..." naming the metadata key that is missing
+/// or invalid.
 TrainingState training_state_from(const SafetensorsFile& file, std::string_view source);
 /// The safetensors file save_checkpoint writes for `state`.
 SafetensorsFile to_safetensors(const TrainingState& state);
+
+/// The value of a reserved metadata key; throws "[io] <source>: checkpoint metadata lacks
+/// '<key>'" when it is absent.
+const std::string& checkpoint_metadata(const Metadata& m, const char* key, std::string_view source);
+
+/// True when the metadata says the file is a training checkpoint: "format" names the
+/// checkpoint format, or, without "format", a key only checkpoints carry is present (a
+/// damaged checkpoint, which training_state_from then refuses, not a plain file).
+bool claims_checkpoint(const Metadata& m);
 
 }  // namespace tc::io
