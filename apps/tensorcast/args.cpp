@@ -2,7 +2,9 @@
 #include "args.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,10 +17,11 @@ std::string quoted(const std::string& s) { return "'" + s + "'"; }
 }  // namespace
 
 int64_t parse_nonnegative_int(const std::string& flag, const std::string& value) {
-  errno = 0;
-  char* end = nullptr;
-  const long long v = value.empty() || value[0] == '-' || value[0] == '+' ? -1 : std::strtoll(value.c_str(), &end, 10);
-  if (v < 0 || errno != 0 || end == nullptr || *end != '\0')
+  // from_chars, unlike strtoll, takes no leading blanks or '+': the whole value is digits.
+  int64_t v = -1;
+  const char* last = value.data() + value.size();
+  const auto [end, ec] = std::from_chars(value.data(), last, v);
+  if (value.empty() || value[0] == '-' || ec != std::errc() || end != last)
     throw UsageError(flag + " expects a non-negative integer, got " + quoted(value));
   return v;
 }
@@ -39,7 +42,9 @@ int64_t parse_positive_int(const std::string& flag, const std::string& value, in
 double parse_positive_double(const std::string& flag, const std::string& value) {
   errno = 0;
   char* end = nullptr;
-  const double v = value.empty() ? 0.0 : std::strtod(value.c_str(), &end);
+  // strtod would skip leading blanks; the value must be the number alone.
+  const double v =
+      value.empty() || std::isspace(static_cast<unsigned char>(value[0])) ? 0.0 : std::strtod(value.c_str(), &end);
   if (value.empty() || errno != 0 || end == nullptr || *end != '\0' || !std::isfinite(v) || v <= 0)
     throw UsageError(flag + " expects a positive number, got " + quoted(value));
   return v;

@@ -242,9 +242,9 @@ int cmd_report(int argc, char** argv) {
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_directory(out, ec))
     throw tc::Error("[cli] --out " + out + " is a file; pass a directory");
-  if (!fs::is_directory(fs::absolute(out).parent_path(), ec))
-    throw tc::Error("[cli] --out " + out + ": directory " + fs::absolute(out).parent_path().string() +
-                    " does not exist; create it first");
+  const fs::path parent = absolute_path(out, "--out").parent_path();
+  if (!fs::is_directory(parent, ec))
+    throw tc::Error("[cli] --out " + out + ": directory " + parent.string() + " does not exist; create it first");
   resolve_device(device);  // before the first run prints anything
   if (parse_only) return 0;
 
@@ -311,7 +311,9 @@ int cmd_report(int argc, char** argv) {
     std::fflush(stdout);
     r.result = run_training(c);
   }
-  fs::create_directories(out);
+  // The runs took minutes: --out may have been removed or replaced by a file meanwhile.
+  fs::create_directories(out, ec);
+  if (ec) throw tc::Error("[report] cannot create --out directory " + out + ": " + ec.message());
   const fs::path dir(out);
   // ---- plots
   {

@@ -66,6 +66,15 @@ Precision resolve_precision(const std::string& flag, tc::Device device) {
           "picks bf16, or fp16 with a GradScaler)"};
 }
 
+fs::path absolute_path(const std::string& path, const std::string& flag) {
+  std::error_code ec;
+  fs::path r = fs::absolute(path, ec);
+  if (ec)
+    throw tc::Error("[cli] " + flag + " " + path + ": cannot make the path absolute: " + ec.message() +
+                    " (was the working directory removed?)");
+  return r;
+}
+
 tc::Device resolve_device(const std::string& flag) {
   tc::Device device;
   try {
@@ -139,7 +148,8 @@ int64_t checked_steps(int64_t a, int64_t b, const std::string& what) {
 // Resolves a user path for comparisons ("ck" and "./ck/" are the same directory).
 fs::path normalized(const std::string& p) {
   std::error_code ec;
-  fs::path r = fs::weakly_canonical(fs::absolute(p), ec);
+  fs::path r = fs::absolute(p, ec);
+  if (!ec) r = fs::weakly_canonical(r, ec);
   return ec ? fs::path(p) : r;
 }
 
@@ -149,7 +159,7 @@ void check_output_path(const std::string& path, const std::string& flag) {
   if (path.empty()) return;
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw tc::Error("[cli] " + flag + " " + path + " is a directory; pass a file name");
-  const fs::path parent = fs::absolute(path).parent_path();
+  const fs::path parent = absolute_path(path, flag).parent_path();
   if (!fs::is_directory(parent, ec))
     throw tc::Error("[cli] " + flag + " " + path + ": directory " + parent.string() +
                     " does not exist; create it first");
@@ -293,11 +303,14 @@ int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Modul
   if (use_scaler && !state.scaler.empty()) scaler.load_state_dict(state.scaler);
   // Rank 0 wrote the checkpoint; the position (epoch, batch) is the same on every rank.
   tc::StateDict position = state.data_loader;
-  const int64_t saved_world = position.count("num_replicas") ? position.at("num_replicas").item<int64_t>() : 1;
+  // Read as the loader reads its state: a float or NaN entry is an error naming the key,
+  // never a cast out of range.
+  const int64_t saved_world =
+      position.count("num_replicas") ? tc::read_state_int(position, "num_replicas", "data", 1, INT32_MAX) : 1;
   if (saved_world != tc::dist::world_size()) {
     // Another world size shards the data differently: the position cannot carry over, so
     // the interrupted epoch starts again (model, optimizer and scaler resume exactly).
-    const int64_t epoch = position.count("epoch") ? position.at("epoch").item<int64_t>() : 0;
+    const int64_t epoch = position.count("epoch") ? tc::read_state_int(position, "epoch", "data", 0) : 0;
     loader.set_epoch(epoch);
     if (note)
       *note = "the checkpoint was written by " + std::to_string(saved_world) + " process(es), this run has " +
@@ -414,7 +427,7 @@ TrainResult run_training(const TrainConfig& config) {
       throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir +
                       " already holds a checkpoint of another run; pass --resume " + cfg.checkpoint_dir +
                       " to continue it, --overwrite to replace it, or another directory");
-    const fs::path parent = fs::absolute(cfg.checkpoint_dir).parent_path();
+    const fs::path parent = absolute_path(cfg.checkpoint_dir, "--checkpoint").parent_path();
     if (!fs::is_directory(parent, ec))
       throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir + ": directory " + parent.string() +
                       " does not exist; create it first");
@@ -566,6 +579,8 @@ TrainResult run_training(const TrainConfig& config) {
     st.rng = tc::get_rng_state();
     st.epoch = epoch_done;
     st.step = step;
+    const std::string data_path =
+        cfg.data.empty() ? cfg.data : absolute_path(cfg.data, "--data").lexically_normal().string();
     st.metadata = {{"model", cfg.model},
                    {"precision", prec.name},
                    {"scaler", cfg.scaler ? "1" : "0"},  // the choice (--no-scaler), not whether fp16 used it
@@ -576,7 +591,7 @@ TrainResult run_training(const TrainConfig& config) {
                    {"lr", fmt_double(cfg.lr)},
                    {"lr_schedule", cfg.lr_schedule},
                    {"seed", std::to_string(cfg.seed)},
-                   {"data", cfg.data.empty() ? cfg.data : fs::absolute(cfg.data).lexically_normal().string()},
+                   {"data", data_path},
                    {"train_seconds", fmt_double(previous_seconds + result.train_seconds)}};
     tc::io::save_checkpoint(cfg.checkpoint_dir, st);
     // The weights alone, for PyTorch / safetensors users (and byte comparisons).

@@ -7,6 +7,7 @@
 #include <tensorcast/dtype.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -145,6 +146,10 @@ int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Modul
 // Throws a one-line tc::Error when `path` (an output file of `flag`) cannot be written:
 // it names a directory, or its directory does not exist. Empty path: nothing to check.
 void check_output_path(const std::string& path, const std::string& flag);
+
+// std::filesystem::absolute, but its one failure (no working directory: it was removed)
+// is a tc::Error naming `flag` and `path`, not a std::filesystem::filesystem_error.
+std::filesystem::path absolute_path(const std::string& path, const std::string& flag);
 
 // --numerics-json: the report's rows ({"name", "kind", "amax", "zero", "fp16_flush_to_zero",
 // "fp16_subnormal", "fp16_overflow", "nonfinite", "bf16_update_lost"}) and overflow steps.
