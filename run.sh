@@ -9,6 +9,8 @@
 #   ./run.sh build      install what is missing and build only
 #   ./run.sh docs       the API reference from include/tensorcast (Doxygen, docs/Doxyfile) in
 #                       build-docs/html/ (DOCS_DIR: elsewhere); fails on any warning
+#   ./run.sh package    the Debian packages tensorcast_<version>_amd64.deb and tensorcast-dev_<version>_amd64.deb
+#                       (the CPU build under /usr, cmake/package.cmake) in build-package/
 # BUILD_DIR (default build) and JOBS (default: all cores) may be set in the environment.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -38,6 +40,17 @@ case "$cmd" in
     build "$dir"
     # Slow tests run too, in their bounded form (TC_SLOW_BOUNDED is the default).
     ctest --test-dir "$dir" --output-on-failure -j "$JOBS" "$@"
+    ;;
+  package)
+    dir="${BUILD_DIR:-build-package}"
+    bash scripts/deps.sh package
+    build "$dir" -DCMAKE_INSTALL_PREFIX=/usr -DTC_CUDA=OFF -DTC_TORCH=OFF -DTC_BUILD_TESTS=OFF -DTC_BUILD_BENCH=OFF \
+      -DTC_BUILD_EXAMPLES=OFF "$@"
+    rm -f "$dir"/*.deb
+    (cd "$dir" && cpack -G DEB > cpack.log) || { cat "$dir/cpack.log" >&2; exit 1; }
+    for deb in "$dir"/*.deb; do
+      echo "$deb: $(dpkg-deb -f "$deb" Depends)"
+    done
     ;;
   docs)
     bash scripts/deps.sh docs
@@ -82,14 +95,17 @@ case "$cmd" in
         "DIR/bin/pip install torch numpy' and set TC_TORCH_PYTHON=DIR/bin/python" >&2
       exit 1
     fi
-    # Only the adapter's targets: they link libtorch, not the core.
+    # The adapter links libtorch, not the core.
     cmake -S . -B "$dir" -G Ninja -DTC_TORCH=ON -DCMAKE_PREFIX_PATH="$prefix" -DTC_TORCH_PYTHON="$py" \
       -DTC_BUILD_BENCH=OFF > /dev/null
-    cmake --build "$dir" -j "$JOBS" --target tensorcast_torch test_torch_amp libtorch_amp
+    # The adapter's targets, and what `cmake --install` puts beside them for the installed
+    # torch component's consumer test (the core, tc::dist, the command).
+    cmake --build "$dir" -j "$JOBS" --target tensorcast_torch test_torch_amp libtorch_amp tensorcast tensorcast_dist \
+      tensorcast_cli
     ctest --test-dir "$dir" --output-on-failure -L torch "$@"
     ;;
   *)
-    echo "usage: ./run.sh [main|test|test-asan|test-tsan|test-torch|build|docs] [args...]" >&2
+    echo "usage: ./run.sh [main|test|test-asan|test-tsan|test-torch|build|package|docs] [args...]" >&2
     exit 2
     ;;
 esac

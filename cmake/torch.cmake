@@ -26,17 +26,16 @@ if(Torch_FOUND)
   # (tensorcast/amp/scaler_rules.h).
   add_library(tensorcast_torch src/torch/amp.cpp)
   add_library(tensorcast::torch ALIAS tensorcast_torch)
-  target_include_directories(tensorcast_torch PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>)
-  target_link_libraries(tensorcast_torch PUBLIC ${TORCH_LIBRARIES})
+  target_include_directories(tensorcast_torch PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                                                     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  # Installed, the package's config links the libtorch its user finds instead of this one.
+  target_link_libraries(tensorcast_torch PUBLIC "$<BUILD_INTERFACE:${TORCH_LIBRARIES}>")
   target_compile_features(tensorcast_torch PUBLIC cxx_std_20)
   target_compile_options(tensorcast_torch PRIVATE -Wall -Wextra -Wno-unused-parameter)
-  # The pip wheel's libtorch_cuda needs the wheel's own CUDA libraries (NCCL, cuBLAS, ...),
-  # which its RPATH finds at run time; at link time the linker must be told where they are,
-  # or it takes /usr/local/cuda's older ones.
-  file(GLOB tc_torch_nvidia_libs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
-  foreach(dir ${tc_torch_nvidia_libs})
-    target_link_options(tensorcast_torch PUBLIC "LINKER:-rpath-link,${dir}")
-  endforeach()
+  set_target_properties(tensorcast_torch PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
+    INSTALL_RPATH_USE_LINK_PATH ON)  # the installed adapter finds the libtorch it was built with
+  include(${PROJECT_SOURCE_DIR}/cmake/torch_wheel.cmake)
+  tc_torch_wheel_link_options(tensorcast_torch "${TORCH_INSTALL_PREFIX}")
 else()
   message(STATUS "tensorcast: libtorch adapter off (no Torch found; docs/libtorch.md)")
 endif()

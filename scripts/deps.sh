@@ -32,6 +32,11 @@ if [ "${1:-}" = fuzz ]; then
   )
 fi
 
+# `deps.sh package`: also what `./run.sh package` needs (CPack's DEB generator runs `file`).
+if [ "${1:-}" = package ]; then
+  PACKAGES+=(file)
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
