@@ -47,7 +47,7 @@ case "$cmd" in
     build "$dir" -DCMAKE_INSTALL_PREFIX=/usr -DTC_CUDA=OFF -DTC_TORCH=OFF -DTC_BUILD_TESTS=OFF -DTC_BUILD_BENCH=OFF \
       -DTC_BUILD_EXAMPLES=OFF "$@"
     rm -f "$dir"/*.deb
-    (cd "$dir" && cpack -G DEB > cpack.log) || { cat "$dir/cpack.log" >&2; exit 1; }
+    (cd "$dir" && cpack -G DEB > cpack.log 2>&1) || { cat "$dir/cpack.log" >&2; exit 1; }
     for deb in "$dir"/*.deb; do
       echo "$deb: $(dpkg-deb -f "$deb" Depends)"
     done

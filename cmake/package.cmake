@@ -14,11 +14,9 @@ set(CPACK_COMPONENTS_ALL Runtime Development)
 set(CPACK_COMPONENT_DEVELOPMENT_DEPENDS Runtime)  # tensorcast-dev depends on tensorcast (= version)
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_COMPONENT_RUNTIME_DESCRIPTION
-  "${CPACK_PACKAGE_DESCRIPTION_SUMMARY}\n"
-  " The tensorcast command and the shared libraries libtensorcast and libtensorcast_dist.")
+  "The tensorcast command and the shared libraries libtensorcast and libtensorcast_dist.")
 set(CPACK_COMPONENT_DEVELOPMENT_DESCRIPTION
-  "${CPACK_PACKAGE_DESCRIPTION_SUMMARY} (development files)\n"
-  " Headers, the CMake package (find_package(tensorcast COMPONENTS dist)) and pkg-config files.")
+  "Headers, the CMake package (find_package(tensorcast COMPONENTS dist)) and pkg-config files.")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
