@@ -32,8 +32,8 @@ struct Model {
   // the optimizer step (tc::amp::set_autocast_cache_keeps_training_copies): gpt, whose peak
   // memory comes as its backward starts, when every copy is alive anyway, and mlp-large,
   // whose 8.4M weights' casts are a noticeable share of a step (for a little more peak
-  // memory at small batches, none at large ones); not the convnet and the small mlp, whose peak comes late in the backward,
-  // after their graph freed some copies, and whose casts cost little.
+  // memory at small batches, none at large ones); not the convnet and the small mlp, whose peak comes late in the
+  // backward, after their graph freed some copies, and whose casts cost little.
   bool keeps_weight_copies = false;
   std::string description;  // one line, for logs
 };
