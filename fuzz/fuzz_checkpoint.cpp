@@ -6,8 +6,10 @@
 // go to LRScheduler::load_state_dict as well (the CLI derives its schedule from the step;
 // a library user may checkpoint a scheduler's state dict). Metadata picks what the CLI
 // would: precision fp16 with scaler != 0 uses the GradScaler; "optimizer" (adamw, adam,
-// sgd) is ours. Inputs are mutated structurally (safetensors_mutator.h).
+// sgd) is ours. The same bytes also go through describe(), what `tensorcast inspect FILE`
+// prints. Inputs are mutated structurally (safetensors_mutator.h).
 #include <tensorcast/io/checkpoint.h>
+#include <tensorcast/io/describe.h>
 #include <tensorcast/io/safetensors.h>
 
 #include "fuzz_util.h"
@@ -30,6 +32,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  fuzz::refused_or_ok([&] { tc::io::describe(fuzz::write_scratch("checkpoint.safetensors", data, size)); });
   fuzz::refused_or_ok([&] {
     tc::io::SafetensorsFile file =
         tc::io::parse_safetensors(std::string_view(reinterpret_cast<const char*>(data), size), "<fuzz>");

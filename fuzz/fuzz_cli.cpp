@@ -51,6 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       tcli::cmd_inspect(argc, argv.data());
   } catch (const tcli::UsageError&) {
   } catch (const tc::Error&) {
+  } catch (...) {
+    fuzz::escaped();
   }
   return 0;
 }

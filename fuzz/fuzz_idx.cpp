@@ -32,6 +32,8 @@ std::optional<tc::Tensor> read(const std::string& path) {
     return tc::data::read_idx(path);
   } catch (const tc::Error&) {
     return std::nullopt;
+  } catch (...) {
+    fuzz::escaped();
   }
 }
 

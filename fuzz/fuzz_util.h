@@ -1,6 +1,7 @@
 // Shared by the fuzz targets: what counts as a safe refusal, and a scratch file for the
 // readers that take a path.
 #pragma once
+#include <cxxabi.h>
 #include <tensorcast/error.h>
 #include <unistd.h>
 
@@ -8,13 +9,35 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 namespace fuzz {
 
-// tc::Error is how every reader refuses bad input. Anything else that escapes (another
-// exception type, a sanitizer report, a hang) is a finding, so it reaches libFuzzer.
+// Called from a `catch (...)` that follows the catch of what a reader may refuse with
+// (tc::Error; for the CLI, UsageError too). Any other exception (std::out_of_range from
+// map::at, std::invalid_argument from std::stoi, a filesystem_error, std::bad_alloc) would
+// reach the user as a bare "map::at" naming no file, key or flag: a finding. Says which
+// type escaped and its message, then aborts, which libFuzzer reports as a crash.
+[[noreturn]] inline void escaped() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    int status = 0;
+    char* name = abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status);
+    std::fprintf(stderr, "fuzz: %s escaped (only tc::Error may): %s\n", status == 0 && name ? name : typeid(e).name(),
+                 e.what());
+    std::free(name);
+  } catch (...) {
+    std::fprintf(stderr, "fuzz: an exception that is not a std::exception escaped (only tc::Error may)\n");
+  }
+  std::abort();
+}
+
+// tc::Error is how every reader refuses bad input. Anything else (another exception type,
+// see escaped(); a sanitizer report; a hang) is a finding, so it reaches libFuzzer.
 // TC_FUZZ_VERBOSE=1 prints each refusal (for reading what a reproducer does).
 template <class F>
 void refused_or_ok(F&& f) {
@@ -23,6 +46,8 @@ void refused_or_ok(F&& f) {
     f();
   } catch (const tc::Error& e) {
     if (verbose) std::fprintf(stderr, "refused: %s\n", e.what());
+  } catch (...) {
+    escaped();
   }
 }
 
