@@ -150,18 +150,80 @@ TEST(AutogradFunction, CustomFwdCastsInputsAndRunsWithAutocastOff) {
   EXPECT_FALSE(Fp32Fn::fwd_autocast);
   EXPECT_EQ(y.dtype(), kFloat32);
   y.sum().backward();  // outside the region
-  // custom_bwd: backward runs under the state the forward saw (enabled, bf16).
-  EXPECT_TRUE(Fp32Fn::bwd_autocast);
-  EXPECT_EQ(Fp32Fn::bwd_dtype, kBFloat16);
-  EXPECT_EQ(Fp32Fn::bwd_matmul, kBFloat16);
+  // custom_bwd: backward runs under the state the forward ran under, which a cast turned
+  // off, so the backward's products stay fp32.
+  EXPECT_FALSE(Fp32Fn::bwd_autocast);
+  EXPECT_EQ(Fp32Fn::bwd_matmul, kFloat32);
   EXPECT_FALSE(amp::is_autocast_enabled(kCPU));
   EXPECT_EQ(x.grad().dtype(), kBFloat16);  // the cast's gradient is cast back
   EXPECT_EQ(w.grad().dtype(), kFloat32);
+
+  // Backward called inside a region: still off.
+  {
+    amp::AutocastGuard g(kCPU, kBFloat16);
+    Fp32Fn::apply(x, w).sum().backward();
+  }
+  EXPECT_FALSE(Fp32Fn::bwd_autocast);
+  EXPECT_EQ(Fp32Fn::bwd_matmul, kFloat32);
 
   // Outside a region nothing is cast and backward runs with autocast off.
   Fp32Fn::apply(x, w.detach().to(kBFloat16)).sum().backward();
   EXPECT_EQ(Fp32Fn::seen_dtype, kBFloat16);
   EXPECT_FALSE(Fp32Fn::bwd_autocast);
+}
+
+// custom_fwd() without a cast: backward runs under the state the forward ran under, not
+// the one backward() is called in.
+struct StateFn : autograd::Function<StateFn> {
+  static inline bool bwd_autocast = false;
+  static inline DType bwd_matmul = kBool;
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& w) {
+    ctx->save_for_backward({x, w});
+    return matmul(x, w);
+  }
+  static std::vector<Tensor> backward(AutogradContext* ctx, std::vector<Tensor> g) {
+    bwd_autocast = amp::is_autocast_enabled(kCPU);
+    const auto& s = ctx->get_saved_variables();
+    bwd_matmul = matmul(g[0], s[1].t()).dtype();
+    return {matmul(g[0], s[1].t()).to(s[0].dtype()), matmul(s[0].t(), g[0]).to(s[1].dtype())};
+  }
+};
+
+// The four cases of torch.amp.custom_fwd/custom_bwd on the CPU with bf16, as PyTorch 2.x
+// gives them: a Function whose forward is a.mm(b) and whose backward records
+// torch.is_autocast_enabled("cpu") and the dtype of g.mm(b.t()), applied inside and outside
+// torch.autocast("cpu", dtype=torch.bfloat16), then y.float().sum().backward() outside:
+//   custom_fwd(cast_inputs=torch.float32)  inside:  out fp32, backward autocast off, fp32
+//                                          outside: out fp32, backward autocast off, fp32
+//   custom_fwd()                           inside:  out bf16, backward autocast on,  bf16
+//                                          outside: out fp32, backward autocast off, fp32
+TEST(AutogradFunction, BackwardRunsUnderTheStateForwardRanUnderAsPyTorch) {
+  struct Case {
+    bool cast, inside;
+    DType out;
+    bool bwd_autocast;
+    DType bwd_matmul;
+  };
+  const Case cases[] = {{true, true, kFloat32, false, kFloat32},
+                        {true, false, kFloat32, false, kFloat32},
+                        {false, true, kBFloat16, true, kBFloat16},
+                        {false, false, kFloat32, false, kFloat32}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.cast ? "cast_inputs" : "no cast") + (c.inside ? ", inside" : ", outside"));
+    Tensor a = uniform({4, 4}, kFloat32, -1, 1, 3), b = uniform({4, 4}, kFloat32, -1, 1, 4);
+    a.requires_grad_(true);
+    b.requires_grad_(true);
+    Tensor y;
+    {
+      amp::AutocastGuard g(kCPU, kBFloat16, /*enabled=*/c.inside);
+      y = c.cast ? Fp32Fn::apply(a, b) : StateFn::apply(a, b);
+    }
+    EXPECT_EQ(y.dtype(), c.out);
+    y.to(kFloat32).sum().backward();
+    EXPECT_EQ(c.cast ? Fp32Fn::bwd_autocast : StateFn::bwd_autocast, c.bwd_autocast);
+    EXPECT_EQ(c.cast ? Fp32Fn::bwd_matmul : StateFn::bwd_matmul, c.bwd_matmul);
+    EXPECT_EQ(a.grad().dtype(), kFloat32);
+  }
 }
 
 TEST(AutogradFunction, CustomFwdWithoutCastRunsUnderTheCallersState) {

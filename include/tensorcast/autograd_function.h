@@ -25,9 +25,12 @@
 /// \verbatim
 ///   * T::autocast_cast_inputs set (custom_fwd(cast_inputs=dtype)): inside an enabled CPU
 ///     region, floating CPU tensor arguments are cast to that dtype and forward runs with
-///     autocast off. Outside a region nothing is cast.
-///   * otherwise forward runs under the caller's autocast state (custom_fwd()).
-///   * backward always runs under the autocast state apply() saw (custom_bwd).
+///     autocast off. Outside a region nothing is cast. Backward runs with autocast off,
+///     inside a region or not.
+///   * otherwise (custom_fwd()) forward runs under the caller's autocast state, and so does
+///     backward, wherever backward() is called.
+///   Both as torch.amp's custom_fwd + custom_bwd: backward runs under the state the forward
+///   ran under (tests/test_autograd_function.cpp has PyTorch's outcome of each case).
 /// \endverbatim
 ///
 /// Header-only. Because apply() reads and sets the autocast state, this header sits in the
@@ -64,9 +67,10 @@ class AutogradContext {
   /// Non-tensor state for backward (libtorch's ctx->saved_data).
   std::unordered_map<std::string, std::any> saved_data;
 
-  /// The autocast state apply() saw (CPU), restored around backward.
+  /// Whether forward ran with CPU autocast on (false when custom_fwd cast its inputs),
+  /// restored around backward.
   bool autocast_enabled = false;
-  DType autocast_dtype = kBFloat16;  ///< the autocast dtype apply() saw
+  DType autocast_dtype = kBFloat16;  ///< the CPU autocast dtype apply() saw
 
  private:
   template <class T>
@@ -119,10 +123,13 @@ struct Function {
     ctx->autocast_dtype = amp::get_autocast_dtype(kCPU);
     std::optional<DType> cast_to;
     if constexpr (detail::HasCastInputs<T>) cast_to = T::autocast_cast_inputs;
-    if (cast_to && ctx->autocast_enabled) {
-      // custom_fwd(cast_inputs=...): cast first (recorded, so gradients reach the
-      // originals), then run forward with autocast off.
-      return run(ctx, true, detail::cast_input(std::forward<Args>(args), *cast_to)...);
+    if (cast_to) {
+      // custom_fwd(cast_inputs=...): forward and backward run with autocast off (torch.amp
+      // records _fwd_used_autocast = False whether or not a region was active). Inside a
+      // region the inputs are cast first (recorded, so gradients reach the originals).
+      const bool in_region = ctx->autocast_enabled;
+      ctx->autocast_enabled = false;
+      if (in_region) return run(ctx, true, detail::cast_input(std::forward<Args>(args), *cast_to)...);
     }
     return run(ctx, false, std::forward<Args>(args)...);
   }
@@ -144,7 +151,7 @@ struct Function {
     if constexpr (detail::HasName<T>) name = T::name;
     return record(name, out, inputs, [ctx](const Tensor& g, const std::vector<bool>& needs) {
       ctx->needs_ = needs;
-      // custom_bwd: backward runs under the autocast state the forward saw.
+      // custom_bwd: backward runs under the autocast state the forward ran under.
       amp::AutocastGuard state(kCPU, ctx->autocast_dtype, ctx->autocast_enabled);
       return T::backward(ctx.get(), std::vector<Tensor>{g});
     });
