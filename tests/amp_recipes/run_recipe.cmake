@@ -1,0 +1,32 @@
+# Runs one AMP recipe program (PROGRAM) with --precision PRECISION and checks that it exits
+# 0, prints a JSON trace, and that its loss falls from the first step to the last (the
+# inference recipe trains nothing: its losses must be finite).
+execute_process(COMMAND "${PROGRAM}" --precision "${PRECISION}" OUTPUT_VARIABLE trace ERROR_VARIABLE err
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${PROGRAM} --precision ${PRECISION} exited with ${rc}:\n${err}")
+endif()
+string(JSON recipe GET "${trace}" recipe)
+string(JSON steps LENGTH "${trace}" steps)
+math(EXPR last "${steps} - 1")
+string(JSON first_loss GET "${trace}" steps 0 loss)
+string(JSON last_loss GET "${trace}" steps ${last} loss)
+string(JSON weights LENGTH "${trace}" weights)
+if(steps LESS 10 OR weights LESS 1)
+  message(FATAL_ERROR "${recipe} ${PRECISION}: ${steps} steps and ${weights} weight tensors in the trace")
+endif()
+if(recipe STREQUAL "inference")
+  foreach(i RANGE ${last})
+    string(JSON loss GET "${trace}" steps ${i} loss)
+    if(loss STREQUAL "null" OR loss STREQUAL "")
+      message(FATAL_ERROR "inference ${PRECISION}: step ${i}'s loss is not finite")
+    endif()
+  endforeach()
+  message(STATUS "inference ${PRECISION}: ${steps} batches, first loss ${first_loss}")
+  return()
+endif()
+# if(LESS) compares the values as floating-point numbers.
+if(first_loss STREQUAL "null" OR last_loss STREQUAL "null" OR NOT last_loss LESS first_loss)
+  message(FATAL_ERROR "${recipe} ${PRECISION}: the loss did not fall (${first_loss} -> ${last_loss})")
+endif()
+message(STATUS "${recipe} ${PRECISION}: loss ${first_loss} -> ${last_loss} over ${steps} steps")
