@@ -98,10 +98,11 @@ case "$cmd" in
     # The adapter links libtorch, not the core.
     cmake -S . -B "$dir" -G Ninja -DTC_TORCH=ON -DCMAKE_PREFIX_PATH="$prefix" -DTC_TORCH_PYTHON="$py" \
       -DTC_BUILD_BENCH=OFF > /dev/null
-    # The adapter's targets, and what `cmake --install` puts beside them for the installed
-    # torch component's consumer test (the core, tc::dist, the command).
+    # The adapter's targets; what `cmake --install` puts beside them for the installed torch
+    # component's consumer test (the core, tc::dist, the command); the AMP recipes, which the
+    # label's tests compare with PyTorch's.
     cmake --build "$dir" -j "$JOBS" --target tensorcast_torch test_torch_amp libtorch_amp tensorcast tensorcast_dist \
-      tensorcast_cli
+      tensorcast_cli amp_recipes
     ctest --test-dir "$dir" --output-on-failure -L torch "$@"
     ;;
   *)
