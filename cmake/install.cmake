@@ -68,9 +68,11 @@ if(TARGET tensorcast_torch)
   tc_install_library(tensorcast_torch tensorcastTorchTargets Torch torch)
   install(DIRECTORY include/tensorcast/torch DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tensorcast COMPONENT Torch)
   # pkg-config knows no libtorch: the adapter's file names the libtorch it was built with.
+  # It requires no tensorcast.pc: the adapter shares only headers with the core, and linking
+  # libtensorcast would bring a second oneDNN and OpenMP runtime into a libtorch process.
   tc_install_pkgconfig(tensorcast-torch "tensorcast's GradScaler and autocast guard for libtorch"
     "-ltensorcast_torch -L${TORCH_INSTALL_PREFIX}/lib -Wl,-rpath,${TORCH_INSTALL_PREFIX}/lib -ltorch -ltorch_cpu -lc10"
-    "tensorcast" ""
+    "" ""
     "-I${TORCH_INSTALL_PREFIX}/include -I${TORCH_INSTALL_PREFIX}/include/torch/csrc/api/include")
 endif()
 
