@@ -131,6 +131,16 @@ def stepped(scaler, opt):
     return float(scaler._per_optimizer_states[id(opt)]["found_inf_per_device"][torch.device("cpu")].sum()) == 0
 
 
+def finish_step(trace, dtype, scaler, opts, models, loss):
+    """The end of every training step: which optimizers' steps were skipped, update(), the
+    fp16 skip check, and the step's trace line (the scale after update)."""
+    skipped = [not stepped(scaler, opt) for opt in opts]
+    scaler.update()
+    if dtype == torch.float16:
+        check_skip(models, skipped)
+    trace.step(loss, skipped, scaler.get_scale())
+
+
 def typical(dtype, trace):
     model = Mlp(0)
     opt = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
@@ -143,11 +153,7 @@ def typical(dtype, trace):
             loss = F.cross_entropy(model(x), y)
         scaler.scale(loss).backward()
         scaler.step(opt)
-        skipped = [not stepped(scaler, opt)]
-        scaler.update()
-        if dtype == torch.float16:
-            check_skip([model], skipped)
-        trace.step(loss, skipped, scaler.get_scale())
+        finish_step(trace, dtype, scaler, [opt], [model], loss)
     trace.weights(model.named_parameters())
 
 
@@ -165,11 +171,7 @@ def clipping(dtype, trace):
         scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
         scaler.step(opt)
-        skipped = [not stepped(scaler, opt)]
-        scaler.update()
-        if dtype == torch.float16:
-            check_skip([model], skipped)
-        trace.step(loss, skipped, scaler.get_scale())
+        finish_step(trace, dtype, scaler, [opt], [model], loss)
     trace.weights(model.named_parameters())
 
 
@@ -191,11 +193,7 @@ def accumulation(dtype, trace):
             scaler.scale(loss).backward()
             total += float(loss.detach())
         scaler.step(opt)
-        skipped = [not stepped(scaler, opt)]
-        scaler.update()
-        if dtype == torch.float16:
-            check_skip([model], skipped)
-        trace.step(total, skipped, scaler.get_scale())
+        finish_step(trace, dtype, scaler, [opt], [model], total)
     trace.weights(model.named_parameters())
 
 
@@ -220,11 +218,8 @@ def multiple_models(dtype, trace):
         scaler.unscale_(opt0)  # as PyTorch's recipe: only to inspect or clip model0's gradients
         scaler.step(opt0)
         scaler.step(opt1)
-        skipped = [not stepped(scaler, opt0), not stepped(scaler, opt1)]
-        scaler.update()
-        if dtype == torch.float16:
-            check_skip([model0, model1], skipped)
-        trace.step(float(loss0.detach()) + float(loss1.detach()), skipped, scaler.get_scale())
+        finish_step(trace, dtype, scaler, [opt0, opt1], [model0, model1],
+                    float(loss0.detach()) + float(loss1.detach()))
     named = [("model0." + k, v) for k, v in model0.named_parameters()]
     named += [("model1." + k, v) for k, v in model1.named_parameters()]
     trace.weights(named)
@@ -262,11 +257,7 @@ def custom_function(dtype, trace):
             loss = F.cross_entropy(out, y)
         scaler.scale(loss).backward()
         scaler.step(opt)
-        skipped = [not stepped(scaler, opt)]
-        scaler.update()
-        if dtype == torch.float16:
-            check_skip([model], skipped)
-        trace.step(loss, skipped, scaler.get_scale())
+        finish_step(trace, dtype, scaler, [opt], [model], loss)
     trace.weights([("fc1.weight", model.fc1.weight), ("fc1.bias", model.fc1.bias), ("w2", w2)])
 
 
@@ -297,11 +288,7 @@ def resume(dtype, trace):
                 loss = F.cross_entropy(model(x), y)
             scaler.scale(loss).backward()
             scaler.step(opt)
-            skipped = [not stepped(scaler, opt)]
-            scaler.update()
-            if dtype == torch.float16:
-                check_skip([model], skipped)
-            trace.step(loss, skipped, scaler.get_scale())
+            finish_step(trace, dtype, scaler, [opt], [model], loss)
 
     model = Mlp(0)
     opt = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.01)
