@@ -95,7 +95,11 @@ class Tensor {
   /// How often the memory under this tensor (shared by its views) has been written in place
   /// by tensorcast (PyTorch's tensor._version): the autocast weight-cast cache uses it to
   /// tell a stale copy. Writes through data_ptr are not seen: call increment_version after.
+  /// An inference tensor has no version counter: 0, whatever is written into it.
   int64_t _version() const;
+  /// Whether this is an inference tensor (torch.Tensor.is_inference): allocated inside a
+  /// tc::InferenceMode scope, or a view of such a tensor (tensorcast/inference_mode.h).
+  bool is_inference() const;
 
   // --- data access (CPU). data_ptr<T> checks T against the dtype.
   void* raw_data() const;  ///< address of the first element

@@ -20,6 +20,7 @@
 #include "tensorcast/error.h"
 #include "tensorcast/gemm16.h"
 #include "tensorcast/half.h"
+#include "tensorcast/inference_mode.h"
 #include "tensorcast/io/checkpoint.h"
 #include "tensorcast/io/describe.h"
 #include "tensorcast/io/safetensors.h"

@@ -46,6 +46,24 @@ struct Cache {
   AutocastCacheStats stats;
 };
 thread_local Cache t_cache;
+
+// The copy for an entry. Made inside InferenceMode it would be an inference tensor, yet
+// the entry outlives that scope (the region goes on after it, or the cache is kept across
+// regions) and a grad-mode op outside must be able to take the copy into its graph (an
+// inference tensor cannot be): so the copy is always a normal tensor, made there without
+// autograd history, exactly as one made under NoGradGuard. Its values are the same either
+// way. Staleness needs nothing more: an inference parameter has no _version(), but the
+// storage count that Entry::made_from reads still counts its writes (core/tensor_impl.h),
+// so one written in place inside InferenceMode is cast again, never served stale.
+Tensor make_copy(const Tensor& t, DType to) {
+  if (!inference_mode_enabled()) return t.to(to);
+  struct Normal {
+    Normal() { set_inference_mode_enabled(false); }
+    ~Normal() { set_inference_mode_enabled(true); }
+  } normal;
+  NoGradGuard no_grad;  // inside InferenceMode nothing is recorded, grad mode or not
+  return t.to(to);
+}
 std::atomic<bool> g_across_regions{false};
 std::atomic<bool> g_training_copies{false};
 
@@ -81,7 +99,7 @@ Tensor cached_cast(DType to, const Tensor& t, DeviceType device) {
       return e.cast;
     }
   }
-  Tensor cast = t.to(to);
+  Tensor cast = make_copy(t, to);
   ++c.stats.misses;
   c.entries.emplace(&src, Entry{t.impl_ptr(), src.storage, src.storage->version.load(std::memory_order_relaxed),
                                 src.offset, src.sizes, src.strides, cast});

@@ -220,10 +220,28 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-bool will_record(const std::vector<Tensor>& inputs) { return g_grad_enabled && any_requires_grad(inputs); }
+// Inside InferenceMode nothing is recorded even where grad mode was turned back on
+// (c10 excludes the autograd keys whatever GradMode says); read only once some input
+// requires grad, so the usual no-grad path costs nothing more.
+bool will_record(const std::vector<Tensor>& inputs) {
+  return g_grad_enabled && any_requires_grad(inputs) && !inference_mode_enabled();
+}
+
+namespace {
+// An inference tensor has no version counter, so a graph could not tell whether it was
+// written after being saved: a recorded op refuses it. PyTorch refuses it where the op
+// saves it for backward; which inputs an op saves is each formula's detail here (and
+// changes with fused paths), so every input of a recorded op is refused alike.
+void check_not_inference(const char* name, const Tensor& t) {
+  TC_CHECK(!t.defined() || !t.is_inference(), "autograd", name,
+           ": Inference tensors cannot be saved for backward. To work around you can make a clone to get a normal "
+           "tensor and use it in autograd.");
+}
+}  // namespace
 
 Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn) {
   if (!is_floating(output.dtype()) || !will_record(inputs)) return output;
+  for (const Tensor& t : inputs) check_not_inference(name, t);
   auto node = std::make_shared<FunctionNode>();
   node->name = name;
   node->fn = std::move(fn);
@@ -245,7 +263,8 @@ Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>&
 namespace detail {
 
 Tensor record_cast(const Tensor& out, const Tensor& in) {
-  if (!g_grad_enabled || !is_floating(out.dtype()) || !in.requires_grad()) return out;
+  if (!g_grad_enabled || !is_floating(out.dtype()) || !in.requires_grad() || inference_mode_enabled()) return out;
+  check_not_inference("to", in);
   auto node = std::make_shared<CastNode>();
   node->name = "to";
   node->source = in.dtype();
@@ -255,7 +274,8 @@ Tensor record_cast(const Tensor& out, const Tensor& in) {
 }
 
 Tensor record_slice(const char* name, const Tensor& out, const Tensor& in, SlicePart part) {
-  if (!g_grad_enabled || !is_floating(out.dtype()) || !in.requires_grad()) return out;
+  if (!g_grad_enabled || !is_floating(out.dtype()) || !in.requires_grad() || inference_mode_enabled()) return out;
+  check_not_inference(name, in);
   auto node = std::make_shared<SliceNode>();
   node->name = name;
   node->part = std::move(part);

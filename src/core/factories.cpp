@@ -38,6 +38,7 @@ Tensor from_blob(void* data, const Shape& size, const Shape& strides, TensorOpti
   impl->sizes = size;
   impl->strides = strides;
   impl->dtype = o.dtype();
+  impl->inference = inference_mode_enabled();
   return finish(Tensor(std::move(impl)), o);
 }
 

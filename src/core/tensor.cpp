@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/tensor_impl.h"
+#include "core/tls.h"
 #include "tensorcast/convert.h"
 
 namespace tc {
@@ -63,6 +64,14 @@ bool is_contiguous_layout(const Shape& sizes, const Shape& strides) {
 
 int64_t TensorImpl::numel() const { return shape_numel(sizes); }
 
+namespace {
+// tc::InferenceMode's flag; read by every allocation (make_tensor), so initial-exec.
+thread_local bool t_inference_mode TC_TLS_FAST = false;
+}  // namespace
+
+bool inference_mode_enabled() { return t_inference_mode; }
+void set_inference_mode_enabled(bool enabled) { t_inference_mode = enabled; }
+
 Tensor make_tensor(const Shape& sizes, DType dtype, Device device, bool pinned_host) {
   for (int64_t s : sizes) TC_CHECK(s >= 0, "empty", "negative size in shape ", shape_str(sizes));
   auto impl = std::make_shared<TensorImpl>();
@@ -71,6 +80,7 @@ Tensor make_tensor(const Shape& sizes, DType dtype, Device device, bool pinned_h
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;
+  impl->inference = t_inference_mode;
   return Tensor(std::move(impl));
 }
 
@@ -81,6 +91,7 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
   impl->strides = std::move(strides);
   impl->offset = offset;
   impl->dtype = base.dtype();
+  impl->inference = base.impl()->inference;  // whatever the mode: c10's rule for views
   return Tensor(std::move(impl));
 }
 
@@ -132,7 +143,13 @@ int64_t Tensor::numel() const {
 }
 int64_t Tensor::_version() const {
   TC_DEFINED("_version");
+  if (impl_->inference) return 0;  // no version counter (PyTorch raises here; 0 keeps generic code working)
   return static_cast<int64_t>(impl_->storage->version.load(std::memory_order_relaxed));
+}
+
+bool Tensor::is_inference() const {
+  TC_DEFINED("is_inference");
+  return impl_->inference;
 }
 
 void increment_version(const Tensor& t) {
@@ -189,6 +206,10 @@ Tensor& Tensor::requires_grad_(bool r) {
            dtype_name(dtype()));
   TC_CHECK(impl_->grad_fn == nullptr || r, "requires_grad_",
            "you can only change requires_grad flags of leaf variables; use detach() to get a leaf");
+  // Outside InferenceMode an inference tensor is immutable, its autograd flag included
+  // (c10's check); inside, a parameter may be made requiring grad as usual.
+  TC_CHECK(!r || !impl_->inference || t_inference_mode, "requires_grad_",
+           "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.");
   impl_->requires_grad = r;
   return *this;
 }

@@ -23,6 +23,11 @@ struct Storage {
   void* stream = nullptr;  // device storages: the cudaStream_t the block was allocated on, freed on
   // Bumped by every write tensorcast makes into existing memory (in-place ops, optimizer
   // steps, collectives): Tensor::_version(), PyTorch's version counter shared by views.
+  // Inference tensors count their writes here too, though their _version() stays 0 (they
+  // have no version counter, as PyTorch's): the caches that key on this count (autocast's
+  // weight-cast cache, the product kernels' kept tiles) must see an inference weight
+  // written in place inside InferenceMode as changed, and one relaxed add per in-place op
+  // is not the cost InferenceMode exists to save.
   std::atomic<uint64_t> version{0};
 
   // Page-locked host memory (Tensor::pin_memory; CUDA builds): copies between it and a GPU
@@ -46,6 +51,10 @@ struct TensorImpl {
   // autograd metadata, carried by core as c10's TensorImpl carries AutogradMeta; the node
   // type and the engine are the ops layer's (tensorcast/autograd.h, src/autograd)
   bool requires_grad = false;  // only meaningful on leaves; non-leaves have grad_fn
+  // An inference tensor (c10's: no Autograd/ADInplaceOrView keys): allocated inside
+  // tc::InferenceMode, or a view of one. Fixed at creation: make_tensor takes the thread's
+  // mode, make_view the base's flag (a view of a normal tensor stays normal).
+  bool inference = false;
   std::shared_ptr<autograd::Node> grad_fn;
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that fills .grad
   Tensor grad;
@@ -57,6 +66,12 @@ struct TensorImpl {
   Device device() const { return storage->device; }
   char* data() const { return static_cast<char*>(storage->data) + offset * element_size(dtype); }
 };
+
+// The thread's inference-mode flag (tc::InferenceMode, which src/autograd defines, sets it
+// with grad mode): read here because every tensor allocated while it is on is an inference
+// tensor.
+bool inference_mode_enabled();
+void set_inference_mode_enabled(bool enabled);
 
 Shape contiguous_strides(const Shape& sizes);
 int64_t shape_numel(const Shape& sizes);

@@ -113,6 +113,11 @@ void begin_inplace(const Tensor& t, const char* op) {
   TC_CHECK(!(is_grad_enabled() && t.requires_grad()), op,
            "a leaf tensor that requires grad (or a tensor with a grad_fn) is being used in an in-place "
            "operation; wrap it in tc::NoGradGuard");
+  // Outside InferenceMode an inference tensor is immutable (c10's rule): it has no version
+  // counter, so a graph that saved a view of it could not see the write.
+  TC_CHECK(!t.is_inference() || inference_mode_enabled(), op,
+           "Inplace update to inference tensor outside InferenceMode is not allowed. You can make a clone to get a "
+           "normal tensor before doing inplace update.");
   increment_version(t);
 }
 }  // namespace
