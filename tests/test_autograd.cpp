@@ -216,10 +216,12 @@ TEST(Autograd, GradFunction) {
   std::vector<Tensor> gi = autograd::grad(z, {x2}, ones({3}), true);
   EXPECT_TRUE(all_close(gi[0], {3, 3, 3}, {0, 0}));
   EXPECT_FALSE(x.grad().defined());
-  // An input that the output does not depend on gets zeros.
+  // An input that the output does not depend on is an error, or undefined with allow_unused.
   Tensor u = leaf({1, 1});
-  std::vector<Tensor> gu = autograd::grad(z, {u}, ones({3}), true);
-  EXPECT_TRUE(all_close(gu[0], {0, 0}, {0, 0}));
+  TC_EXPECT_ERROR(autograd::grad(z, {u}, ones({3}), true), "[autograd::grad] input 0 (shape (2,)) was not used");
+  std::vector<Tensor> gu = autograd::grad(z, {x2, u}, ones({3}), true, false, /*allow_unused=*/true);
+  EXPECT_TRUE(gu[0].defined());
+  EXPECT_FALSE(gu[1].defined());
   // Dtype of the returned gradient is the input's.
   Tensor hb = leaf({2}, kBFloat16);
   std::vector<Tensor> gh = autograd::grad(mul(hb, tensor({3.0})), {hb});

@@ -106,6 +106,8 @@ struct Check {
 
   void forward() const;
   void gradcheck() const;
+  void gradgradcheck() const;
+  void double_backward_refused() const;
   void noncontiguous() const;
   void autocast() const;
 };
@@ -190,6 +192,64 @@ void Check::gradcheck() const {
     ++checked;
   }
   EXPECT_GT(checked, 0) << op.id() << " is differentiable but has no gradcheck sample";
+}
+
+// Double backward, in float64 only (second differences of 16-bit math say little), on
+// the first few gradcheck samples: each costs a backward per perturbed element.
+void Check::gradgradcheck() const {
+  const ThreadsGuard one_thread(1);
+  int checked = 0;
+  for (const Sample& s : op.samples(dt)) {
+    if (!s.gradcheck || checked == 4) continue;
+    SCOPED_TRACE(describe(s));
+    const std::vector<Tensor> inputs = on_device(s.inputs);
+    const std::vector<size_t> pos = grad_positions(inputs);
+    if (pos.empty()) continue;
+    const testing::Fn f = [&](const std::vector<Tensor>& g) {
+      std::vector<Tensor> in = inputs;
+      for (size_t k = 0; k < pos.size(); ++k) in[pos[k]] = g[k];
+      return s.op(in)[0];
+    };
+    std::vector<Tensor> all;
+    for (size_t p : pos) all.push_back(inputs[p].detach().requires_grad_());
+    try {
+      EXPECT_TRUE(testing::gradgradcheck(f, all, {1e-6, 1e-6}));
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "threw: " << e.what();
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << op.id() << " claims double backward but has no gradcheck sample";
+}
+
+// An op that does not claim double backward: differentiating its create_graph gradient
+// raises the named error (rather than giving a silently wrong second derivative).
+void Check::double_backward_refused() const {
+  for (const Sample& s : op.samples(dt)) {
+    if (!s.gradcheck) continue;
+    SCOPED_TRACE(describe(s));
+    std::vector<Tensor> in = on_device(s.inputs), at;
+    for (size_t p : grad_positions(in)) {
+      in[p] = in[p].detach().requires_grad_();
+      at.push_back(in[p]);
+    }
+    if (at.empty()) continue;
+    const Tensor y = s.op(in)[0];
+    const Tensor w = testing::uniform(y.sizes(), y.dtype(), 0.5, 1.5, 7).to(device()).requires_grad_();
+    const std::vector<Tensor> gs = autograd::grad({y}, at, {w}, true, /*create_graph=*/true, /*allow_unused=*/true);
+    Tensor total;
+    for (const Tensor& g : gs)
+      if (g.defined()) total = total.defined() ? add(total, sum(g)) : sum(g);
+    ASSERT_TRUE(total.defined() && total.requires_grad()) << "the create_graph gradient has no graph";
+    try {
+      total.backward();
+      ADD_FAILURE() << "double backward of " << op.id()
+                    << " works: add it to double_backward_ops() (tests/common/op_db.cpp) so that gradgradcheck checks it";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("[autograd] double backward of "), std::string::npos) << e.what();
+    }
+    return;
+  }
 }
 
 void Check::noncontiguous() const {
@@ -313,6 +373,10 @@ TEST_P(OpDb, Checks) {
     SCOPED_TRACE("check: gradcheck");
     c.gradcheck();
   }
+  if (c.op.differentiable() && c.dt == kFloat64) {
+    SCOPED_TRACE(c.op.gradgrad ? "check: gradgradcheck" : "check: double backward refused");
+    c.op.gradgrad ? c.gradgradcheck() : c.double_backward_refused();
+  }
   {
     SCOPED_TRACE("check: non-contiguous samples against their contiguous copies");
     c.noncontiguous();
@@ -324,6 +388,13 @@ TEST_P(OpDb, Checks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, OpDb, ::testing::ValuesIn(all_params()), param_name);
+
+// Every id in double_backward_ops() names an entry (a typo would silently check nothing).
+TEST(OpDbCoverage, DoubleBackwardListNamesEntries) {
+  std::set<std::string> ids;
+  for (const OpInfo& op : testing::op_db()) ids.insert(op.id());
+  for (const std::string& id : testing::double_backward_ops()) EXPECT_TRUE(ids.count(id)) << id;
+}
 
 // The ops the dispatcher defines: every op with a TC_OP line in the op list.
 std::set<std::string> dispatched_ops() {

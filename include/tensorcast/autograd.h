@@ -8,6 +8,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,7 @@ struct Edge {
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output, const std::vector<bool>& needs)>;
 
 /// A recorded op: its backward, and the edges to its inputs' nodes.
-struct Node {
+struct Node : std::enable_shared_from_this<Node> {
   std::string name;        ///< the op's name, as errors and the profiler show it
   std::vector<Edge> next;  ///< one per input of the forward op
   virtual ~Node();         ///< iterative: freeing a 100k-op graph must not recurse 100k deep
@@ -57,9 +58,18 @@ struct Node {
   virtual void release() {}  ///< drop saved tensors once the graph is not retained
 };
 
+/// Whether a backward formula can itself be differentiated. kTwice: the formula is written
+/// with recorded ops only (no fused backward kernel, nothing in place on what it returns),
+/// and it saves its inputs as they are (not detached) and its output through
+/// detail::saved_output; backward(create_graph = true) then records it. kOnce: backward
+/// with create_graph runs it unrecorded, and a second backward that reaches what it
+/// returned raises "[autograd] double backward of OP is not implemented".
+enum class Differentiable : bool { kOnce, kTwice };
+
 /// Records `fn` as the backward of `output` = op(inputs) when grad mode is on and some
 /// floating input requires grad. Returns `output` (now requiring grad if recorded).
-Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn);
+Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn,
+              Differentiable differentiable = Differentiable::kOnce);
 /// True when some input requires grad (and grad mode is on).
 bool any_requires_grad(const std::vector<Tensor>& inputs);
 /// Whether record() would record a backward for a floating output of these inputs (grad
@@ -86,12 +96,25 @@ void remove_post_accumulate_grad_hook(const Tensor& leaf, int64_t handle);
 /// throws makes backward() throw; the callbacks queued after it still run.
 void queue_callback(std::function<void()> callback);
 
-/// The engine behind Tensor::backward.
-void backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
+/// The engine behind Tensor::backward. retain_graph defaults to create_graph; with
+/// create_graph the backward formulas are recorded, so the gradients written into .grad()
+/// can be differentiated again (PyTorch's backward(create_graph=True)).
+void backward(const Tensor& root, const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+              bool create_graph = false);
 
-/// d(outputs)/d(inputs) without touching .grad(): returns one gradient per input.
+/// The gradients of `outputs` (weighted by `grad_outputs`, one per output; empty: ones for
+/// scalar outputs) with respect to `inputs`, without touching any .grad()
+/// (torch::autograd::grad). retain_graph defaults to create_graph; with create_graph the
+/// results carry a graph of their own, for gradient penalties and higher derivatives. An
+/// input the outputs do not depend on is an error unless allow_unused, which gives an
+/// undefined tensor for it.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
+                         bool create_graph = false, bool allow_unused = false);
+/// grad() of one output.
 std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& grad_output = Tensor(),
-                         bool retain_graph = false);
+                         std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
+                         bool allow_unused = false);
 
 }  // namespace autograd
 }  // namespace tc

@@ -180,7 +180,10 @@ class Tensor {
   /// The autograd node that made this tensor (nullptr for a leaf).
   std::shared_ptr<autograd::Node> grad_fn() const;
   /// Gradient of this (scalar) tensor, or with an explicit `gradient` of the same shape.
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  /// retain_graph defaults to create_graph; create_graph records the backward formulas, so
+  /// the .grad() it writes can be differentiated again (autograd::backward).
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
 
   // --- in-place (not recorded by autograd; refused on leaves that require grad
   //     while grad mode is on, like PyTorch)

@@ -1,7 +1,8 @@
 // The autograd tape: grad mode, recording nodes, and the backward engine.
 //
 // Each node has one output; its incoming gradients are summed in a buffer until every
-// consumer has contributed (dependency counting), then its formula runs under no-grad.
+// consumer has contributed (dependency counting), then its formula runs under no-grad, or,
+// with create_graph, recorded like any op (see Differentiable in tensorcast/autograd.h).
 // Gradients are cast to the dtype each input had in the forward pass, so mixed-precision
 // graphs hand fp32 gradients to fp32 parameters.
 #include <algorithm>
@@ -52,6 +53,7 @@ struct FunctionNode final : Node {
   BackwardFn fn;
   std::vector<bool> needs;
   std::optional<DType> grad_in;  // take_grad_in's dtype, else the output's own
+  Differentiable differentiable = Differentiable::kOnce;
   std::vector<Tensor> apply(const Tensor& grad) override {
     profiler::detail::Scope rec(name, " backward");
     TC_CHECK(fn != nullptr, "autograd",
@@ -60,6 +62,18 @@ struct FunctionNode final : Node {
     return fn(grad, needs);
   }
   void release() override { fn = nullptr; }
+};
+
+// Stands for a kOnce formula's result under create_graph: its edges are the formula's
+// inputs (the forward's inputs and the incoming gradient), and differentiating through it
+// is the error PyTorch gives for a missing double backward.
+struct OnceNode final : Node {
+  std::vector<Tensor> apply(const Tensor&) override {
+    TC_CHECK(false, "autograd", "double backward of ", name,
+             " is not implemented; take this gradient without create_graph, or write the function with ops "
+             "whose double backward exists (docs/autograd.md lists them)");
+    return {};
+  }
 };
 
 // True when `t` is referenced by `holders` handles and no view: safe to keep or update in place.
@@ -74,7 +88,11 @@ struct AccumulateGrad final : Node {
     profiler::detail::Scope rec("AccumulateGrad");
     const bool cast = grad.dtype() != leaf->dtype;
     Tensor g = cast ? grad.to(leaf->dtype) : grad;
-    if (!leaf->grad.defined()) {
+    if (is_grad_enabled()) {
+      // create_graph: the gradient keeps its graph, and an existing one is added to out of
+      // place (as PyTorch), so both stay differentiable.
+      leaf->grad = !leaf->grad.defined() ? (exclusively_held(g, cast ? 1 : 2) ? g : g.clone()) : add(leaf->grad, g);
+    } else if (!leaf->grad.defined()) {
       // Own the gradient: never alias a tensor someone else may still hold. `grad` is the
       // engine's buffer, so besides it and `g` nobody holds a fresh gradient.
       const long holders = cast ? 1 : 2;
@@ -117,10 +135,18 @@ struct SliceNode final : Node {
   Device in_device;
   std::vector<Tensor> apply(const Tensor& grad) override {
     profiler::detail::Scope rec(name, " backward");
-    Tensor gi = new_buffer();
-    gi.zero_();
-    part.view(gi).copy_(grad);
-    return {gi};
+    Tensor gi;
+    {
+      NoGradGuard written_in_place;
+      gi = new_buffer();
+      gi.zero_();
+      part.view(gi).copy_(grad);
+    }
+    // create_graph: the scatter is linear in grad, and its own backward is the slice.
+    return {record(
+        "slice_backward", gi, {grad},
+        [view = part.view](const Tensor& gg, const std::vector<bool>&) { return std::vector<Tensor>{view(gg)}; },
+        Differentiable::kTwice)};
   }
   // An uninitialized gradient for the input.
   Tensor new_buffer() const {
@@ -239,12 +265,14 @@ void check_not_inference(const char* name, const Tensor& t) {
 }
 }  // namespace
 
-Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn) {
+Tensor record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn fn,
+              Differentiable differentiable) {
   if (!is_floating(output.dtype()) || !will_record(inputs)) return output;
   for (const Tensor& t : inputs) check_not_inference(name, t);
   auto node = std::make_shared<FunctionNode>();
   node->name = name;
   node->fn = std::move(fn);
+  node->differentiable = differentiable;
   node->next.reserve(inputs.size());
   node->needs.reserve(inputs.size());
   for (const Tensor& t : inputs) {
@@ -303,15 +331,33 @@ DType grad_dtype(const Tensor& t) {
 }
 
 namespace {
-// The running node's take_accumulated_grad (null outside its formula).
+// The running node's take_accumulated_grad (null outside its formula, and with create_graph).
 thread_local const std::function<Tensor(size_t)>* g_take_accumulated = nullptr;
+// The node whose formula runs on this thread (null outside a formula).
+thread_local Node* g_running = nullptr;
 }  // namespace
 
 Tensor take_accumulated_grad(size_t input) { return g_take_accumulated ? (*g_take_accumulated)(input) : Tensor(); }
 
+Tensor saved_output(const Tensor& saved) {
+  if (!g_grad_enabled || g_running == nullptr || !saved.defined()) return saved;
+  Tensor alias = saved.detach();
+  alias.impl()->grad_fn = g_running->shared_from_this();
+  return alias;
+}
+
 }  // namespace detail
 
 namespace {
+
+// Sets grad mode for a scope: backward formulas are recorded with create_graph only.
+struct GradModeFor {
+  bool prev = is_grad_enabled();
+  explicit GradModeFor(bool on) { set_grad_enabled(on); }
+  ~GradModeFor() { set_grad_enabled(prev); }
+  GradModeFor(const GradModeFor&) = delete;
+  GradModeFor& operator=(const GradModeFor&) = delete;
+};
 
 // Callbacks queued by the backward() running on this thread (nullptr: none runs).
 thread_local std::vector<std::function<void()>>* g_backward_callbacks = nullptr;
@@ -319,7 +365,7 @@ std::atomic<int64_t> g_next_hook_handle{1};
 
 // Runs the graph below `root_fn` with `root_grad`. If `capture` is given, gradients
 // arriving at those nodes are stored there instead of flowing into .grad().
-void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad, bool retain_graph,
+void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad, bool retain_graph, bool create_graph,
                   std::unordered_map<Node*, Tensor>* capture) {
   profiler::detail::Scope rec("backward (engine)");
   // Count, for each node, how many edges point at it.
@@ -380,7 +426,7 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
   };
   buffers[root_fn.get()] = root_grad;
   std::vector<Node*> ready{root_fn.get()};
-  NoGradGuard no_grad;
+  const GradModeFor recorded_only_with(create_graph);
   Node* running = nullptr;
   // detail::take_accumulated_grad for the node whose formula runs: its input's buffer so far.
   const std::function<Tensor(size_t)> take = [&](size_t i) -> Tensor {
@@ -392,20 +438,39 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
     if (buf.dtype() != e.dtype || buf.sizes() != e.shape || !buf.is_contiguous()) return Tensor();
     return std::move(buf);
   };
-  // Runs n's formula with take_accumulated_grad answering for it.
+  // Runs n's formula with take_accumulated_grad and saved_output answering for it. With
+  // create_graph a kOnce formula runs unrecorded and its results lead to an OnceNode.
   auto apply = [&](Node* n, const Tensor& g) {
     running = n;
-    const std::function<Tensor(size_t)>* outer = detail::g_take_accumulated;
-    detail::g_take_accumulated = &take;
     struct Restore {
-      const std::function<Tensor(size_t)>* outer;
+      const std::function<Tensor(size_t)>* outer_take = detail::g_take_accumulated;
+      Node* outer_running = detail::g_running;
       Node*& running;
       ~Restore() {
-        detail::g_take_accumulated = outer;
+        detail::g_take_accumulated = outer_take;
+        detail::g_running = outer_running;
         running = nullptr;
       }
-    } restore{outer, running};
-    return n->apply(g);
+    } restore{.running = running};
+    detail::g_take_accumulated = create_graph ? nullptr : &take;
+    detail::g_running = n;
+    const auto* f = dynamic_cast<const FunctionNode*>(n);
+    if (!create_graph || f == nullptr || f->differentiable == Differentiable::kTwice) return n->apply(g);
+    std::vector<Tensor> grads;
+    {
+      NoGradGuard once;
+      grads = n->apply(g);
+    }
+    auto stand_in = std::make_shared<OnceNode>();
+    stand_in->name = n->name;
+    stand_in->next = n->next;
+    if (g.requires_grad()) stand_in->next.push_back(edge_for(g));
+    for (Tensor& gi : grads) {
+      if (!gi.defined() || !is_floating(gi.dtype())) continue;
+      gi = gi.detach();  // an alias: the formula may have returned g itself
+      gi.impl()->grad_fn = stand_in;
+    }
+    return grads;
   };
   while (!ready.empty()) {
     Node* n = ready.back();
@@ -413,7 +478,7 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
     Tensor g = std::move(completed(n));
     buffers.erase(n);
     std::vector<Tensor> grads;  // stays empty when no gradient reached n
-    auto* slice = capture ? nullptr : dynamic_cast<SliceNode*>(n);
+    auto* slice = capture || create_graph ? nullptr : dynamic_cast<SliceNode*>(n);
     if (slice && g.defined() && slice->next[0].fn && assemble(*slice, g)) {
       // Written into the input's gradient buffer: nothing more flows from n.
     } else if (capture && capture->count(n)) {
@@ -436,7 +501,7 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
         Tensor& buf = completed(e.fn.get());
         if (!buf.defined())
           buf = std::move(gi);
-        else if (engine_owned(buf))
+        else if (!create_graph && engine_owned(buf))
           buf.add_(gi);  // as PyTorch's InputBuffer: no new tensor
         else
           buf = add(buf, gi);
@@ -461,7 +526,7 @@ Tensor default_root_grad(const Tensor& root, const Tensor& gradient, const char*
 
 }  // namespace
 
-void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+void backward(const Tensor& root, const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) {
   TC_CHECK(root.defined(), "backward", "called on an undefined tensor");
   TC_CHECK(root.requires_grad(), "backward", "element 0 of tensors does not require grad and does not have a grad_fn");
   Tensor g = default_root_grad(root, gradient, "backward");
@@ -472,7 +537,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   if (outermost) g_backward_callbacks = &callbacks;
   std::exception_ptr error;
   try {
-    run_backward(e.fn, g, retain_graph, nullptr);
+    run_backward(e.fn, g, retain_graph.value_or(create_graph), create_graph, nullptr);
   } catch (...) {
     error = std::current_exception();
   }
@@ -514,37 +579,68 @@ void remove_post_accumulate_grad_hook(const Tensor& leaf, int64_t handle) {
   std::erase_if(hooks, [&](const auto& h) { return h.first == handle; });
 }
 
-std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& grad_output,
-                         bool retain_graph) {
-  TC_CHECK(output.defined() && output.requires_grad(), "autograd::grad", "the output does not require grad");
+namespace {
+// The root of autograd::grad's graph: the outputs' gradients, one per edge.
+struct GraphRoot final : Node {
+  std::vector<Tensor> grads;
+  std::vector<Tensor> apply(const Tensor&) override { return grads; }
+};
+}  // namespace
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph, bool create_graph,
+                         bool allow_unused) {
+  TC_CHECK(!outputs.empty(), "autograd::grad", "no outputs given");
+  TC_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "autograd::grad", "got ",
+           grad_outputs.size(), " grad_outputs for ", outputs.size(), " outputs");
+  auto root = std::make_shared<GraphRoot>();
+  root->name = "GraphRoot";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& y = outputs[i];
+    TC_CHECK(y.defined() && y.requires_grad(), "autograd::grad", "output ", i,
+             " does not require grad and does not have a grad_fn");
+    root->grads.push_back(default_root_grad(y, grad_outputs.empty() ? Tensor() : grad_outputs[i], "autograd::grad"));
+    root->next.push_back(edge_for(y));
+  }
   std::unordered_map<Node*, Tensor> capture;
   std::vector<Node*> keys;
   // Holds the inputs' nodes: an accumulator made here for a leaf outside the graph would
   // otherwise die at once and its address could be reused by another node.
   std::vector<std::shared_ptr<Node>> alive;
-  for (const Tensor& t : inputs) {
-    TC_CHECK(t.defined() && t.requires_grad(), "autograd::grad", "every input must require grad");
-    alive.push_back(edge_for(t).fn);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TC_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "autograd::grad", "input ", i,
+             " does not require grad");
+    alive.push_back(edge_for(inputs[i]).fn);
     keys.push_back(alive.back().get());
     capture[keys.back()] = Tensor();
   }
-  Tensor g = default_root_grad(output, grad_output, "autograd::grad");
-  run_backward(edge_for(output).fn, g, retain_graph, &capture);
+  run_backward(root, root->grads[0], retain_graph.value_or(create_graph), create_graph, &capture);
   std::vector<Tensor> out;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor r = capture[keys[i]];
-    if (r.defined() && r.dtype() != inputs[i].dtype()) r = r.to(inputs[i].dtype());
-    out.push_back(r.defined() ? r : zeros_like(inputs[i]));
+    TC_CHECK(r.defined() || allow_unused, "autograd::grad", "input ", i, " (shape ", shape_str(inputs[i].sizes()),
+             ") was not used to compute the outputs; pass allow_unused = true to get an undefined gradient for it");
+    if (r.defined() && r.dtype() != inputs[i].dtype()) {
+      GradModeFor keep(create_graph);
+      r = r.to(inputs[i].dtype());
+    }
+    out.push_back(r);
   }
   return out;
+}
+
+std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& grad_output,
+                         std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
+  return grad(std::vector<Tensor>{output}, inputs, std::vector<Tensor>{grad_output}, retain_graph, create_graph,
+              allow_unused);
 }
 
 }  // namespace autograd
 
 // ---- Tensor::backward (the other autograd accessors only read TensorImpl: core/tensor.cpp)
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd::backward(*this, gradient, retain_graph);
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {
+  autograd::backward(*this, gradient, retain_graph, create_graph);
 }
 
 }  // namespace tc

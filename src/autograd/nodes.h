@@ -50,6 +50,12 @@ void take_grad_in(const Tensor& out, DType dtype);
 // stream's gradient. Undefined outside a backward.
 Tensor take_accumulated_grad(size_t input);
 
+// In a kTwice backward formula run with create_graph: `saved`, the node's own output saved
+// detached (saving it as it is would make a reference cycle through the node), as a tensor
+// whose grad_fn is the node again, so that what the formula computes from it stays
+// differentiable (PyTorch's SavedVariable for an output). Otherwise `saved` itself.
+Tensor saved_output(const Tensor& saved);
+
 // What a slice is of its input: `view(g)` gives the same view of an input-shaped tensor g
 // (the view op applied to g); when that view is the indices [start, end) along `dim`
 // (select, narrow, a slice of step 1) they are given too, else dim is -1.

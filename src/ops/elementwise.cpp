@@ -1,7 +1,10 @@
 // Pointwise ops: arithmetic, unary math, activations, clamp, where, comparisons.
 // Forward and backward live together; backward formulas are fused pointwise kernels
-// (one pass, float32 math for 16-bit data) rather than chains of ops.
+// (one pass, float32 math for 16-bit data) rather than chains of ops. Each is recorded as
+// an op of its own (times_derivative), so backward with create_graph differentiates it.
 #include <cmath>
+#include <memory>
+#include <numbers>
 
 #include "backend/cpu/activation.h"
 #include "ops/impl.h"
@@ -10,6 +13,7 @@
 namespace tc {
 
 using autograd::record;
+using autograd::Differentiable;
 using op_util::map1;
 using op_util::map2;
 using op_util::map3;
@@ -39,7 +43,8 @@ Tensor record_add(const Tensor& out, const Tensor& a, const Tensor& b, double al
       "add", out, {a, b}, [sa = a.sizes(), sb = b.sizes(), alpha](const Tensor& g, const std::vector<bool>& n) {
         return std::vector<Tensor>{n[0] ? impl::sum_to_size(g, sa) : Tensor(),
                                    n[1] ? impl::sum_to_size(alpha == 1.0 ? g : impl::mul(g, alpha), sb) : Tensor()};
-      });
+      },
+      Differentiable::kTwice);
 }
 
 }  // namespace op_util
@@ -48,15 +53,52 @@ namespace {
 
 void check_defined(const char* op, const Tensor& x) { TC_CHECK(x.defined(), op, "got an undefined tensor"); }
 
-// A unary op with a fused backward: df(g, x, out) gives the input gradient.
+// The derivatives of a pointwise f at one x: `first(g)` is g * f'(x) (a fused kernel),
+// `second()` is f''(x) written with recorded ops (undefined where f'' is zero).
+struct Derivatives {
+  std::function<Tensor(const Tensor& g)> first;
+  std::function<Tensor()> second;
+};
+
+// g * f'(x), recorded as an op of (g, x) so that backward with create_graph can
+// differentiate it: by g it is this op again, by x it is g * f''(x). Without create_graph
+// (grad mode off in backward) nothing is recorded: the fused kernel alone runs.
+Tensor times_derivative(const char* name, const Tensor& g, const Tensor& x, std::shared_ptr<const Derivatives> d) {
+  Tensor dx = d->first(g);
+  return record(
+      name, dx, {g, x},
+      [g, x, d, name](const Tensor& gg, const std::vector<bool>& n) {
+        const Tensor f2 = n[1] ? d->second() : Tensor();
+        return std::vector<Tensor>{n[0] ? times_derivative(name, gg, x, d) : Tensor(),
+                                   f2.defined() ? impl::mul(impl::mul(gg, g), f2) : Tensor()};
+      },
+      Differentiable::kTwice);
+}
+
+// Records the backward of out = f(x), a pointwise op, from its derivatives at x.
+Tensor record_pointwise(const char* name, const char* backward_name, const Tensor& out, const Tensor& x,
+                        Derivatives d) {
+  return record(
+      name, out, {x},
+      [x, backward_name, d = std::make_shared<const Derivatives>(std::move(d))](const Tensor& g,
+                                                                                const std::vector<bool>&) {
+        return std::vector<Tensor>{times_derivative(backward_name, g, x, d)};
+      },
+      Differentiable::kTwice);
+}
+
+// A unary op with a fused backward: df(g, x, out) gives the input gradient, `second(x)`
+// the second derivative (recorded ops; undefined where it is zero).
 template <class F, class DF>
-Tensor unary_float_op(const char* name, const Tensor& x, F f, DF df) {
+Tensor unary_float_op(const char* name, const char* backward_name, const Tensor& x, F f, DF df,
+                      std::function<Tensor(const Tensor&)> second) {
   check_defined(name, x);
   Tensor out = map1(x, op_util::float_result_dtype(x.dtype()), name, f);
-  return record(name, out, {x},
-                [x = x.detach(), out = out.detach(), name, df](const Tensor& g, const std::vector<bool>&) {
-                  return std::vector<Tensor>{map3(g, x, out, g.dtype(), name, df)};
-                });
+  if (!autograd::will_record({x})) return out;
+  return record_pointwise(
+      name, backward_name, out, x,
+      {[xd = x.detach(), out = out.detach(), name, df](const Tensor& g) { return map3(g, xd, out, g.dtype(), name, df); },
+       [x, second] { return second ? second(x) : Tensor(); }});
 }
 
 DType arith_dtype(const char* op, const Tensor& a, const Tensor& b) {
@@ -96,55 +138,78 @@ Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   const DType dt = arith_dtype("mul", a, b);
   Tensor out = map2(a, b, dt, "mul", fn::Mul{});
-  return record("mul", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g, const std::vector<bool>& n) {
-    return std::vector<Tensor>{n[0] ? impl::sum_to_size(impl::mul(g, b), a.sizes()) : Tensor(),
-                               n[1] ? impl::sum_to_size(impl::mul(g, a), b.sizes()) : Tensor()};
-  });
+  // a and b saved as they are (not detached): with create_graph the gradients are
+  // recorded as functions of them.
+  return record(
+      "mul", out, {a, b},
+      [a, b](const Tensor& g, const std::vector<bool>& n) {
+        return std::vector<Tensor>{n[0] ? impl::sum_to_size(impl::mul(g, b), a.sizes()) : Tensor(),
+                                   n[1] ? impl::sum_to_size(impl::mul(g, a), b.sizes()) : Tensor()};
+      },
+      Differentiable::kTwice);
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   DType dt = arith_dtype("div", a, b);
   if (!is_floating(dt)) dt = kFloat32;  // true division, as torch.div
   Tensor out = map2(a, b, dt, "div", fn::Div{});
-  return record("div", out, {a, b},
-                [a = a.detach(), b = b.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>& n) {
-                  Tensor ga, gb;
-                  if (n[0]) ga = impl::sum_to_size(impl::div(g, b), a.sizes());
-                  if (n[1])
-                    gb = impl::sum_to_size(map3(g, out, b, g.dtype(), "div_backward", fn::DivBackwardDivisor{}),
-                                           b.sizes());
-                  return std::vector<Tensor>{ga, gb};
-                });
+  return record(
+      "div", out, {a, b},
+      [a, b, out = out.detach()](const Tensor& g, const std::vector<bool>& n) {
+        Tensor ga, gb;
+        if (n[0]) ga = impl::sum_to_size(impl::div(g, b), a.sizes());
+        if (n[1]) {
+          // -g a / b^2: one fused pass from the saved output, or recorded ops with create_graph.
+          const Tensor d = is_grad_enabled() ? impl::neg(impl::div(impl::mul(g, a), impl::mul(b, b)))
+                                             : map3(g, out, b, g.dtype(), "div_backward", fn::DivBackwardDivisor{});
+          gb = impl::sum_to_size(d, b.sizes());
+        }
+        return std::vector<Tensor>{ga, gb};
+      },
+      Differentiable::kTwice);
 }
 
 Tensor add(const Tensor& a, double b) {
   check_defined("add", a);
   Tensor out = map2(a, op_util::scalar_operand(a, b), op_util::scalar_result_dtype(a, b), "add", fn::Add{});
-  return record("add", out, {a}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
+  return record(
+      "add", out, {a}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; },
+      Differentiable::kTwice);
 }
 Tensor sub(const Tensor& a, double b) { return impl::add(a, -b); }
 Tensor mul(const Tensor& a, double b) {
   check_defined("mul", a);
   Tensor out = map2(a, op_util::scalar_operand(a, b), op_util::scalar_result_dtype(a, b), "mul", fn::Mul{});
-  return record("mul", out, {a},
-                [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::mul(g, b)}; });
+  return record(
+      "mul", out, {a}, [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::mul(g, b)}; },
+      Differentiable::kTwice);
 }
 Tensor div(const Tensor& a, double b) {
   check_defined("div", a);
   const DType dt = is_floating(a.dtype()) ? a.dtype() : kFloat32;
   Tensor out = map2(a, op_util::scalar_operand(a, b), dt, "div", fn::Div{});
-  return record("div", out, {a},
-                [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::div(g, b)}; });
+  return record(
+      "div", out, {a}, [b](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::div(g, b)}; },
+      Differentiable::kTwice);
 }
 
 Tensor pow(const Tensor& a, double e) {
   check_defined("pow", a);
   const DType dt = op_util::scalar_result_dtype(a, e);
   Tensor out = e == 2.0 ? map1(a, dt, "pow", fn::Square{}) : map1(a, dt, "pow", fn::PowScalar{e});
-  return record("pow", out, {a}, [a = a.detach(), e](const Tensor& g, const std::vector<bool>&) {
-    if (e == 0.0) return std::vector<Tensor>{zeros_like(g)};
-    return std::vector<Tensor>{map2(g, a, g.dtype(), "pow_backward", fn::PowScalarBackward{e})};
-  });
+  if (!autograd::will_record({a})) return out;
+  if (e == 0.0)
+    return record(
+        "pow", out, {a}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{zeros_like(g)}; },
+        Differentiable::kTwice);
+  return record_pointwise("pow", "pow_backward", out, a,
+                          {[ad = a.detach(), e](const Tensor& g) {
+                             return map2(g, ad, g.dtype(), "pow_backward", fn::PowScalarBackward{e});
+                           },
+                           [a, e] {  // e (e - 1) a^(e - 2)
+                             if (e == 1.0) return Tensor();
+                             return e == 2.0 ? full_like(a, 2.0) : impl::mul(impl::pow(a, e - 2.0), e * (e - 1.0));
+                           }});
 }
 
 Tensor pow(const Tensor& a, const Tensor& e) {
@@ -191,35 +256,93 @@ Tensor neg(const Tensor& x) {
   check_defined("neg", x);
   TC_CHECK(x.dtype() != kBool, "neg", "negation of a bool tensor is not supported");
   Tensor out = map1(x, x.dtype(), "neg", fn::Neg{});
-  return record("neg", out, {x},
-                [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::neg(g)}; });
+  return record(
+      "neg", out, {x}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{impl::neg(g)}; },
+      Differentiable::kTwice);
 }
 
 Tensor abs(const Tensor& x) {
   check_defined("abs", x);
   Tensor out = map1(x, x.dtype(), "abs", fn::Abs{});
-  return record("abs", out, {x}, [x = x.detach()](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{map2(g, x, g.dtype(), "abs_backward", fn::AbsBackward{})};
-  });
+  if (!autograd::will_record({x})) return out;
+  return record_pointwise(
+      "abs", "abs_backward", out, x,
+      {[xd = x.detach()](const Tensor& g) { return map2(g, xd, g.dtype(), "abs_backward", fn::AbsBackward{}); },
+       [] { return Tensor(); }});
 }
 
-Tensor exp(const Tensor& x) { return unary_float_op("exp", x, fn::Exp{}, fn::ExpBackward{}); }
-Tensor log(const Tensor& x) { return unary_float_op("log", x, fn::Log{}, fn::LogBackward{}); }
-Tensor log1p(const Tensor& x) { return unary_float_op("log1p", x, fn::Log1p{}, fn::Log1pBackward{}); }
-Tensor sqrt(const Tensor& x) { return unary_float_op("sqrt", x, fn::Sqrt{}, fn::SqrtBackward{}); }
-Tensor rsqrt(const Tensor& x) { return unary_float_op("rsqrt", x, fn::Rsqrt{}, fn::RsqrtBackward{}); }
-Tensor reciprocal(const Tensor& x) {
-  return unary_float_op("reciprocal", x, fn::Reciprocal{}, fn::ReciprocalBackward{});
+// Second derivatives, written with recorded ops (so a third derivative exists too).
+namespace second {
+Tensor one_minus(const Tensor& t) { return impl::add(impl::neg(t), 1.0); }
+Tensor exp(const Tensor& x) { return impl::exp(x); }
+Tensor log(const Tensor& x) { return impl::neg(impl::reciprocal(impl::mul(x, x))); }
+Tensor log1p(const Tensor& x) { return impl::neg(impl::pow(impl::add(x, 1.0), -2.0)); }
+Tensor sqrt(const Tensor& x) { return impl::mul(impl::pow(x, -1.5), -0.25); }
+Tensor rsqrt(const Tensor& x) { return impl::mul(impl::pow(x, -2.5), 0.75); }
+Tensor reciprocal(const Tensor& x) { return impl::mul(impl::pow(x, -3.0), 2.0); }
+Tensor tanh(const Tensor& x) {  // -2 t (1 - t^2)
+  const Tensor t = impl::tanh(x);
+  return impl::mul(impl::mul(t, one_minus(impl::mul(t, t))), -2.0);
 }
-Tensor tanh(const Tensor& x) { return unary_float_op("tanh", x, fn::Tanh{}, fn::TanhBackward{}); }
-Tensor sigmoid(const Tensor& x) { return unary_float_op("sigmoid", x, fn::Sigmoid{}, fn::SigmoidBackward{}); }
+Tensor sigmoid(const Tensor& x) {  // s (1 - s) (1 - 2 s)
+  const Tensor s = impl::sigmoid(x);
+  return impl::mul(impl::mul(s, one_minus(s)), one_minus(impl::mul(s, 2.0)));
+}
+Tensor silu(const Tensor& x) {  // s (1 - s) (2 + x (1 - 2 s))
+  const Tensor s = impl::sigmoid(x);
+  return impl::mul(impl::mul(s, one_minus(s)), impl::add(impl::mul(x, one_minus(impl::mul(s, 2.0))), 2.0));
+}
+Tensor gelu(const Tensor& x, bool tanh_form) {
+  const Tensor x2 = impl::mul(x, x);
+  if (!tanh_form) {  // phi(x) (2 - x^2), phi the standard normal density
+    const Tensor phi = impl::mul(impl::exp(impl::mul(x2, -0.5)), 1.0 / std::sqrt(2.0 * std::numbers::pi));
+    return impl::mul(phi, impl::add(impl::neg(x2), 2.0));
+  }
+  // u = c (x + a x^3), t = tanh(u): (1 - t^2) (u' - x t u'^2 + 3 a c x^2), u' = c (1 + 3 a x^2)
+  const double c = std::sqrt(2.0 / std::numbers::pi), a = 0.044715;
+  const Tensor t = impl::tanh(impl::mul(impl::add(x, impl::mul(impl::mul(x2, x), a)), c));
+  const Tensor du = impl::mul(impl::add(impl::mul(x2, 3.0 * a), 1.0), c);
+  const Tensor inner = impl::add(impl::sub(du, impl::mul(impl::mul(x, t), impl::mul(du, du))), impl::mul(x2, 3.0 * a * c));
+  return impl::mul(one_minus(impl::mul(t, t)), inner);
+}
+Tensor softplus(const Tensor& x, double beta, double threshold) {  // beta s (1 - s), s = sigmoid(beta x); 0 past threshold
+  const Tensor bx = impl::mul(x, beta);
+  const Tensor s = impl::sigmoid(bx);
+  const Tensor f2 = impl::mul(impl::mul(s, one_minus(s)), beta);
+  return impl::where(gt(bx, threshold), zeros({}, TensorOptions(f2.dtype()).device(f2.device())), f2);
+}
+}  // namespace second
+
+Tensor exp(const Tensor& x) { return unary_float_op("exp", "exp_backward", x, fn::Exp{}, fn::ExpBackward{}, second::exp); }
+Tensor log(const Tensor& x) { return unary_float_op("log", "log_backward", x, fn::Log{}, fn::LogBackward{}, second::log); }
+Tensor log1p(const Tensor& x) {
+  return unary_float_op("log1p", "log1p_backward", x, fn::Log1p{}, fn::Log1pBackward{}, second::log1p);
+}
+Tensor sqrt(const Tensor& x) {
+  return unary_float_op("sqrt", "sqrt_backward", x, fn::Sqrt{}, fn::SqrtBackward{}, second::sqrt);
+}
+Tensor rsqrt(const Tensor& x) {
+  return unary_float_op("rsqrt", "rsqrt_backward", x, fn::Rsqrt{}, fn::RsqrtBackward{}, second::rsqrt);
+}
+Tensor reciprocal(const Tensor& x) {
+  return unary_float_op("reciprocal", "reciprocal_backward", x, fn::Reciprocal{}, fn::ReciprocalBackward{},
+                        second::reciprocal);
+}
+Tensor tanh(const Tensor& x) {
+  return unary_float_op("tanh", "tanh_backward", x, fn::Tanh{}, fn::TanhBackward{}, second::tanh);
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary_float_op("sigmoid", "sigmoid_backward", x, fn::Sigmoid{}, fn::SigmoidBackward{}, second::sigmoid);
+}
 
 Tensor relu(const Tensor& x) {
   check_defined("relu", x);
   Tensor out = map1(x, x.dtype(), "relu", fn::Relu{});
-  return record("relu", out, {x}, [out = out.detach()](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{map2(g, out, g.dtype(), "relu_backward", fn::ReluBackward{})};
-  });
+  if (!autograd::will_record({x})) return out;
+  return record_pointwise(
+      "relu", "relu_backward", out, x,
+      {[out = out.detach()](const Tensor& g) { return map2(g, out, g.dtype(), "relu_backward", fn::ReluBackward{}); },
+       [] { return Tensor(); }});
 }
 
 Tensor gelu(const Tensor& x, std::string_view approximate) {
@@ -235,19 +358,26 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
     out = make_tensor(x.sizes(), dt, x.device());
     cpu::gelu(out, x, tanh_form);
   }
-  return record("gelu", out, {x}, [x = x.detach(), tanh_form](const Tensor& g, const std::vector<bool>&) {
-    if (g.device().is_cuda()) return std::vector<Tensor>{map2(g, x, g.dtype(), "gelu", fn::GeluBackward{tanh_form})};
-    Tensor dx = make_tensor(broadcast_shapes(g.sizes(), x.sizes(), "gelu"), g.dtype(), g.device());
-    cpu::gelu_backward(dx, g, x, tanh_form);
-    return std::vector<Tensor>{dx};
-  });
+  if (!autograd::will_record({x})) return out;
+  return record_pointwise("gelu", "gelu_backward", out, x,
+                          {[xd = x.detach(), tanh_form](const Tensor& g) {
+                             if (g.device().is_cuda()) return map2(g, xd, g.dtype(), "gelu", fn::GeluBackward{tanh_form});
+                             Tensor dx = make_tensor(broadcast_shapes(g.sizes(), xd.sizes(), "gelu"), g.dtype(), g.device());
+                             cpu::gelu_backward(dx, g, xd, tanh_form);
+                             return dx;
+                           },
+                           [x, tanh_form] { return second::gelu(x, tanh_form); }});
 }
 
-Tensor silu(const Tensor& x) { return unary_float_op("silu", x, fn::Silu{}, fn::SiluBackward{}); }
+Tensor silu(const Tensor& x) {
+  return unary_float_op("silu", "silu_backward", x, fn::Silu{}, fn::SiluBackward{}, second::silu);
+}
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   TC_CHECK(beta != 0 && std::isfinite(beta), "softplus", "beta must be finite and nonzero, got ", beta);
-  return unary_float_op("softplus", x, fn::Softplus{beta, threshold}, fn::SoftplusBackward{beta, threshold});
+  return unary_float_op("softplus", "softplus_backward", x, fn::Softplus{beta, threshold},
+                        fn::SoftplusBackward{beta, threshold},
+                        [beta, threshold](const Tensor& x) { return second::softplus(x, beta, threshold); });
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
@@ -257,9 +387,13 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   DType dt = x.dtype();
   if (!is_floating(dt) && ((lo && std::floor(*lo) != *lo) || (hi && std::floor(*hi) != *hi))) dt = kFloat32;
   Tensor out = map1(x, dt, "clamp", fn::Clamp{l, h});
-  return record("clamp", out, {x}, [x = x.detach(), l, h](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{map2(g, x, g.dtype(), "clamp_backward", fn::ClampBackward{l, h})};
-  });
+  if (!autograd::will_record({x})) return out;
+  return record_pointwise(
+      "clamp", "clamp_backward", out, x,
+      {[xd = x.detach(), l, h](const Tensor& g) {
+         return map2(g, xd, g.dtype(), "clamp_backward", fn::ClampBackward{l, h});
+       },
+       [] { return Tensor(); }});
 }
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
@@ -273,7 +407,8 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
                   Tensor z = zeros({}, TensorOptions(g.dtype()).device(g.device()));
                   return std::vector<Tensor>{n[0] ? impl::sum_to_size(impl::where(c, g, z), sa) : Tensor(),
                                              n[1] ? impl::sum_to_size(impl::where(c, z, g), sb) : Tensor()};
-                });
+                },
+                Differentiable::kTwice);
 }
 
 }  // namespace impl

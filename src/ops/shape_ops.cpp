@@ -69,7 +69,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       grads[i] = skip[i] ? zeros({0}, TensorOptions(g.dtype()).device(g.device())) : g.narrow(d, starts[i], lens[i]);
     }
     return grads;
-  });
+  }, autograd::Differentiable::kTwice);
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {

@@ -67,7 +67,7 @@ Tensor Tensor::to(Device d, bool non_blocking) const {
   gpu::transfer(out, src, non_blocking);
   return record("to", out, {*this}, [from = device()](const Tensor& g, const std::vector<bool>&) {
     return std::vector<Tensor>{g.to(from)};
-  });
+  }, autograd::Differentiable::kTwice);
 }
 
 Tensor Tensor::pin_memory() const {
@@ -86,7 +86,7 @@ Tensor Tensor::clone() const {
   Tensor out = make_tensor(sizes(), dtype(), device());
   copy_on_device(out, *this);
   return record("clone", out, {*this},
-                [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
+                [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; }, autograd::Differentiable::kTwice);
 }
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }

@@ -69,7 +69,7 @@ Tensor reshape_backward_record(const char* name, const Tensor& self, const Tenso
   Shape in_shape = self.sizes();
   return record(name, out, {self}, [in_shape](const Tensor& g, const std::vector<bool>&) {
     return std::vector<Tensor>{g.reshape(in_shape)};
-  });
+  }, autograd::Differentiable::kTwice);
 }
 
 }  // namespace
@@ -116,7 +116,8 @@ Tensor Tensor::permute(const Shape& dims) const {
   }
   return record(
       "permute", make_view(*this, sz, st, storage_offset()), {*this},
-      [inverse](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g.permute(inverse)}; });
+      [inverse](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g.permute(inverse)}; },
+      autograd::Differentiable::kTwice);
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
@@ -198,7 +199,8 @@ Tensor Tensor::expand(const Shape& shape) const {
   Shape in_shape = sizes();
   return record(
       "expand", make_view(*this, sz, st, storage_offset()), {*this},
-      [in_shape](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{sum_to_size(g, in_shape)}; });
+      [in_shape](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{sum_to_size(g, in_shape)}; },
+      autograd::Differentiable::kTwice);
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {

@@ -3,6 +3,8 @@
 // References are plain loops over the float64 values of the inputs (Tensor::to_vector,
 // row-major in the logical shape); none of them calls the op under test. Those the
 // hand-written tests use too are in common/references.h.
+#include <set>
+
 #include "common/op_db.h"
 
 #include <algorithm>
@@ -528,12 +530,25 @@ void add_reductions(std::vector<OpInfo>& db) {
 }  // namespace
 }  // namespace db
 
+const std::set<std::string>& double_backward_ops() {
+  static const std::set<std::string> ids = {
+      // elementwise
+      "neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "relu", "gelu", "silu",
+      "softplus", "clamp", "pow_scalar", "add_scalar", "sub_scalar", "mul_scalar", "div_scalar", "add", "sub", "mul",
+      "div", "where",
+      // reductions and shapes
+      "sum", "mean", "sum_to_size", "cat", "stack",
+  };
+  return ids;
+}
+
 const std::vector<OpInfo>& op_db() {
   static const std::vector<OpInfo> db = [] {
     std::vector<OpInfo> v;
     db::add_elementwise(v);
     db::add_reductions(v);
     db::add_nn_ops_and_losses(v);
+    for (OpInfo& e : v) e.gradgrad = double_backward_ops().count(e.id()) > 0;
     return v;
   }();
   return db;

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,7 @@ struct OpInfo {
   std::vector<DType> dtypes;
   std::function<std::vector<Sample>(DType)> samples;
   std::vector<int> grad_inputs;  // differentiable inputs (indices into Sample::inputs); empty: none
+  bool gradgrad = false;         // double backward implemented (create_graph): gradgradcheck runs
   amp::CastPolicy policy = amp::CastPolicy::Passthrough;  // expected autocast policy
   std::map<DType, Tol> fwd_tol;                           // overrides of the forward tolerance
   std::map<DType, Tol> grad_tol;                          // overrides of the gradcheck tolerance
@@ -71,6 +73,12 @@ struct OpInfo {
 };
 
 const std::vector<OpInfo>& op_db();
+
+// The ids of the entries whose double backward exists (Differentiable::kTwice in src/ops,
+// so backward with create_graph can be differentiated again): the op table runs
+// gradgradcheck on them and checks that every other differentiable entry refuses a second
+// backward with "[autograd] double backward of OP is not implemented".
+const std::set<std::string>& double_backward_ops();
 
 // Unit roundoff of the dtype reductions and products of `dt` accumulate in.
 double accumulation_roundoff(DType dt);

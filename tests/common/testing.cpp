@@ -95,7 +95,12 @@ std::vector<double> map_ref(const Tensor& x, const std::function<double(double)>
   return v;
 }
 
-::testing::AssertionResult gradcheck(const Fn& f, const std::vector<Tensor>& inputs, Tol tol, double eps) {
+namespace {
+
+// gradcheck; `undefined_is_zero`: an input that backward gives no gradient is compared as
+// zeros (gradgradcheck, where a structurally zero second derivative is left undefined).
+::testing::AssertionResult check_gradient(const Fn& f, const std::vector<Tensor>& inputs, Tol tol, double eps,
+                                          bool undefined_is_zero) {
   // Analytic: backward of sum(f(x) * w) in the inputs' own dtypes.
   std::vector<Tensor> xs;
   for (const Tensor& t : inputs) {
@@ -140,7 +145,7 @@ std::vector<double> map_ref(const Tensor& x, const std::function<double(double)>
       num[i] = (lp - lm) / (2 * h);
       scale = std::max(scale, std::fabs(num[i]));
     }
-    const Tensor& g = xs[k].grad();
+    const Tensor g = xs[k].grad().defined() || !undefined_is_zero ? xs[k].grad() : zeros_like(inputs[k]);
     if (!g.defined()) return ::testing::AssertionFailure() << "input " << k << " got no gradient";
     if (g.dtype() != inputs[k].dtype())
       return ::testing::AssertionFailure() << "input " << k << " gradient has dtype " << dtype_name(g.dtype())
@@ -149,6 +154,57 @@ std::vector<double> map_ref(const Tensor& x, const std::function<double(double)>
     if (!r) return ::testing::AssertionFailure() << "gradient of input " << k << ": " << r.message();
   }
   return ::testing::AssertionSuccess();
+}
+
+// Sets grad mode for a scope (gradcheck's numerical pass runs f under NoGradGuard).
+struct GradEnabled {
+  bool prev = is_grad_enabled();
+  GradEnabled() { set_grad_enabled(true); }
+  ~GradEnabled() { set_grad_enabled(prev); }
+  GradEnabled(const GradEnabled&) = delete;
+  GradEnabled& operator=(const GradEnabled&) = delete;
+};
+
+}  // namespace
+
+::testing::AssertionResult gradcheck(const Fn& f, const std::vector<Tensor>& inputs, Tol tol, double eps) {
+  return check_gradient(f, inputs, tol, eps, false);
+}
+
+::testing::AssertionResult gradgradcheck(const Fn& f, const std::vector<Tensor>& inputs, Tol tol, double eps) {
+  std::vector<size_t> wrt;
+  std::vector<Tensor> plain;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (inputs[k].requires_grad()) wrt.push_back(k);
+    plain.push_back(inputs[k].defined() ? inputs[k].detach() : inputs[k]);
+  }
+  Tensor y;
+  {
+    NoGradGuard shape_only;
+    y = f(plain);
+  }
+  const Device dev = y.device();
+  std::vector<Tensor> v;
+  for (size_t i = 0; i < wrt.size(); ++i)
+    v.push_back(uniform(inputs[wrt[i]].sizes(), inputs[wrt[i]].dtype(), 0.5, 1.5, 77 + i).to(dev));
+  // The last input is the incoming gradient w.
+  const Fn first = [&](const std::vector<Tensor>& xw) {
+    const GradEnabled on;
+    std::vector<Tensor> xs(xw.begin(), xw.end() - 1), at;
+    for (size_t k : wrt) {
+      if (!xs[k].requires_grad()) xs[k] = xs[k].detach().requires_grad_();  // the numerical pass
+      at.push_back(xs[k]);
+    }
+    const std::vector<Tensor> gs =
+        autograd::grad({f(xs)}, at, {xw.back()}, /*retain_graph=*/true, /*create_graph=*/true, /*allow_unused=*/true);
+    Tensor total = zeros({}, TensorOptions(kFloat64).device(dev));
+    for (size_t i = 0; i < gs.size(); ++i)
+      if (gs[i].defined()) total = add(total, sum(mul(gs[i].to(kFloat64), v[i].to(kFloat64))));
+    return total;
+  };
+  std::vector<Tensor> xw = inputs;
+  xw.push_back(uniform(y.sizes(), y.dtype(), 0.5, 1.5, 4321).to(dev).requires_grad_());
+  return check_gradient(first, xw, tol, eps, true);
 }
 
 ::testing::AssertionResult bits_equal(const Tensor& a, const Tensor& b) {

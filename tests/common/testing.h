@@ -97,6 +97,13 @@ using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 // largest numerical gradient magnitude: |a - n| <= atol * max(1, max|n|) + rtol * |n|.
 ::testing::AssertionResult gradcheck(const Fn& f, const std::vector<Tensor>& inputs, Tol tol, double eps = 1e-6);
 
+// Checks f's double backward (PyTorch's gradgradcheck): gradcheck of the function
+// (inputs, w) -> sum_k <d sum(f(x) * w) / d x_k, v_k>, whose first derivative is taken with
+// create_graph (fixed random w and v), so both the derivative of the backward with respect
+// to the inputs and with respect to the incoming gradient w are checked. A second
+// derivative that backward leaves undefined counts as zero. Meant for float64 inputs.
+::testing::AssertionResult gradgradcheck(const Fn& f, const std::vector<Tensor>& inputs, Tol tol, double eps = 1e-6);
+
 // Same dtype, same shape and the same bytes (so NaN payloads and signed zeros count).
 ::testing::AssertionResult bits_equal(const Tensor& a, const Tensor& b);
 // The same keys, each holding bits_equal tensors.
