@@ -10,6 +10,7 @@
 #include <exception>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "autograd/nodes.h"
 #include "core/tensor_impl.h"
@@ -346,6 +347,24 @@ Tensor saved_output(const Tensor& saved) {
   return alias;
 }
 
+std::vector<Tensor> recomputed_grads(const std::function<Tensor(const std::vector<Tensor>&)>& compose,
+                                     const std::vector<Tensor>& inputs, const Tensor& grad,
+                                     const std::vector<bool>& needs) {
+  std::vector<Tensor> result(inputs.size()), wrt;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (i < needs.size() && needs[i] && inputs[i].defined() && inputs[i].requires_grad()) {
+      wrt.push_back(inputs[i]);
+      at.push_back(i);
+    }
+  if (wrt.empty()) return result;
+  const Tensor out = compose(inputs);
+  const std::vector<Tensor> gs = autograd::grad({out}, wrt, {grad}, /*retain_graph=*/true, /*create_graph=*/true,
+                                                /*allow_unused=*/true);
+  for (size_t k = 0; k < at.size(); ++k) result[at[k]] = gs[k];
+  return result;
+}
+
 }  // namespace detail
 
 namespace {
@@ -370,6 +389,7 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
   profiler::detail::Scope rec("backward (engine)");
   // Count, for each node, how many edges point at it.
   std::unordered_map<Node*, int> deps;
+  std::unordered_map<Node*, std::vector<Node*>> parents;  // autograd::grad only
   std::vector<Node*> stack{root_fn.get()};
   deps[root_fn.get()] = 0;
   while (!stack.empty()) {
@@ -379,7 +399,21 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
       if (!e.fn) continue;
       auto [it, inserted] = deps.try_emplace(e.fn.get(), 0);
       ++it->second;
+      if (capture) parents[e.fn.get()].push_back(n);
       if (inserted) stack.push_back(e.fn.get());
+    }
+  }
+  // autograd::grad: the nodes some requested input lies below. Only their formulas run
+  // (PyTorch's exec_info), so a gradient with respect to an intermediate tensor does not
+  // walk the graph beneath it.
+  std::unordered_set<Node*> feeds;
+  if (capture) {
+    for (const auto& [target, unused] : *capture) stack.push_back(target);
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (Node* p : parents[n])
+        if (feeds.insert(p).second) stack.push_back(p);
     }
   }
   std::unordered_map<Node*, Tensor> buffers;
@@ -461,14 +495,14 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
       NoGradGuard once;
       grads = n->apply(g);
     }
-    auto stand_in = std::make_shared<OnceNode>();
-    stand_in->name = n->name;
-    stand_in->next = n->next;
-    if (g.requires_grad()) stand_in->next.push_back(edge_for(g));
     for (Tensor& gi : grads) {
       if (!gi.defined() || !is_floating(gi.dtype())) continue;
+      auto stand_in = std::make_shared<OnceNode>();  // one per result: a node has one output
+      stand_in->name = n->name;
+      stand_in->next = n->next;
+      if (g.requires_grad()) stand_in->next.push_back(edge_for(g));
       gi = gi.detach();  // an alias: the formula may have returned g itself
-      gi.impl()->grad_fn = stand_in;
+      gi.impl()->grad_fn = std::move(stand_in);
     }
     return grads;
   };
@@ -481,11 +515,11 @@ void run_backward(const std::shared_ptr<Node>& root_fn, const Tensor& root_grad,
     auto* slice = capture || create_graph ? nullptr : dynamic_cast<SliceNode*>(n);
     if (slice && g.defined() && slice->next[0].fn && assemble(*slice, g)) {
       // Written into the input's gradient buffer: nothing more flows from n.
-    } else if (capture && capture->count(n)) {
-      (*capture)[n] = g;  // autograd::grad: report it instead of writing .grad()
-      if (dynamic_cast<AccumulateGrad*>(n) == nullptr && g.defined()) grads = apply(n, g);
-    } else if (capture && dynamic_cast<AccumulateGrad*>(n) != nullptr) {
-      // autograd::grad never touches .grad(), not even of leaves it was not asked about.
+    } else if (capture) {
+      // autograd::grad reports the gradients it was asked for instead of writing .grad()
+      // (not even of leaves it was not asked about), and runs only what leads to them.
+      if (auto it = capture->find(n); it != capture->end()) it->second = g;
+      if (feeds.count(n) && g.defined()) grads = apply(n, g);
     } else if (g.defined()) {
       grads = apply(n, g);
     }

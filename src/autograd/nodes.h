@@ -56,6 +56,15 @@ Tensor take_accumulated_grad(size_t input);
 // differentiable (PyTorch's SavedVariable for an output). Otherwise `saved` itself.
 Tensor saved_output(const Tensor& saved);
 
+// In a backward formula run with create_graph: the gradients (weighted by `grad`) of
+// compose(inputs), the op written with recorded ops, with respect to the inputs that
+// `needs` marks, themselves recorded. A fused op's formula answers create_graph with it
+// instead of a composite backward of its own. `inputs` are the forward's, saved as they
+// are (not detached); an input that needs no gradient gets an undefined tensor.
+std::vector<Tensor> recomputed_grads(const std::function<Tensor(const std::vector<Tensor>&)>& compose,
+                                     const std::vector<Tensor>& inputs, const Tensor& grad,
+                                     const std::vector<bool>& needs);
+
 // What a slice is of its input: `view(g)` gives the same view of an input-shaped tensor g
 // (the view op applied to g); when that view is the indices [start, end) along `dim`
 // (select, narrow, a slice of step 1) they are given too, else dim is -1.

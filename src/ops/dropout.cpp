@@ -24,6 +24,17 @@ Tensor apply_mask(const Tensor& v_in, const Tensor& mask, double scale) {
   return out;
 }
 
+// g masked and scaled as dropout's backward, recorded as an op of g: it is linear, so its
+// own backward (with create_graph) is itself again.
+Tensor masked_gradient(const Tensor& g, const Tensor& mask, double scale) {
+  return autograd::record(
+      "dropout_backward", apply_mask(g, mask, scale), {g},
+      [mask, scale](const Tensor& gg, const std::vector<bool>&) {
+        return std::vector<Tensor>{masked_gradient(gg, mask, scale)};
+      },
+      autograd::Differentiable::kTwice);
+}
+
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool training) {
@@ -44,9 +55,12 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   (x.device().is_cuda() ? gpu::dropout_mask : cpu::dropout_mask)(mask, key, p);
   const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
   Tensor out = apply_mask(x, mask, scale);
-  return autograd::record(op, out, {x}, [mask, scale](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{apply_mask(g, mask, scale)};
-  });
+  return autograd::record(
+      op, out, {x},
+      [mask, scale](const Tensor& g, const std::vector<bool>&) {
+        return std::vector<Tensor>{masked_gradient(g, mask, scale)};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace tc::impl

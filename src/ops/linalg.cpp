@@ -125,10 +125,19 @@ Tensor grad_right(const Tensor& g, const Tensor& a, const Tensor& b, const char*
 // The differentiable product behind matmul, mm and bmm (shapes already checked).
 Tensor product_op(const char* op, const Tensor& a, const Tensor& b) {
   Tensor out = product(a, b, Tensor(), op);
-  return record(op, out, {a, b}, [a = a.detach(), b = b.detach(), op](const Tensor& g_in, const std::vector<bool>& n) {
-    const Tensor g = g_in.to(a.dtype());
-    return std::vector<Tensor>{n[0] ? grad_left(g, a, b, op) : Tensor(), n[1] ? grad_right(g, a, b, op) : Tensor()};
-  });
+  // a and b saved as they are: with create_graph (grad mode on in backward) the gradients
+  // are the same products, recorded.
+  return record(
+      op, out, {a, b},
+      [a, b, op](const Tensor& g_in, const std::vector<bool>& n) {
+        const Tensor g = g_in.to(a.dtype());
+        if (is_grad_enabled())
+          return std::vector<Tensor>{
+              n[0] ? impl::sum_to_size(impl::matmul(g, b.transpose(-1, -2)), a.sizes()) : Tensor(),
+              n[1] ? impl::sum_to_size(impl::matmul(a.transpose(-1, -2), g), b.sizes()) : Tensor()};
+        return std::vector<Tensor>{n[0] ? grad_left(g, a, b, op) : Tensor(), n[1] ? grad_right(g, a, b, op) : Tensor()};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace
@@ -246,13 +255,24 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
                    .view(with_last(input.sizes(), weight.size(0)));
   std::vector<Tensor> inputs{input, weight};
   if (bias.defined()) inputs.push_back(bias);
-  return record(op, out, inputs, [saved, in_shape = input.sizes(), op](const Tensor& g_in, const std::vector<bool>& n) {
-    const Tensor g2 = cpu::widen_for_gemm(g_in.to(saved.w.dtype()).reshape({saved.x2.size(0), saved.w.size(0)}));
-    std::vector<Tensor> grads = saved.grads(g2, n[0], n[1], saved.has_bias && n[2], op);
-    if (grads[0].defined()) grads[0] = grads[0].view(in_shape);
-    if (!saved.has_bias) grads.pop_back();
-    return grads;
-  });
+  return record(
+      op, out, inputs,
+      [saved, input, weight, op](const Tensor& g_in, const std::vector<bool>& n) {
+        const int64_t rows = saved.x2.size(0);
+        if (is_grad_enabled()) {  // create_graph: the same products, recorded
+          const Tensor g2 = g_in.to(weight.dtype()).reshape({rows, weight.size(0)});
+          std::vector<Tensor> grads{n[0] ? impl::matmul(g2, weight).reshape(input.sizes()) : Tensor(),
+                                    n[1] ? impl::matmul(g2.t(), input.reshape({rows, input.size(-1)})) : Tensor()};
+          if (saved.has_bias) grads.push_back(n[2] ? impl::sum(g2, {0}) : Tensor());
+          return grads;
+        }
+        const Tensor g2 = cpu::widen_for_gemm(g_in.to(saved.w.dtype()).reshape({rows, saved.w.size(0)}));
+        std::vector<Tensor> grads = saved.grads(g2, n[0], n[1], saved.has_bias && n[2], op);
+        if (grads[0].defined()) grads[0] = grads[0].view(input.sizes());
+        if (!saved.has_bias) grads.pop_back();
+        return grads;
+      },
+      autograd::Differentiable::kTwice);
 }
 
 namespace {
@@ -333,7 +353,18 @@ Tensor mlp(const Tensor& input, const Tensor& fc_weight, const Tensor& fc_bias, 
   inputs.push_back(proj_weight);
   if (proj_bias.defined()) inputs.push_back(proj_bias);
   return record(
-      op, out, inputs, [fc, proj, d, in_shape = input.sizes(), op](const Tensor& g_in, const std::vector<bool>& n) {
+      op, out, inputs,
+      [fc, proj, d, in_shape = input.sizes(), op, inputs, act](const Tensor& g_in, const std::vector<bool>& n) {
+        if (is_grad_enabled())  // create_graph: the composition's gradients, recorded
+          return autograd::detail::recomputed_grads(
+              [has_fc_bias = fc.has_bias, has_proj_bias = proj.has_bias, act](const std::vector<Tensor>& in) {
+                size_t i = 2;
+                const Tensor fc_b = has_fc_bias ? in[i++] : Tensor();
+                const Tensor proj_w = in[i++];
+                const Tensor proj_b = has_proj_bias ? in[i] : Tensor();
+                return impl::linear(apply(act, impl::linear(in[0], in[1], fc_b)), proj_w, proj_b);
+              },
+              inputs, g_in, n);
         // n: input, fc_weight, [fc_bias], proj_weight, [proj_bias]
         const size_t ip = fc.has_bias ? 3 : 2;
         const bool need_fc = n[0] || n[1] || (fc.has_bias && n[2]);
@@ -353,7 +384,8 @@ Tensor mlp(const Tensor& input, const Tensor& fc_weight, const Tensor& fc_bias, 
         grads.push_back(gp[1]);
         if (proj.has_bias) grads.push_back(gp[2]);
         return grads;
-      });
+      },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace tc::impl

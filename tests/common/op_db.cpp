@@ -537,7 +537,12 @@ const std::set<std::string>& double_backward_ops() {
       "softplus", "clamp", "pow_scalar", "add_scalar", "sub_scalar", "mul_scalar", "div_scalar", "add", "sub", "mul",
       "div", "where",
       // reductions and shapes
-      "sum", "mean", "sum_to_size", "cat", "stack",
+      "sum", "mean", "sum_to_size", "cat", "stack", "dropout",
+      // products
+      "mm", "matmul", "bmm", "linear", "linear_activation_relu", "linear_activation_gelu", "linear_activation_gelu_tanh",
+      "mlp_relu", "mlp_gelu", "mlp_gelu_tanh",
+      // the residual sum x + r is this entry's differentiated output (an add)
+      "add_layer_norm_sum",
   };
   return ids;
 }
