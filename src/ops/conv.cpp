@@ -1,6 +1,7 @@
 // conv2d: argument checks with PyTorch-like messages, dtype dispatch (oneDNN for
 // float32 / bfloat16 / float16, direct loops for float64) and the autograd formula
-// (oneDNN backward-data and backward-weights; the bias gradient comes with the weights').
+// (oneDNN backward-data and backward-weights; the bias gradient comes with the weights';
+// with create_graph, recorded gradient ops that are differentiable again).
 // A channels-last input (NHWC memory) gives a channels-last output and input gradient, as
 // PyTorch's channels_last; the float64 direct loops compute NCHW and copy into that layout.
 // CUDA tensors of every floating dtype run on cuDNN (backend/cuda/conv.h), same layouts.
@@ -58,6 +59,55 @@ void check_conv_args(const Tensor& x, const Tensor& w, const Tensor& b, const cp
            shape_str(w.sizes()), " is not supported");
 }
 
+// The input gradient of a convolution (a transposed convolution of g by w) and its weight
+// gradient (a correlation of x and g), each by the backend the forward runs on.
+Tensor input_grad(const Tensor& g, const Tensor& w, const Shape& xs, const cpu::ConvParams& p, bool cl) {
+  NoGradGuard no_grad;
+  if (g.device().is_cuda()) return gpu::conv2d_backward_data(g, w, xs, p, cl);
+  if (g.dtype() == kFloat64) return cpu::to_activation_layout(cpu::direct_conv2d_backward_data(g, w, xs, p), cl);
+  return cpu::dnnl_conv2d_backward_data(op_util::dnnl_ready(g), op_util::dnnl_ready(w), xs, p, cl);
+}
+
+Tensor weight_grad(const Tensor& x, const Tensor& g, const Shape& ws, const cpu::ConvParams& p) {
+  NoGradGuard no_grad;
+  if (g.device().is_cuda()) return gpu::conv2d_backward_weights(x, g, ws, false, p, x.dtype()).first;
+  if (g.dtype() == kFloat64) return cpu::direct_conv2d_backward_weights(x, g, ws, false, p).first;
+  return cpu::dnnl_conv2d_backward_weights(op_util::dnnl_ready(x), op_util::dnnl_ready(g), ws, false, p, x.dtype())
+      .first;
+}
+
+// conv2d without bias, with p's geometry.
+Tensor conv_with(const Tensor& x, const Tensor& w, const cpu::ConvParams& p) {
+  return impl::conv2d(x, w, Tensor(), {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
+                      {p.dilation[0], p.dilation[1]}, p.groups);
+}
+
+Tensor conv2d_backward_weight(const Tensor& x, const Tensor& g, const Shape& ws, const cpu::ConvParams& p);
+
+// Both gradients are bilinear: <input_grad(g, w), a> = <g, conv(a, w)> and
+// <weight_grad(x, g), b> = <g, conv(x, b)>, so each one's derivatives are conv2d and the
+// other. Recorded, they make conv2d differentiable any number of times.
+Tensor conv2d_backward_input(const Tensor& g, const Tensor& w, const Shape& xs, const cpu::ConvParams& p, bool cl) {
+  return autograd::record(
+      "conv2d_backward_input", input_grad(g, w, xs, p, cl), {g, w},
+      [g, w, p](const Tensor& gg, const std::vector<bool>& n) {
+        return std::vector<Tensor>{n[0] ? conv_with(gg, w, p) : Tensor(),
+                                   n[1] ? conv2d_backward_weight(gg, g, w.sizes(), p) : Tensor()};
+      },
+      autograd::Differentiable::kTwice);
+}
+
+Tensor conv2d_backward_weight(const Tensor& x, const Tensor& g, const Shape& ws, const cpu::ConvParams& p) {
+  return autograd::record(
+      "conv2d_backward_weight", weight_grad(x, g, ws, p), {x, g},
+      [x, g, p](const Tensor& gg, const std::vector<bool>& n) {
+        return std::vector<Tensor>{
+            n[0] ? conv2d_backward_input(g, gg, x.sizes(), p, cpu::is_channels_last(x)) : Tensor(),
+            n[1] ? conv_with(x, gg, p) : Tensor()};
+      },
+      autograd::Differentiable::kTwice);
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Shape stride, Shape padding,
@@ -83,8 +133,15 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Sha
       kOp, out, {input, weight, bias},
       // Weight and bias gradients in the dtype they are consumed in (autograd/nodes.h): fp32
       // for an autocast copy of an fp32 weight, straight from oneDNN's accumulators.
-      [x = input.detach(), w = weight.detach(), has_bias = bias.defined(), p, cuda, f64, cl,
+      // x and w saved as they are: with create_graph the gradients are recorded ops of them.
+      [x = input, w = weight, has_bias = bias.defined(), p, cuda, f64, cl,
        gw_dt = autograd::detail::grad_dtype(weight)](const Tensor& grad, const std::vector<bool>& needs) {
+        if (is_grad_enabled()) {  // create_graph
+          const Tensor g = grad.dtype() == x.dtype() ? grad : grad.to(x.dtype());
+          return std::vector<Tensor>{needs[0] ? conv2d_backward_input(g, w, x.sizes(), p, cl) : Tensor(),
+                                     needs[1] ? conv2d_backward_weight(x, g, w.sizes(), p) : Tensor(),
+                                     has_bias && needs[2] ? impl::sum(g, {0, 2, 3}) : Tensor()};
+        }
         const Tensor g = op_util::dnnl_ready(grad.dtype() == x.dtype() ? grad : grad.to(x.dtype()));
         Tensor gx, gw, gb;
         if (cuda) {
@@ -106,7 +163,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Sha
           if (!needs[1]) gw = Tensor();
         }
         return std::vector<Tensor>{gx, gw, gb};
-      });
+      },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace tc::impl

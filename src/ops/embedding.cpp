@@ -1,7 +1,7 @@
 // embedding: row gather from a (V, D) table; backward scatter-adds gradient rows into a
-// zero (V, D) table (backend/cpu/embedding.h), accumulating 16-bit gradients in float32
-// and rounding once. On CUDA the range check reports at the next call instead
-// (backend/cuda/embedding.h).
+// zero (V, D) table (backend/cpu/embedding.h; recorded with create_graph), accumulating
+// 16-bit gradients in float32 and rounding once. On CUDA the range check reports at the
+// next call instead (backend/cuda/embedding.h).
 #include "backend/cpu/embedding.h"
 
 #include "backend/cuda/embedding.h"
@@ -31,12 +31,20 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   Tensor out = make_tensor(out_shape, weight.dtype(), weight.device());
   (cuda ? gpu::embedding_gather : cpu::embedding_gather)(out, weight.detach().contiguous(), ids);
   return autograd::record(
-      op, out, {weight}, [ids, V, D, wdt = weight.dtype()](const Tensor& g, const std::vector<bool>&) {
+      op, out, {weight},
+      [ids, V, D, wdt = weight.dtype()](const Tensor& g, const std::vector<bool>&) {
         const Tensor gc = g.contiguous();
         Tensor gw = make_tensor({V, D}, wdt, ids.device());
         (ids.device().is_cuda() ? gpu::embedding_scatter_add : cpu::embedding_scatter_add)(gw, gc, ids);
-        return std::vector<Tensor>{gw};
-      });
+        if (!is_grad_enabled()) return std::vector<Tensor>{gw};
+        // create_graph: the scatter-add is linear in g; its derivative by g gathers the
+        // same rows of gg, which is this op again.
+        return std::vector<Tensor>{autograd::record(
+            "embedding_backward", gw, {g},
+            [ids](const Tensor& gg, const std::vector<bool>&) { return std::vector<Tensor>{impl::embedding(gg, ids)}; },
+            autograd::Differentiable::kTwice)};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace tc::impl

@@ -1,6 +1,7 @@
 // max_pool2d, avg_pool2d and adaptive_avg_pool2d: checks, output sizes with PyTorch's
 // ceil_mode rule, dispatch (oneDNN pooling for float32 / bfloat16 / float16, direct loops
-// for float64 and for windows oneDNN cannot express) and the autograd formulas.
+// for float64 and for windows oneDNN cannot express) and the autograd formulas, whose
+// results are recorded (differentiable again) when backward runs with create_graph.
 // Channels-last inputs (NHWC memory) give channels-last outputs and input gradients, as
 // PyTorch's channels_last (the direct loops compute NCHW and copy into that layout).
 // CUDA tensors run backend/cuda/pool.cu's kernels (every dtype, any layout, in place).
@@ -69,6 +70,31 @@ Tensor via_direct(const Tensor& x, F f) {
 
 Tensor grad_as(const Tensor& g, DType dt) { return g.dtype() == dt ? g : g.to(dt); }
 
+// Records gx, a pooling's input gradient that a fused kernel computed from g. It is linear
+// in g, so its derivative by g is the adjoint map applied to gg: the forward pooling itself
+// for average pooling, the gather at the argmax for max pooling. Without create_graph
+// (grad mode off in backward) gx is returned as it is.
+template <class Adjoint>
+Tensor record_linear(const char* name, const Tensor& gx, const Tensor& g, const Adjoint& adjoint) {
+  if (!is_grad_enabled()) return gx;
+  return autograd::record(
+      name, gx, {g}, [adjoint](const Tensor& gg, const std::vector<bool>&) { return std::vector<Tensor>{adjoint(gg)}; },
+      autograd::Differentiable::kTwice);
+}
+
+// gg (of the input's shape) at each output's argmax `idx` (int64 h * W + w within a plane,
+// -1 for a window that holds no input: 0 there), as a row gather by embedding, whose own
+// backward is the scatter-add max pooling's backward is.
+Tensor gather_argmax(const Tensor& gg, const Tensor& idx) {
+  const int64_t N = gg.size(0), C = gg.size(1), HW = gg.size(2) * gg.size(3);
+  const Tensor plane_start =
+      arange(0, static_cast<double>(N * C * HW), static_cast<double>(HW), TensorOptions(kInt64).device(idx.device()))
+          .view({N, C, 1, 1});
+  const Tensor ids = impl::add(impl::clamp(idx, 0.0, std::nullopt), plane_start);
+  const Tensor picked = impl::embedding(gg.reshape({N * C * HW, 1}), ids).reshape(idx.sizes());
+  return impl::where(ge(idx, 0.0), picked, zeros_like(picked));
+}
+
 }  // namespace
 
 Tensor max_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape padding, Shape dilation, bool ceil_mode) {
@@ -84,9 +110,14 @@ Tensor max_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
       NoGradGuard no_grad;
       std::tie(out, idx) = gpu::max_pool2d_forward(input, p, cl);
     }
-    return autograd::record(kOp, out, {input}, [idx = idx, xs, dt, p, cl](const Tensor& g, const std::vector<bool>&) {
-      return std::vector<Tensor>{gpu::max_pool2d_backward(grad_as(g, dt), idx, xs, p, cl)};
-    });
+    return autograd::record(
+        kOp, out, {input},
+        [idx = idx, xs, dt, p, cl](const Tensor& g, const std::vector<bool>&) {
+          return std::vector<Tensor>{record_linear("max_pool2d_backward",
+                                                   gpu::max_pool2d_backward(grad_as(g, dt), idx, xs, p, cl), g,
+                                                   [idx](const Tensor& gg) { return gather_argmax(gg, idx); })};
+        },
+        autograd::Differentiable::kTwice);
   }
   if (dt == kFloat64) {
     Tensor out, idx;
@@ -95,16 +126,23 @@ Tensor max_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
       std::tie(out, idx) = cpu::direct_max_pool2d(input, p);
       out = cpu::to_activation_layout(out, cl);
     }
-    return autograd::record(kOp, out, {input}, [idx = idx, xs, cl](const Tensor& g, const std::vector<bool>&) {
-      return std::vector<Tensor>{
-          cpu::to_activation_layout(cpu::direct_max_pool2d_backward(grad_as(g, kFloat64), idx, xs), cl)};
-    });
+    return autograd::record(
+        kOp, out, {input},
+        [idx = idx, xs, cl](const Tensor& g, const std::vector<bool>&) {
+          return std::vector<Tensor>{record_linear(
+              "max_pool2d_backward",
+              cpu::to_activation_layout(cpu::direct_max_pool2d_backward(grad_as(g, kFloat64), idx, xs), cl), g,
+              [idx](const Tensor& gg) { return gather_argmax(gg, idx); })};
+        },
+        autograd::Differentiable::kTwice);
   }
   cpu::PoolResult r;
   {
     NoGradGuard no_grad;
     r = cpu::dnnl_pool2d_forward(input, p, PoolKind::Max);
   }
+  // Once-differentiable: oneDNN's workspace does not give the argmax indices that the
+  // gather of a double backward needs.
   return autograd::record(
       kOp, r.out, {input}, [ws = r.workspace, xs, dt, p, cl](const Tensor& g, const std::vector<bool>&) {
         return std::vector<Tensor>{cpu::dnnl_pool2d_backward(grad_as(g, dt), ws, xs, dt, p, PoolKind::Max, cl)};
@@ -126,6 +164,11 @@ Tensor avg_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
   const bool direct = dt == kFloat64 || (count_include_pad && overhang);
   const PoolKind kind = count_include_pad ? PoolKind::AvgIncludePad : PoolKind::AvgExcludePad;
   const bool cl = cpu::is_channels_last(input);
+  // The adjoint of the backward: this pooling again.
+  const auto again = [p, ceil_mode, count_include_pad](const Tensor& gg) {
+    return impl::avg_pool2d(gg, {p.kernel[0], p.kernel[1]}, {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
+                            ceil_mode, count_include_pad);
+  };
   if (input.device().is_cuda()) {
     Tensor out;
     {
@@ -133,9 +176,12 @@ Tensor avg_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
       out = gpu::avg_pool2d_forward(input, p, count_include_pad, cl);
     }
     return autograd::record(
-        kOp, out, {input}, [xs, dt, p, count_include_pad, cl](const Tensor& g, const std::vector<bool>&) {
-          return std::vector<Tensor>{gpu::avg_pool2d_backward(grad_as(g, dt), xs, p, count_include_pad, cl)};
-        });
+        kOp, out, {input},
+        [xs, dt, p, count_include_pad, cl, again](const Tensor& g, const std::vector<bool>&) {
+          return std::vector<Tensor>{record_linear(
+              "avg_pool2d_backward", gpu::avg_pool2d_backward(grad_as(g, dt), xs, p, count_include_pad, cl), g, again)};
+        },
+        autograd::Differentiable::kTwice);
   }
   Tensor out;
   {
@@ -148,7 +194,7 @@ Tensor avg_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
   }
   return autograd::record(
       kOp, out, {input},
-      [xs, dt, p, direct, kind, count_include_pad, cl](const Tensor& grad, const std::vector<bool>&) {
+      [xs, dt, p, direct, kind, count_include_pad, cl, again](const Tensor& grad, const std::vector<bool>&) {
         const Tensor g = grad_as(grad, dt);
         Tensor gx = direct ? cpu::to_activation_layout(via_direct(g,
                                                                   [&](const Tensor& gg) {
@@ -157,8 +203,9 @@ Tensor avg_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
                                                                   }),
                                                        cl)
                            : cpu::dnnl_pool2d_backward(g, Tensor(), xs, dt, p, kind, cl);
-        return std::vector<Tensor>{gx};
-      });
+        return std::vector<Tensor>{record_linear("avg_pool2d_backward", gx, grad, again)};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
@@ -175,15 +222,20 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
   const DType dt = input.dtype();
   const Shape xs = input.sizes();
   const bool cl = cpu::is_channels_last(input);
+  const auto again = [oh = out[0], ow = out[1]](const Tensor& gg) { return impl::adaptive_avg_pool2d(gg, {oh, ow}); };
   if (input.device().is_cuda()) {
     Tensor y;
     {
       NoGradGuard no_grad;
       y = gpu::adaptive_avg_pool2d_forward(input, out[0], out[1], cl);
     }
-    return autograd::record(kOp, y, {input}, [xs, dt, cl](const Tensor& g, const std::vector<bool>&) {
-      return std::vector<Tensor>{gpu::adaptive_avg_pool2d_backward(grad_as(g, dt), xs, cl)};
-    });
+    return autograd::record(
+        kOp, y, {input},
+        [xs, dt, cl, again](const Tensor& g, const std::vector<bool>&) {
+          return std::vector<Tensor>{record_linear(
+              "adaptive_avg_pool2d_backward", gpu::adaptive_avg_pool2d_backward(grad_as(g, dt), xs, cl), g, again)};
+        },
+        autograd::Differentiable::kTwice);
   }
   Tensor y;
   {
@@ -191,11 +243,16 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
     y = cpu::to_activation_layout(
         via_direct(input, [&](const Tensor& x) { return cpu::direct_adaptive_avg_pool2d(x, out[0], out[1]); }), cl);
   }
-  return autograd::record(kOp, y, {input}, [xs, dt, cl](const Tensor& grad, const std::vector<bool>&) {
-    return std::vector<Tensor>{cpu::to_activation_layout(
-        via_direct(grad_as(grad, dt), [&](const Tensor& g) { return cpu::direct_adaptive_avg_pool2d_backward(g, xs); }),
-        cl)};
-  });
+  return autograd::record(
+      kOp, y, {input},
+      [xs, dt, cl, again](const Tensor& grad, const std::vector<bool>&) {
+        const Tensor gx = cpu::to_activation_layout(
+            via_direct(grad_as(grad, dt),
+                       [&](const Tensor& g) { return cpu::direct_adaptive_avg_pool2d_backward(g, xs); }),
+            cl);
+        return std::vector<Tensor>{record_linear("adaptive_avg_pool2d_backward", gx, grad, again)};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace tc::impl
