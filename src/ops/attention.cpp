@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/nodes.h"
 #include "backend/cpu/dnnl_matmul.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/softmax.h"
@@ -39,7 +40,7 @@ Tensor causal_future(int64_t L, int64_t S, Device device) {
   return gt(arange(static_cast<double>(S), o).unsqueeze(0), arange(static_cast<double>(L), o).unsqueeze(1));
 }
 
-// The composite, as torch's math backend: every piece an op, so autograd, masks,
+// The composite, as torch's math backend: every piece an op, so autograd (to any order), masks,
 // broadcasting of batch dims and float64 come for free.
 Tensor attention_math(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double p, bool causal,
                       double scale) {
@@ -56,6 +57,16 @@ Tensor attention_math(const Tensor& q, const Tensor& k, const Tensor& v, const T
   att = impl::softmax(att, -1);
   if (p > 0) att = impl::dropout(att, p, true);
   return impl::matmul(att, v);
+}
+
+// The fused paths' gradients with create_graph: the composite's (no dropout) recomputed
+// with recorded ops and differentiated, so that they differentiate again.
+std::vector<Tensor> recomputed_attention_grads(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                                               const Tensor& mask, bool causal, double scale,
+                                               const std::vector<bool>& needs) {
+  return autograd::detail::recomputed_grads(
+      [&](const std::vector<Tensor>& in) { return attention_math(in[0], in[1], in[2], mask, 0.0, causal, scale); },
+      {q, k, v}, g, needs);
 }
 
 // Whether mask broadcasts to `shape` without widening it.
@@ -284,8 +295,9 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
   });
   return record(
       kOp, out, {q, k, v},
-      [qd, kd, vd, md, causal, scale, dt, dev, one_chunk](const Tensor& g_in, const std::vector<bool>& needs) {
+      [q, k, v, qd, kd, vd, md, causal, scale, dt, dev, one_chunk](const Tensor& g_in, const std::vector<bool>& needs) {
         const Tensor g = g_in.to(dt);
+        if (is_grad_enabled()) return recomputed_attention_grads(g, q, k, v, md, causal, scale, needs);
         const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, dt);
         const Tensor &dq = grads[0], &dk = grads[1], &dv = grads[2];
         for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
@@ -293,7 +305,8 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
                             chunk(kd, b, n), chunk(vd, b, n), md, causal, scale);
         });
         return grads;
-      });
+      },
+      autograd::Differentiable::kTwice);
 }
 
 // bfloat16 on a CPU with AVX-512 BF16, rows of unit stride: both directions on its dot
@@ -305,15 +318,18 @@ Tensor attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, bool ca
   const bool backward = autograd::will_record({q, k, v});
   const Tensor lse = backward ? new_lse(q) : Tensor();
   if (!cpu::sdpa_forward_bf16(out, lse, qd, kd, vd, scale, causal)) return Tensor();
-  return record(kOp, out, {q, k, v},
-                [qd, kd, vd, o = out.detach(), lse, causal, scale](const Tensor& g_in, const std::vector<bool>& needs) {
-                  Tensor g = g_in.to(kBFloat16);
-                  if (g.stride(-1) != 1) g = g.contiguous();
-                  const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, kBFloat16);
-                  TC_CHECK(cpu::sdpa_backward_bf16(grads[0], grads[1], grads[2], g, qd, kd, vd, o, lse, scale, causal),
-                           kOp, "internal: the bfloat16 backward refused inputs its forward took");
-                  return grads;
-                });
+  return record(
+      kOp, out, {q, k, v},
+      [q, k, v, qd, kd, vd, o = out.detach(), lse, causal, scale](const Tensor& g_in, const std::vector<bool>& needs) {
+        Tensor g = g_in.to(kBFloat16);
+        if (is_grad_enabled()) return recomputed_attention_grads(g, q, k, v, Tensor(), causal, scale, needs);
+        if (g.stride(-1) != 1) g = g.contiguous();
+        const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, kBFloat16);
+        TC_CHECK(cpu::sdpa_backward_bf16(grads[0], grads[1], grads[2], g, qd, kd, vd, o, lse, scale, causal), kOp,
+                 "internal: the bfloat16 backward refused inputs its forward took");
+        return grads;
+      },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace
@@ -367,13 +383,16 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const Tensor lse = new_lse(q);
   const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach();
   cpu::sdpa_forward(out, lse, qd, kd, vd, s, is_causal);
-  return record(kOp, out, {q, k, v},
-                [qd, kd, vd, o = out.detach(), lse, s, is_causal](const Tensor& g_in, const std::vector<bool>& needs) {
-                  const Tensor g = g_in.to(o.dtype());
-                  const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, qd.dtype());
-                  cpu::sdpa_backward(grads[0], grads[1], grads[2], g, qd, kd, vd, o, lse, s, is_causal);
-                  return grads;
-                });
+  return record(
+      kOp, out, {q, k, v},
+      [q, k, v, qd, kd, vd, o = out.detach(), lse, s, is_causal](const Tensor& g_in, const std::vector<bool>& needs) {
+        const Tensor g = g_in.to(o.dtype());
+        if (is_grad_enabled()) return recomputed_attention_grads(g, q, k, v, Tensor(), is_causal, s, needs);
+        const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, qd.dtype());
+        cpu::sdpa_backward(grads[0], grads[1], grads[2], g, qd, kd, vd, o, lse, s, is_causal);
+        return grads;
+      },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace tc::impl

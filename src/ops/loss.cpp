@@ -85,6 +85,44 @@ RowGrad row_grad(const Tensor& g, Reduction reduction, double divisor) {
   return {Tensor(), g.item_double() / divisor};
 }
 
+// Backward with create_graph, in recorded ops. The loss is linear in the log-probabilities
+// (cross_entropy) or in the input (nll_loss): sum(coef * logp) with a constant coef of the
+// input's shape, -w[t] (1 - eps) at each row's target plus -eps w[c] / C at every class c,
+// zero in ignored rows, over the weighted count of targets for 'mean'. Built from ops, so
+// it serves both devices.
+Tensor class_loss_coefficients(const Tensor& x, const Tensor& target, const Tensor& weight, int64_t cdim,
+                               int64_t ignore_index, Reduction reduction, double eps) {
+  const int64_t classes = x.size(cdim);
+  Shape along_classes(static_cast<size_t>(x.dim()), 1);
+  along_classes[cdim] = classes;
+  const Tensor t = target.unsqueeze(cdim);
+  const Tensor valid = ne(t, static_cast<double>(ignore_index)).to(x.dtype());
+  const Tensor w = weight.defined() ? weight.detach().to(x.dtype()).reshape(along_classes)
+                                    : ones(along_classes, TensorOptions(x.dtype()).device(x.device()));
+  const Tensor classes_idx =
+      arange(static_cast<double>(classes), TensorOptions(kInt64).device(x.device())).reshape(along_classes);
+  Tensor a = impl::mul(impl::mul(eq(t, classes_idx).to(x.dtype()), w), valid);  // w[t] at each target
+  const Tensor divisor = reduction == kMean ? impl::sum(a) : Tensor();
+  if (eps > 0)
+    a = impl::add(impl::mul(a, 1.0 - eps), impl::mul(impl::mul(valid, w), eps / static_cast<double>(classes)));
+  if (divisor.defined()) a = impl::div(a, divisor);
+  return impl::neg(a);
+}
+
+// The input's gradient, in recorded ops, from the incoming gradient g (of the loss's
+// shape for 'none', else 0-d): g coef for nll_loss (x gives only its shape: the gradient
+// does not depend on it), and through log_softmax's backward, g coef - softmax(x)
+// sum(g coef), for cross_entropy.
+Tensor class_loss_grad(const Tensor& g, const Tensor& x, const Tensor& target, const Tensor& weight, int64_t cdim,
+                       int64_t ignore_index, Reduction reduction, double eps, bool log_softmax) {
+  Tensor gx = g.to(x.dtype());
+  if (gx.device() != x.device()) gx = gx.to(x.device());
+  if (reduction == kNone) gx = gx.unsqueeze(cdim);
+  gx = impl::mul(gx, class_loss_coefficients(x, target, weight, cdim, ignore_index, reduction, eps));
+  if (!log_softmax) return gx;
+  return impl::sub(gx, impl::mul(impl::softmax(x, cdim), impl::sum(gx, {cdim}, true)));
+}
+
 }  // namespace
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight, int64_t ignore_index,
@@ -103,14 +141,19 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
     const Tensor divisor = reduction == kMean ? make_tensor({1}, kFloat64, device) : Tensor();
     Tensor res = loss_output(reduction, loss_shape, input);
     gpu::cross_entropy_forward(res, lse, divisor, input, *targets, label_smoothing, reduction != kNone);
-    return autograd::record(op, res, {input},
-                            [x = input.detach(), targets, lse, reduction, divisor, label_smoothing](
-                                const Tensor& g, const std::vector<bool>&) {
-                              Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
-                              gpu::cross_entropy_backward(gx, x, lse, *targets, device_grad(g, x.device()),
-                                                          reduction == kNone, divisor, label_smoothing);
-                              return std::vector<Tensor>{gx};
-                            });
+    return autograd::record(
+        op, res, {input},
+        [x = input, target = target.detach(), weight = weight.defined() ? weight.detach() : Tensor(), cdim = dims->cdim,
+         ignore_index, targets, lse, reduction, divisor, label_smoothing](const Tensor& g, const std::vector<bool>&) {
+          if (is_grad_enabled())
+            return std::vector<Tensor>{
+                class_loss_grad(g, x, target, weight, cdim, ignore_index, reduction, label_smoothing, true)};
+          Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
+          gpu::cross_entropy_backward(gx, x, lse, *targets, device_grad(g, x.device()), reduction == kNone, divisor,
+                                      label_smoothing);
+          return std::vector<Tensor>{gx};
+        },
+        autograd::Differentiable::kTwice);
   }
   auto targets = check_class_loss(op, input, target, weight, ignore_index, loss_shape);
   TC_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op, "label_smoothing must be in [0, 1], got ",
@@ -121,14 +164,19 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
   const double divisor = divisor_for(reduction, *targets);
   Tensor res = loss_output(reduction, loss_shape, input);
   cpu::cross_entropy_forward(res, lse, input, *targets, label_smoothing, reduction != kNone, divisor);
-  return autograd::record(op, res, {input},
-                          [x = input.detach(), targets, lse, reduction, divisor, label_smoothing](
-                              const Tensor& g, const std::vector<bool>&) {
-                            const RowGrad rg = row_grad(g, reduction, divisor);
-                            Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
-                            cpu::cross_entropy_backward(gx, x, lse, *targets, rg.rows, rg.scale, label_smoothing);
-                            return std::vector<Tensor>{gx};
-                          });
+  return autograd::record(
+      op, res, {input},
+      [x = input, target = target.detach(), weight = weight.defined() ? weight.detach() : Tensor(), ignore_index,
+       targets, lse, reduction, divisor, label_smoothing](const Tensor& g, const std::vector<bool>&) {
+        if (is_grad_enabled())
+          return std::vector<Tensor>{
+              class_loss_grad(g, x, target, weight, targets->cdim, ignore_index, reduction, label_smoothing, true)};
+        const RowGrad rg = row_grad(g, reduction, divisor);
+        Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
+        cpu::cross_entropy_backward(gx, x, lse, *targets, rg.rows, rg.scale, label_smoothing);
+        return std::vector<Tensor>{gx};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight, int64_t ignore_index,
@@ -142,23 +190,35 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
     Tensor res = loss_output(reduction, loss_shape, input);
     gpu::nll_loss_forward(res, divisor, input, *targets, reduction != kNone);
     return autograd::record(
-        op, res, {input}, [x = input.detach(), targets, reduction, divisor](const Tensor& g, const std::vector<bool>&) {
+        op, res, {input},
+        [x = input.detach(), target = target.detach(), weight = weight.defined() ? weight.detach() : Tensor(),
+         cdim = dims->cdim, ignore_index, targets, reduction, divisor](const Tensor& g, const std::vector<bool>&) {
+          if (is_grad_enabled())
+            return std::vector<Tensor>{
+                class_loss_grad(g, x, target, weight, cdim, ignore_index, reduction, 0.0, false)};
           Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
           gpu::nll_loss_backward(gx, *targets, device_grad(g, x.device()), reduction == kNone, divisor);
           return std::vector<Tensor>{gx};
-        });
+        },
+        autograd::Differentiable::kTwice);
   }
   auto targets = check_class_loss(op, input, target, weight, ignore_index, loss_shape);
   const double divisor = divisor_for(reduction, *targets);
   Tensor res = loss_output(reduction, loss_shape, input);
   cpu::nll_loss_forward(res, input, *targets, reduction != kNone, divisor);
-  return autograd::record(op, res, {input},
-                          [x = input.detach(), targets, reduction, divisor](const Tensor& g, const std::vector<bool>&) {
-                            const RowGrad rg = row_grad(g, reduction, divisor);
-                            Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
-                            cpu::nll_loss_backward(gx, *targets, rg.rows, rg.scale);
-                            return std::vector<Tensor>{gx};
-                          });
+  return autograd::record(
+      op, res, {input},
+      [x = input.detach(), target = target.detach(), weight = weight.defined() ? weight.detach() : Tensor(),
+       ignore_index, targets, reduction, divisor](const Tensor& g, const std::vector<bool>&) {
+        if (is_grad_enabled())
+          return std::vector<Tensor>{
+              class_loss_grad(g, x, target, weight, targets->cdim, ignore_index, reduction, 0.0, false)};
+        const RowGrad rg = row_grad(g, reduction, divisor);
+        Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
+        cpu::nll_loss_backward(gx, *targets, rg.rows, rg.scale);
+        return std::vector<Tensor>{gx};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace tc::impl

@@ -32,6 +32,11 @@ Tensor grad_operand(const Tensor& g, Reduction reduction, double numel, DType dt
                        "loss_backward", fn::Mul{});
 }
 
+// grad_operand in recorded ops, for backward with create_graph: g, or g / numel for mean.
+Tensor recorded_grad_operand(const Tensor& g, Reduction reduction, double numel) {
+  return reduction == kMean ? impl::mul(g, 1.0 / numel) : g;
+}
+
 void check_loss_pair(const char* op, const Tensor& input, const Tensor& target) {
   TC_CHECK(input.defined() && target.defined(), op, "got an undefined input or target tensor");
   TC_CHECK(is_floating(input.dtype()) && is_floating(target.dtype()), op, "expected floating input and target, got ",
@@ -58,18 +63,21 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
     (input.device().is_cuda() ? gpu::mse_loss_sum : cpu::mse_loss_sum)(out, input, target,
                                                                        divisor_for(reduction, numel));
   }
-  return autograd::record(op, out, {input, target},
-                          [x = input.detach(), t = target.detach(), reduction, numel, dt, shape](
-                              const Tensor& g, const std::vector<bool>& needs) {
-                            const Tensor gs = grad_operand(g, reduction, numel, dt);
-                            // d/dx (x - t)^2 = 2 (x - t); the target gets the negation.
-                            const Tensor d = op_util::map3(x, t, gs, dt, "mse_loss_backward", fn::MseBackward{});
-                            Tensor gx, gt;
-                            if (needs[0]) gx = shape == x.sizes() ? d : impl::sum_to_size(d, x.sizes());
-                            if (needs[1])
-                              gt = shape == t.sizes() ? impl::neg(d) : impl::sum_to_size(impl::neg(d), t.sizes());
-                            return std::vector<Tensor>{gx, gt};
-                          });
+  // x and t saved as they are: with create_graph the gradients are recorded as functions of them.
+  return autograd::record(
+      op, out, {input, target},
+      [x = input, t = target, reduction, numel, dt, shape](const Tensor& g, const std::vector<bool>& needs) {
+        // d/dx (x - t)^2 = 2 (x - t); the target gets the negation.
+        const Tensor d = is_grad_enabled()
+                             ? impl::mul(impl::mul(impl::sub(x, t), 2.0), recorded_grad_operand(g, reduction, numel))
+                             : op_util::map3(x, t, grad_operand(g, reduction, numel, dt), dt, "mse_loss_backward",
+                                             fn::MseBackward{});
+        Tensor gx, gt;
+        if (needs[0]) gx = shape == x.sizes() ? d : impl::sum_to_size(d, x.sizes());
+        if (needs[1]) gt = shape == t.sizes() ? impl::neg(d) : impl::sum_to_size(impl::neg(d), t.sizes());
+        return std::vector<Tensor>{gx, gt};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 // ------------------------------------------------------------------ binary_cross_entropy_with_logits
@@ -82,6 +90,23 @@ bool broadcastable_to(const Shape& s, const Shape& to) {
   for (size_t d = 0; d < s.size(); ++d)
     if (s[d] != 1 && s[d] != to[lead + d]) return false;
   return true;
+}
+
+// The gradients of loss = w (pw t softplus(-x) + (1 - t) softplus(x)) in recorded ops,
+// for backward with create_graph (gs: the incoming gradient as recorded_grad_operand
+// gives it): by x, gs w ((1 - t) sigmoid(x) - pw t sigmoid(-x)); by t,
+// gs w (pw softplus(-x) - softplus(x)).
+std::vector<Tensor> bce_with_logits_grads(const Tensor& x, const Tensor& t, const Tensor& w, const Tensor& pw,
+                                          const Tensor& gs, const std::vector<bool>& needs) {
+  const Tensor gw = impl::mul(gs, w);
+  Tensor gx, gt;
+  if (needs[0]) {
+    const Tensor pos = impl::mul(impl::mul(pw, t), impl::sigmoid(impl::neg(x)));
+    const Tensor neg = impl::mul(impl::add(impl::neg(t), 1.0), impl::sigmoid(x));
+    gx = impl::mul(gw, impl::sub(neg, pos));
+  }
+  if (needs[1]) gt = impl::mul(gw, impl::sub(impl::mul(pw, impl::softplus(impl::neg(x))), impl::softplus(x)));
+  return {gx, gt};
 }
 
 }  // namespace
@@ -113,16 +138,19 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
     (input.device().is_cuda() ? gpu::bce_with_logits_sum : cpu::bce_with_logits_sum)(out, input, target, w, pw,
                                                                                      divisor_for(reduction, numel));
   }
-  return autograd::record(op, out, {input, target},
-                          [x = input.detach(), t = target.detach(), w = w.detach(), pw = pw.detach(), reduction, numel,
-                           dt](const Tensor& g, const std::vector<bool>& needs) {
-                            const Tensor gs = grad_operand(g, reduction, numel, dt);
-                            Tensor gx = needs[0] ? make_tensor(x.sizes(), dt, x.device()) : Tensor();
-                            Tensor gt = needs[1] ? make_tensor(x.sizes(), dt, x.device()) : Tensor();
-                            (x.device().is_cuda() ? gpu::bce_with_logits_backward : cpu::bce_with_logits_backward)(
-                                gx, gt, x, t, w, pw, gs);
-                            return std::vector<Tensor>{gx, gt};
-                          });
+  return autograd::record(
+      op, out, {input, target},
+      [x = input, t = target, w = w.detach(), pw = pw.detach(), reduction, numel, dt](const Tensor& g,
+                                                                                      const std::vector<bool>& needs) {
+        if (is_grad_enabled())
+          return bce_with_logits_grads(x, t, w, pw, recorded_grad_operand(g, reduction, numel), needs);
+        const Tensor gs = grad_operand(g, reduction, numel, dt);
+        Tensor gx = needs[0] ? make_tensor(x.sizes(), dt, x.device()) : Tensor();
+        Tensor gt = needs[1] ? make_tensor(x.sizes(), dt, x.device()) : Tensor();
+        (x.device().is_cuda() ? gpu::bce_with_logits_backward : cpu::bce_with_logits_backward)(gx, gt, x, t, w, pw, gs);
+        return std::vector<Tensor>{gx, gt};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace tc::impl

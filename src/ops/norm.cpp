@@ -62,30 +62,58 @@ int64_t check_layer_norm(const char* op, const Tensor& x, const Shape& normalize
   return shape_numel(normalized_shape);
 }
 
+// layer_norm's gradients in recorded ops, for backward with create_graph: the statistics
+// are recomputed from x (in the kernels' compute dtype) so that the result is a function
+// of x and the weight that differentiates again.
+std::vector<Tensor> layer_norm_grads(const Tensor& g, const Tensor& x, const Tensor& weight, const Shape& ns,
+                                     double eps, const std::vector<bool>& needs) {
+  const DType sdt = stats_dtype(x.dtype());
+  auto wide = [sdt](const Tensor& t) { return t.defined() && t.dtype() != sdt ? t.to(sdt) : t; };
+  const Tensor xs = wide(x), gs = wide(g);
+  Shape dims;
+  for (int64_t d = x.dim() - static_cast<int64_t>(ns.size()); d < x.dim(); ++d) dims.push_back(d);
+  const Tensor xm = impl::sub(xs, impl::mean(xs, dims, true));
+  const Tensor rstd = impl::rsqrt(impl::add(impl::mean(impl::mul(xm, xm), dims, true), eps));
+  const Tensor xhat = impl::mul(xm, rstd);
+  Tensor dx, dw, db;
+  if (needs[0]) {  // rstd (gh - mean(gh) - xhat mean(gh xhat)), gh = g w
+    const Tensor gh = weight.defined() ? impl::mul(gs, wide(weight)) : gs;
+    const Tensor centered = impl::sub(gh, impl::mean(gh, dims, true));
+    dx = impl::mul(rstd, impl::sub(centered, impl::mul(xhat, impl::mean(impl::mul(gh, xhat), dims, true))));
+  }
+  if (needs[1]) dw = impl::sum_to_size(impl::mul(gs, xhat), ns);
+  if (needs[2]) db = impl::sum_to_size(gs, ns);
+  return {dx, dw, db};
+}
+
 // Records out = layer_norm(x) (xc: x's values, contiguous; mean, rstd: the forward's
-// statistics of its M rows of N) with the fused backward.
+// statistics of its M rows of N) with the fused backward, or layer_norm_grads with
+// create_graph (x, weight saved as they are for that).
 Tensor record_layer_norm(const Tensor& out, const Tensor& x, const Tensor& xc, const Tensor& mean, const Tensor& rstd,
-                         const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, int64_t M,
+                         const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps, int64_t M,
                          int64_t N) {
-  return record("layer_norm", out, {x, weight, bias},
-                [xc, mean, rstd, w = param(weight), M, N, wdt = weight.defined() ? weight.dtype() : x.dtype(),
-                 bdt = bias.defined() ? bias.dtype() : x.dtype(), ns = normalized_shape,
-                 xdt = x.dtype()](const Tensor& g, const std::vector<bool>& needs) {
-                  const Device dev = xc.device();
-                  Tensor dx = grad_buffer(needs[0], xc.sizes(), xdt, dev);
-                  Tensor dw = grad_buffer(needs[1], ns, wdt, dev), db = grad_buffer(needs[2], ns, bdt, dev);
-                  if (dev.is_cuda()) {
-                    gpu::layer_norm_backward(dx, dw, db, g.contiguous(), xc, mean, rstd, w, M, N);
-                  } else {
-                    // What x's other consumers sent (a residual stream's gradient), added in
-                    // dx's pass: dx is computed in x's own dtype (float32, float64), so the sum
-                    // rounds once as the engine's addition would.
-                    const bool wide = xdt == kFloat32 || xdt == kFloat64;
-                    const Tensor acc = needs[0] && wide ? autograd::detail::take_accumulated_grad(0) : Tensor();
-                    cpu::layer_norm_backward(dx, dw, db, g.contiguous(), xc, mean, rstd, w, M, N, acc);
-                  }
-                  return std::vector<Tensor>{dx, dw, db};
-                });
+  return record(
+      "layer_norm", out, {x, weight, bias},
+      [x, weight, eps, xc, mean, rstd, w = param(weight), M, N, wdt = weight.defined() ? weight.dtype() : x.dtype(),
+       bdt = bias.defined() ? bias.dtype() : x.dtype(), ns = normalized_shape,
+       xdt = x.dtype()](const Tensor& g, const std::vector<bool>& needs) {
+        if (is_grad_enabled()) return layer_norm_grads(g, x, weight, ns, eps, needs);
+        const Device dev = xc.device();
+        Tensor dx = grad_buffer(needs[0], xc.sizes(), xdt, dev);
+        Tensor dw = grad_buffer(needs[1], ns, wdt, dev), db = grad_buffer(needs[2], ns, bdt, dev);
+        if (dev.is_cuda()) {
+          gpu::layer_norm_backward(dx, dw, db, g.contiguous(), xc, mean, rstd, w, M, N);
+        } else {
+          // What x's other consumers sent (a residual stream's gradient), added in
+          // dx's pass: dx is computed in x's own dtype (float32, float64), so the sum
+          // rounds once as the engine's addition would.
+          const bool wide = xdt == kFloat32 || xdt == kFloat64;
+          const Tensor acc = needs[0] && wide ? autograd::detail::take_accumulated_grad(0) : Tensor();
+          cpu::layer_norm_backward(dx, dw, db, g.contiguous(), xc, mean, rstd, w, M, N, acc);
+        }
+        return std::vector<Tensor>{dx, dw, db};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace
@@ -100,7 +128,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor mean = make_tensor({M}, sdt, x.device()), rstd = make_tensor({M}, sdt, x.device());
   (x.device().is_cuda() ? gpu::layer_norm_forward : cpu::layer_norm_forward)(out, mean, rstd, xc, param(weight),
                                                                              param(bias), M, N, eps);
-  return record_layer_norm(out, x, xc, mean, rstd, normalized_shape, weight, bias, M, N);
+  return record_layer_norm(out, x, xc, mean, rstd, normalized_shape, weight, bias, eps, M, N);
 }
 
 TensorPair add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape, const Tensor& weight,
@@ -133,7 +161,7 @@ TensorPair add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& 
   cpu::add_layer_norm_forward(sum, out, mean, rstd, x.detach().contiguous(), rc, param(weight), param(bias), M, N, eps);
   const Tensor sc = sum.detach();
   sum = op_util::record_add(sum, x, residual, 1.0);
-  out = record_layer_norm(out, sum, sc, mean, rstd, normalized_shape, weight, bias, M, N);
+  out = record_layer_norm(out, sum, sc, mean, rstd, normalized_shape, weight, bias, eps, M, N);
   // Computed in float32 (float64) and rounded once, as layer_norm in float32 and a cast: the
   // next linear writes its gradient unrounded, as for the cast.
   autograd::detail::take_grad_in(out, st);

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "autograd/nodes.h"
 #include "backend/cuda/softmax.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
@@ -19,17 +20,31 @@ void check_softmax_input(const char* op, const Tensor& x) {
            shape_str(x.sizes()));
 }
 
+// softmax's backward y * (g - sum(g * y)), log_softmax's g - exp(y) * sum(g), along d,
+// in recorded ops: with create_graph they are differentiated again (y, the saved output,
+// leads back to this node through saved_output).
+Tensor softmax_backward_composite(const Tensor& g, const Tensor& y, int64_t d, bool log) {
+  auto row_sum = [&](const Tensor& t) { return t.dim() == 0 ? t : impl::sum(t, {d}, true); };
+  if (log) return impl::sub(g, impl::mul(impl::exp(y), row_sum(g)));
+  return impl::mul(y, impl::sub(g, row_sum(impl::mul(g, y))));
+}
+
 Tensor softmax_op(const char* op, const Tensor& x, int64_t dim, bool log) {
   check_softmax_input(op, x);
   const int64_t d = wrap_dim(dim, x.dim(), op);
   Tensor y = make_tensor(x.sizes(), x.dtype(), x.device());
   (x.device().is_cuda() ? gpu::softmax_forward : cpu::softmax_forward)(y, x, d, log);
-  return autograd::record(op, y, {x}, [y = y.detach(), d, log](const Tensor& g, const std::vector<bool>&) {
-    const Tensor gy = g.to(y.dtype());
-    Tensor gx = make_tensor(y.sizes(), y.dtype(), y.device());
-    (y.device().is_cuda() ? gpu::softmax_backward : cpu::softmax_backward)(gx, gy, y, d, log);
-    return std::vector<Tensor>{gx};
-  });
+  return autograd::record(
+      op, y, {x},
+      [y = y.detach(), d, log](const Tensor& g, const std::vector<bool>&) {
+        const Tensor gy = g.to(y.dtype());
+        if (is_grad_enabled())
+          return std::vector<Tensor>{softmax_backward_composite(gy, autograd::detail::saved_output(y), d, log)};
+        Tensor gx = make_tensor(y.sizes(), y.dtype(), y.device());
+        (y.device().is_cuda() ? gpu::softmax_backward : cpu::softmax_backward)(gx, gy, y, d, log);
+        return std::vector<Tensor>{gx};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace

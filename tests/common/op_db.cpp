@@ -543,6 +543,9 @@ const std::set<std::string>& double_backward_ops() {
       "mlp_relu", "mlp_gelu", "mlp_gelu_tanh",
       // the residual sum x + r is this entry's differentiated output (an add)
       "add_layer_norm_sum",
+      // nn: softmax, losses, norms, attention
+      "softmax", "log_softmax", "cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits",
+      "layer_norm", "add_layer_norm", "scaled_dot_product_attention",
       // nn: conv, pooling, embedding
       "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "embedding",
   };
