@@ -337,5 +337,54 @@ TEST(Autograd, ThrowingEndOfBackwardCallbackPropagates) {
   EXPECT_EQ(a.grad().to_vector(), std::vector<double>{3.0});
 }
 
+// Higher-order gradients (PyTorch's create_graph): the gradient is itself differentiable.
+TEST(Autograd, CreateGraphGivesDifferentiableGradients) {
+  Tensor x = leaf({0.5, -1.0, 2.0});
+  // y = sum(x^3): dy/dx = 3 x^2, d(sum dy/dx)/dx = 6 x.
+  const Tensor y = sum(mul(mul(x, x), x));
+  const std::vector<Tensor> g = autograd::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true);
+  EXPECT_TRUE(g[0].requires_grad());
+  EXPECT_TRUE(all_close(g[0], {0.75, 3.0, 12.0}, {0, 0}));
+  sum(g[0]).backward();
+  EXPECT_TRUE(all_close(x.grad(), {3.0, -6.0, 12.0}, {0, 0}));
+  // Without create_graph the gradient carries no graph.
+  const Tensor y2 = sum(mul(mul(x, x), x));
+  EXPECT_FALSE(autograd::grad(y2, {x})[0].requires_grad());
+}
+
+TEST(Autograd, BackwardWithCreateGraphWritesDifferentiableGrad) {
+  Tensor w = leaf({1.0, 2.0});
+  const Tensor loss = sum(mul(mul(w, w), w));
+  loss.backward(Tensor(), std::nullopt, /*create_graph=*/true);  // retain_graph follows create_graph
+  ASSERT_TRUE(w.grad().requires_grad());
+  EXPECT_TRUE(all_close(w.grad(), {3.0, 12.0}, {0, 0}));
+  // The penalty |dL/dw|^2 differentiated: d/dw sum((3 w^2)^2) = 36 w^3.
+  const Tensor penalty = sum(mul(w.grad(), w.grad()));
+  // retain_graph: the penalty's graph runs through the loss's, which backward uses again below.
+  const std::vector<Tensor> h = autograd::grad(penalty, {w}, Tensor(), /*retain_graph=*/true);
+  EXPECT_TRUE(all_close(h[0], {36.0, 288.0}, {0, 0}));
+  // The graph was retained: a second backward adds to .grad, out of place.
+  loss.backward();
+  EXPECT_TRUE(all_close(w.grad(), {6.0, 24.0}, {0, 0}));
+}
+
+TEST(Autograd, DoubleBackwardOfAnOpWithoutOneIsANamedError) {
+  // maximum's backward is a fused kernel without a second derivative.
+  Tensor a = leaf({1.0, 4.0});
+  Tensor b = leaf({2.0, 3.0});
+  const std::vector<Tensor> g =
+      autograd::grad({sum(maximum(mul(a, a), b))}, {a, b}, {}, std::nullopt, /*create_graph=*/true);
+  EXPECT_TRUE(all_close(g[0], {0.0, 8.0}, {0, 0}));  // the first derivative is still right
+  TC_EXPECT_ERROR(sum(g[0]).backward(), "[autograd] double backward of maximum is not implemented");
+}
+
+TEST(Autograd, GradOfSeveralOutputsWeighsEach) {
+  Tensor x = leaf({1.0, 2.0});
+  const Tensor y1 = mul(x, x), y2 = mul(x, 3.0);
+  const std::vector<Tensor> g = autograd::grad({y1, y2}, {x}, {tensor({1.0, 1.0}), tensor({2.0, 0.0})});
+  EXPECT_TRUE(all_close(g[0], {8.0, 4.0}, {0, 0}));  // 2 x + (6, 0)
+  TC_EXPECT_ERROR(autograd::grad({y1, y2}, {x}, {tensor({1.0, 1.0})}), "[autograd::grad] got 1 grad_outputs for 2");
+}
+
 }  // namespace
 }  // namespace tc

@@ -197,6 +197,30 @@ def accumulation(dtype, trace):
     trace.weights(model.named_parameters())
 
 
+def gradient_penalty(dtype, trace):
+    model = Mlp(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
+    scaler = new_scaler(dtype)
+    for step in range(STEPS):
+        x, y = batch(step)
+        x = inject(x, step)
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=dtype):
+            loss = F.cross_entropy(model(x), y)
+        scaled_grads = torch.autograd.grad(scaler.scale(loss), list(model.parameters()), create_graph=True)
+        inv_scale = 1.0 / scaler.get_scale()
+        with torch.autocast("cpu", dtype=dtype):
+            sum_of_squares = None
+            for g in scaled_grads:
+                s = (g * inv_scale).pow(2).sum()
+                sum_of_squares = s if sum_of_squares is None else sum_of_squares + s
+            loss = loss + sum_of_squares.sqrt()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        finish_step(trace, dtype, scaler, [opt], [model], loss)
+    trace.weights(model.named_parameters())
+
+
 def multiple_models(dtype, trace):
     model0, model1 = Mlp(0), Mlp(1)
     opt0 = torch.optim.SGD(model0.parameters(), lr=0.05, momentum=0.9)
@@ -309,8 +333,8 @@ def resume(dtype, trace):
     trace.weights(model.named_parameters())
 
 
-RECIPES = {f.__name__: f for f in (typical, clipping, accumulation, multiple_models, custom_function, inference,
-                                   resume)}
+RECIPES = {f.__name__: f for f in (typical, clipping, accumulation, gradient_penalty, multiple_models,
+                                   custom_function, inference, resume)}
 
 
 def main():
