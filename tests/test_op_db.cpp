@@ -243,8 +243,9 @@ void Check::double_backward_refused() const {
     ASSERT_TRUE(total.defined() && total.requires_grad()) << "the create_graph gradient has no graph";
     try {
       total.backward();
-      ADD_FAILURE() << "double backward of " << op.id()
-                    << " works: add it to double_backward_ops() (tests/common/op_db.cpp) so that gradgradcheck checks it";
+      ADD_FAILURE()
+          << "double backward of " << op.id()
+          << " works: add it to double_backward_ops() (tests/common/op_db.cpp) so that gradgradcheck checks it";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("[autograd] double backward of "), std::string::npos) << e.what();
     }

@@ -625,8 +625,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph, bool create_graph,
                          bool allow_unused) {
   TC_CHECK(!outputs.empty(), "autograd::grad", "no outputs given");
-  TC_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "autograd::grad", "got ",
-           grad_outputs.size(), " grad_outputs for ", outputs.size(), " outputs");
+  TC_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "autograd::grad", "got ", grad_outputs.size(),
+           " grad_outputs for ", outputs.size(), " outputs");
   auto root = std::make_shared<GraphRoot>();
   root->name = "GraphRoot";
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -642,8 +642,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   // otherwise die at once and its address could be reused by another node.
   std::vector<std::shared_ptr<Node>> alive;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    TC_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "autograd::grad", "input ", i,
-             " does not require grad");
+    TC_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "autograd::grad", "input ", i, " does not require grad");
     alive.push_back(edge_for(inputs[i]).fn);
     keys.push_back(alive.back().get());
     capture[keys.back()] = Tensor();

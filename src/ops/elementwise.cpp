@@ -12,8 +12,8 @@
 
 namespace tc {
 
-using autograd::record;
 using autograd::Differentiable;
+using autograd::record;
 using op_util::map1;
 using op_util::map2;
 using op_util::map3;
@@ -40,7 +40,8 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
 
 Tensor record_add(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
   return record(
-      "add", out, {a, b}, [sa = a.sizes(), sb = b.sizes(), alpha](const Tensor& g, const std::vector<bool>& n) {
+      "add", out, {a, b},
+      [sa = a.sizes(), sb = b.sizes(), alpha](const Tensor& g, const std::vector<bool>& n) {
         return std::vector<Tensor>{n[0] ? impl::sum_to_size(g, sa) : Tensor(),
                                    n[1] ? impl::sum_to_size(alpha == 1.0 ? g : impl::mul(g, alpha), sb) : Tensor()};
       },
@@ -95,10 +96,11 @@ Tensor unary_float_op(const char* name, const char* backward_name, const Tensor&
   check_defined(name, x);
   Tensor out = map1(x, op_util::float_result_dtype(x.dtype()), name, f);
   if (!autograd::will_record({x})) return out;
-  return record_pointwise(
-      name, backward_name, out, x,
-      {[xd = x.detach(), out = out.detach(), name, df](const Tensor& g) { return map3(g, xd, out, g.dtype(), name, df); },
-       [x, second] { return second ? second(x) : Tensor(); }});
+  return record_pointwise(name, backward_name, out, x,
+                          {[xd = x.detach(), out = out.detach(), name, df](const Tensor& g) {
+                             return map3(g, xd, out, g.dtype(), name, df);
+                           },
+                           [x, second] { return second ? second(x) : Tensor(); }});
 }
 
 DType arith_dtype(const char* op, const Tensor& a, const Tensor& b) {
@@ -302,10 +304,12 @@ Tensor gelu(const Tensor& x, bool tanh_form) {
   const double c = std::sqrt(2.0 / std::numbers::pi), a = 0.044715;
   const Tensor t = impl::tanh(impl::mul(impl::add(x, impl::mul(impl::mul(x2, x), a)), c));
   const Tensor du = impl::mul(impl::add(impl::mul(x2, 3.0 * a), 1.0), c);
-  const Tensor inner = impl::add(impl::sub(du, impl::mul(impl::mul(x, t), impl::mul(du, du))), impl::mul(x2, 3.0 * a * c));
+  const Tensor inner =
+      impl::add(impl::sub(du, impl::mul(impl::mul(x, t), impl::mul(du, du))), impl::mul(x2, 3.0 * a * c));
   return impl::mul(one_minus(impl::mul(t, t)), inner);
 }
-Tensor softplus(const Tensor& x, double beta, double threshold) {  // beta s (1 - s), s = sigmoid(beta x); 0 past threshold
+Tensor softplus(const Tensor& x, double beta,
+                double threshold) {  // beta s (1 - s), s = sigmoid(beta x); 0 past threshold
   const Tensor bx = impl::mul(x, beta);
   const Tensor s = impl::sigmoid(bx);
   const Tensor f2 = impl::mul(impl::mul(s, one_minus(s)), beta);
@@ -313,8 +317,12 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {  // beta s (1 
 }
 }  // namespace second
 
-Tensor exp(const Tensor& x) { return unary_float_op("exp", "exp_backward", x, fn::Exp{}, fn::ExpBackward{}, second::exp); }
-Tensor log(const Tensor& x) { return unary_float_op("log", "log_backward", x, fn::Log{}, fn::LogBackward{}, second::log); }
+Tensor exp(const Tensor& x) {
+  return unary_float_op("exp", "exp_backward", x, fn::Exp{}, fn::ExpBackward{}, second::exp);
+}
+Tensor log(const Tensor& x) {
+  return unary_float_op("log", "log_backward", x, fn::Log{}, fn::LogBackward{}, second::log);
+}
 Tensor log1p(const Tensor& x) {
   return unary_float_op("log1p", "log1p_backward", x, fn::Log1p{}, fn::Log1pBackward{}, second::log1p);
 }
@@ -361,8 +369,10 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
   if (!autograd::will_record({x})) return out;
   return record_pointwise("gelu", "gelu_backward", out, x,
                           {[xd = x.detach(), tanh_form](const Tensor& g) {
-                             if (g.device().is_cuda()) return map2(g, xd, g.dtype(), "gelu", fn::GeluBackward{tanh_form});
-                             Tensor dx = make_tensor(broadcast_shapes(g.sizes(), xd.sizes(), "gelu"), g.dtype(), g.device());
+                             if (g.device().is_cuda())
+                               return map2(g, xd, g.dtype(), "gelu", fn::GeluBackward{tanh_form});
+                             Tensor dx =
+                                 make_tensor(broadcast_shapes(g.sizes(), xd.sizes(), "gelu"), g.dtype(), g.device());
                              cpu::gelu_backward(dx, g, xd, tanh_form);
                              return dx;
                            },
@@ -388,12 +398,11 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   if (!is_floating(dt) && ((lo && std::floor(*lo) != *lo) || (hi && std::floor(*hi) != *hi))) dt = kFloat32;
   Tensor out = map1(x, dt, "clamp", fn::Clamp{l, h});
   if (!autograd::will_record({x})) return out;
-  return record_pointwise(
-      "clamp", "clamp_backward", out, x,
-      {[xd = x.detach(), l, h](const Tensor& g) {
-         return map2(g, xd, g.dtype(), "clamp_backward", fn::ClampBackward{l, h});
-       },
-       [] { return Tensor(); }});
+  return record_pointwise("clamp", "clamp_backward", out, x,
+                          {[xd = x.detach(), l, h](const Tensor& g) {
+                             return map2(g, xd, g.dtype(), "clamp_backward", fn::ClampBackward{l, h});
+                           },
+                           [] { return Tensor(); }});
 }
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
@@ -402,13 +411,14 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   TC_CHECK(c.dtype() == kBool, "where", "condition must be a bool tensor, got ", dtype_name(c.dtype()));
   const DType dt = result_type(a, b);
   Tensor out = map3(c, a, b, dt, "where", fn::Where{});
-  return record("where", out, {a, b},
-                [c = c.detach(), sa = a.sizes(), sb = b.sizes()](const Tensor& g, const std::vector<bool>& n) {
-                  Tensor z = zeros({}, TensorOptions(g.dtype()).device(g.device()));
-                  return std::vector<Tensor>{n[0] ? impl::sum_to_size(impl::where(c, g, z), sa) : Tensor(),
-                                             n[1] ? impl::sum_to_size(impl::where(c, z, g), sb) : Tensor()};
-                },
-                Differentiable::kTwice);
+  return record(
+      "where", out, {a, b},
+      [c = c.detach(), sa = a.sizes(), sb = b.sizes()](const Tensor& g, const std::vector<bool>& n) {
+        Tensor z = zeros({}, TensorOptions(g.dtype()).device(g.device()));
+        return std::vector<Tensor>{n[0] ? impl::sum_to_size(impl::where(c, g, z), sa) : Tensor(),
+                                   n[1] ? impl::sum_to_size(impl::where(c, z, g), sb) : Tensor()};
+      },
+      Differentiable::kTwice);
 }
 
 }  // namespace impl

@@ -71,10 +71,13 @@ Tensor sum_impl(const char* op, const Tensor& x, const std::vector<bool>& mask, 
   }
   Tensor out = make_tensor(reduced_shape(x, mask, keepdim), out_dtype, x.device());
   (x.device().is_cuda() ? gpu::sum_kernel : cpu::sum_kernel)(out, x, mask, is_mean ? static_cast<double>(n) : 1.0);
-  return record(op, out, {x}, [in_shape = x.sizes(), mask, n, is_mean](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{is_mean ? expand_back(impl::div(g, static_cast<double>(n)), in_shape, mask)
-                                       : expand_back(g, in_shape, mask)};
-  }, autograd::Differentiable::kTwice);
+  return record(
+      op, out, {x},
+      [in_shape = x.sizes(), mask, n, is_mean](const Tensor& g, const std::vector<bool>&) {
+        return std::vector<Tensor>{is_mean ? expand_back(impl::div(g, static_cast<double>(n)), in_shape, mask)
+                                           : expand_back(g, in_shape, mask)};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 // max/min over all elements; backward spreads the gradient evenly over every element

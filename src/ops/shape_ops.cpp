@@ -62,14 +62,18 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   } else {
     cpu::cat_into(out, tensors, starts, d);  // skipped tensors have no elements: nothing to copy
   }
-  return autograd::record(op, out, tensors, [d, starts, lens, skip](const Tensor& g, const std::vector<bool>& needs) {
-    std::vector<Tensor> grads(needs.size());
-    for (size_t i = 0; i < needs.size(); ++i) {
-      if (!needs[i]) continue;
-      grads[i] = skip[i] ? zeros({0}, TensorOptions(g.dtype()).device(g.device())) : g.narrow(d, starts[i], lens[i]);
-    }
-    return grads;
-  }, autograd::Differentiable::kTwice);
+  return autograd::record(
+      op, out, tensors,
+      [d, starts, lens, skip](const Tensor& g, const std::vector<bool>& needs) {
+        std::vector<Tensor> grads(needs.size());
+        for (size_t i = 0; i < needs.size(); ++i) {
+          if (!needs[i]) continue;
+          grads[i] =
+              skip[i] ? zeros({0}, TensorOptions(g.dtype()).device(g.device())) : g.narrow(d, starts[i], lens[i]);
+        }
+        return grads;
+      },
+      autograd::Differentiable::kTwice);
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {

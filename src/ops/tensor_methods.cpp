@@ -65,9 +65,10 @@ Tensor Tensor::to(Device d, bool non_blocking) const {
     out = make_view(make_tensor({src.numel()}, dtype(), d, pinned_out), sizes(),
                     strides_for_order(sizes(), dense_stride_order(src.sizes(), src.strides())), 0);
   gpu::transfer(out, src, non_blocking);
-  return record("to", out, {*this}, [from = device()](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{g.to(from)};
-  }, autograd::Differentiable::kTwice);
+  return record(
+      "to", out, {*this},
+      [from = device()](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g.to(from)}; },
+      autograd::Differentiable::kTwice);
 }
 
 Tensor Tensor::pin_memory() const {
@@ -85,8 +86,9 @@ Tensor Tensor::clone() const {
   profiler::detail::Scope rec("clone");
   Tensor out = make_tensor(sizes(), dtype(), device());
   copy_on_device(out, *this);
-  return record("clone", out, {*this},
-                [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; }, autograd::Differentiable::kTwice);
+  return record(
+      "clone", out, {*this}, [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; },
+      autograd::Differentiable::kTwice);
 }
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }

@@ -67,9 +67,10 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
 
 Tensor reshape_backward_record(const char* name, const Tensor& self, const Tensor& out) {
   Shape in_shape = self.sizes();
-  return record(name, out, {self}, [in_shape](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{g.reshape(in_shape)};
-  }, autograd::Differentiable::kTwice);
+  return record(
+      name, out, {self},
+      [in_shape](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g.reshape(in_shape)}; },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace

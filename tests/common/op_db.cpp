@@ -3,8 +3,6 @@
 // References are plain loops over the float64 values of the inputs (Tensor::to_vector,
 // row-major in the logical shape); none of them calls the op under test. Those the
 // hand-written tests use too are in common/references.h.
-#include <set>
-
 #include "common/op_db.h"
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -533,21 +532,67 @@ void add_reductions(std::vector<OpInfo>& db) {
 const std::set<std::string>& double_backward_ops() {
   static const std::set<std::string> ids = {
       // elementwise
-      "neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "relu", "gelu", "silu",
-      "softplus", "clamp", "pow_scalar", "add_scalar", "sub_scalar", "mul_scalar", "div_scalar", "add", "sub", "mul",
-      "div", "where",
+      "neg",
+      "abs",
+      "exp",
+      "log",
+      "log1p",
+      "sqrt",
+      "rsqrt",
+      "reciprocal",
+      "tanh",
+      "sigmoid",
+      "relu",
+      "gelu",
+      "silu",
+      "softplus",
+      "clamp",
+      "pow_scalar",
+      "add_scalar",
+      "sub_scalar",
+      "mul_scalar",
+      "div_scalar",
+      "add",
+      "sub",
+      "mul",
+      "div",
+      "where",
       // reductions and shapes
-      "sum", "mean", "sum_to_size", "cat", "stack", "dropout",
+      "sum",
+      "mean",
+      "sum_to_size",
+      "cat",
+      "stack",
+      "dropout",
       // products
-      "mm", "matmul", "bmm", "linear", "linear_activation_relu", "linear_activation_gelu", "linear_activation_gelu_tanh",
-      "mlp_relu", "mlp_gelu", "mlp_gelu_tanh",
+      "mm",
+      "matmul",
+      "bmm",
+      "linear",
+      "linear_activation_relu",
+      "linear_activation_gelu",
+      "linear_activation_gelu_tanh",
+      "mlp_relu",
+      "mlp_gelu",
+      "mlp_gelu_tanh",
       // the residual sum x + r is this entry's differentiated output (an add)
       "add_layer_norm_sum",
       // nn: softmax, losses, norms, attention
-      "softmax", "log_softmax", "cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits",
-      "layer_norm", "add_layer_norm", "scaled_dot_product_attention",
+      "softmax",
+      "log_softmax",
+      "cross_entropy",
+      "nll_loss",
+      "mse_loss",
+      "binary_cross_entropy_with_logits",
+      "layer_norm",
+      "add_layer_norm",
+      "scaled_dot_product_attention",
       // nn: conv, pooling, embedding
-      "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "embedding",
+      "conv2d",
+      "max_pool2d",
+      "avg_pool2d",
+      "adaptive_avg_pool2d",
+      "embedding",
   };
   return ids;
 }
