@@ -72,7 +72,7 @@ struct OnceNode final : Node {
   std::vector<Tensor> apply(const Tensor&) override {
     TC_CHECK(false, "autograd", "double backward of ", name,
              " is not implemented; take this gradient without create_graph, or write the function with ops "
-             "whose double backward exists (docs/autograd.md lists them)");
+             "whose double backward exists (docs/ops.md lists them)");
     return {};
   }
 };
