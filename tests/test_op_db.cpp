@@ -104,6 +104,32 @@ struct Check {
     return tol;
   }
 
+  // A gradcheck sample as a function of its differentiable inputs alone: only they go
+  // through gradcheck (it makes float64 copies of them); integer targets, conditions and
+  // the like stay bound as they are. `leaves`: those inputs as leaves requiring grad;
+  // `plain`: the same, not requiring grad. Nullopt when the sample has none.
+  struct GradCase {
+    testing::Fn f;
+    std::vector<Tensor> leaves, plain;
+    std::vector<size_t> pos;
+  };
+  std::optional<GradCase> grad_case(const Sample& s) const {
+    const std::vector<Tensor> inputs = on_device(s.inputs);
+    GradCase c;
+    c.pos = grad_positions(inputs);
+    if (c.pos.empty()) return std::nullopt;
+    c.f = [inputs, pos = c.pos, op = s.op](const std::vector<Tensor>& g) {
+      std::vector<Tensor> in = inputs;
+      for (size_t k = 0; k < pos.size(); ++k) in[pos[k]] = g[k];
+      return op(in)[0];
+    };
+    for (size_t p : c.pos) {
+      c.leaves.push_back(inputs[p].detach().requires_grad_());
+      c.plain.push_back(inputs[p].detach());
+    }
+    return c;
+  }
+
   void forward() const;
   void gradcheck() const;
   void gradgradcheck() const;
@@ -166,25 +192,15 @@ void Check::gradcheck() const {
   for (const Sample& s : op.samples(dt)) {
     if (!s.gradcheck) continue;
     SCOPED_TRACE(describe(s));
-    const std::vector<Tensor> inputs = on_device(s.inputs);
-    const std::vector<size_t> pos = grad_positions(inputs);
-    if (pos.empty()) continue;
-    // Only the differentiable inputs go through gradcheck (it makes float64 copies of
-    // them); integer targets, conditions and the like stay bound as they are.
-    const testing::Fn f = [&](const std::vector<Tensor>& g) {
-      std::vector<Tensor> in = inputs;
-      for (size_t k = 0; k < pos.size(); ++k) in[pos[k]] = g[k];
-      return s.op(in)[0];
-    };
-    std::vector<Tensor> all;
-    for (size_t p : pos) all.push_back(inputs[p].detach().requires_grad_());
+    const std::optional<GradCase> c = grad_case(s);
+    if (!c) continue;
     try {
-      EXPECT_TRUE(testing::gradcheck(f, all, tol)) << "all differentiable inputs";
+      EXPECT_TRUE(testing::gradcheck(c->f, c->leaves, tol)) << "all differentiable inputs";
       // Each input alone: the backward must skip the others' gradients and still give this one's.
-      for (size_t only = 0; pos.size() > 1 && only < pos.size(); ++only) {
-        std::vector<Tensor> one;
-        for (size_t k = 0; k < pos.size(); ++k) one.push_back(k == only ? all[k] : inputs[pos[k]].detach());
-        EXPECT_TRUE(testing::gradcheck(f, one, tol)) << "only input " << pos[only];
+      for (size_t only = 0; c->pos.size() > 1 && only < c->pos.size(); ++only) {
+        std::vector<Tensor> one = c->plain;
+        one[only] = c->leaves[only];
+        EXPECT_TRUE(testing::gradcheck(c->f, one, tol)) << "only input " << c->pos[only];
       }
     } catch (const std::exception& e) {
       ADD_FAILURE() << "threw: " << e.what();
@@ -202,18 +218,10 @@ void Check::gradgradcheck() const {
   for (const Sample& s : op.samples(dt)) {
     if (!s.gradcheck || checked == 4) continue;
     SCOPED_TRACE(describe(s));
-    const std::vector<Tensor> inputs = on_device(s.inputs);
-    const std::vector<size_t> pos = grad_positions(inputs);
-    if (pos.empty()) continue;
-    const testing::Fn f = [&](const std::vector<Tensor>& g) {
-      std::vector<Tensor> in = inputs;
-      for (size_t k = 0; k < pos.size(); ++k) in[pos[k]] = g[k];
-      return s.op(in)[0];
-    };
-    std::vector<Tensor> all;
-    for (size_t p : pos) all.push_back(inputs[p].detach().requires_grad_());
+    const std::optional<GradCase> c = grad_case(s);
+    if (!c) continue;
     try {
-      EXPECT_TRUE(testing::gradgradcheck(f, all, {1e-6, 1e-6}));
+      EXPECT_TRUE(testing::gradgradcheck(c->f, c->leaves, {1e-6, 1e-6}));
     } catch (const std::exception& e) {
       ADD_FAILURE() << "threw: " << e.what();
     }
@@ -228,15 +236,12 @@ void Check::double_backward_refused() const {
   for (const Sample& s : op.samples(dt)) {
     if (!s.gradcheck) continue;
     SCOPED_TRACE(describe(s));
-    std::vector<Tensor> in = on_device(s.inputs), at;
-    for (size_t p : grad_positions(in)) {
-      in[p] = in[p].detach().requires_grad_();
-      at.push_back(in[p]);
-    }
-    if (at.empty()) continue;
-    const Tensor y = s.op(in)[0];
+    const std::optional<GradCase> c = grad_case(s);
+    if (!c) continue;
+    const Tensor y = c->f(c->leaves);
     const Tensor w = testing::uniform(y.sizes(), y.dtype(), 0.5, 1.5, 7).to(device()).requires_grad_();
-    const std::vector<Tensor> gs = autograd::grad({y}, at, {w}, true, /*create_graph=*/true, /*allow_unused=*/true);
+    const std::vector<Tensor> gs =
+        autograd::grad({y}, c->leaves, {w}, true, /*create_graph=*/true, /*allow_unused=*/true);
     Tensor total;
     for (const Tensor& g : gs)
       if (g.defined()) total = total.defined() ? add(total, sum(g)) : sum(g);
