@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Runs one AMP recipe program and PyTorch's version of it (reference.py) and compares them.
 
-    python compare.py RECIPE bf16|fp16 PROGRAM
+    python compare.py RECIPE bf16|fp16 PROGRAM [ARGS...]
+
+runs `PROGRAM ARGS... --precision P` (ARGS: e.g. the recipe, for a program of all eight).
 
 Exact: the number of steps, which optimizer steps were skipped, and the scale after every
 update. The forced overflows are built so that every skip comes from an activation
@@ -58,9 +60,10 @@ def norm(v):
 
 def main():
     recipe, precision, program = sys.argv[1:4]
+    args = sys.argv[4:]
     if not os.path.exists(program):
-        sys.exit(f"{program} is not built: build the target amp_recipe_{recipe}")
-    tc = run([program, "--precision", precision])
+        sys.exit(f"{program} is not built")
+    tc = run([program, *args, "--precision", precision])
     pt = run([sys.executable, os.path.join(HERE, "reference.py"), recipe, "--precision", precision])
     u = UNIT_ROUNDOFF[precision]
     failures = []
