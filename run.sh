@@ -99,10 +99,10 @@ case "$cmd" in
     cmake -S . -B "$dir" -G Ninja -DTC_TORCH=ON -DCMAKE_PREFIX_PATH="$prefix" -DTC_TORCH_PYTHON="$py" \
       -DTC_BUILD_BENCH=OFF > /dev/null
     # The adapter's targets; what `cmake --install` puts beside them for the installed torch
-    # component's consumer test (the core, tc::dist, the command); the AMP recipes, which the
-    # label's tests compare with PyTorch's.
+    # component's consumer test (the core, tc::dist, the command); the AMP recipes and their
+    # libtorch port, which the label's tests compare with PyTorch's.
     cmake --build "$dir" -j "$JOBS" --target tensorcast_torch test_torch_amp libtorch_amp tensorcast tensorcast_dist \
-      tensorcast_cli amp_recipes
+      tensorcast_cli amp_recipes amp_recipes_torch
     ctest --test-dir "$dir" --output-on-failure -L torch "$@"
     ;;
   *)
