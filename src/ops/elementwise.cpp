@@ -55,7 +55,8 @@ namespace {
 void check_defined(const char* op, const Tensor& x) { TC_CHECK(x.defined(), op, "got an undefined tensor"); }
 
 // The derivatives of a pointwise f at one x: `first(g)` is g * f'(x) (a fused kernel),
-// `second()` is f''(x) written with recorded ops (undefined where f'' is zero).
+// `second()` is f''(x) written with recorded ops; empty where f'' is zero (relu, abs,
+// clamp), and then x is not kept for it (relu's backward reads only its output).
 struct Derivatives {
   std::function<Tensor(const Tensor& g)> first;
   std::function<Tensor()> second;
@@ -63,13 +64,14 @@ struct Derivatives {
 
 // g * f'(x), recorded as an op of (g, x) so that backward with create_graph can
 // differentiate it: by g it is this op again, by x it is g * f''(x). Without create_graph
-// (grad mode off in backward) nothing is recorded: the fused kernel alone runs.
+// (grad mode off in backward) nothing is recorded: the fused kernel alone runs. x is
+// undefined when f'' is zero.
 Tensor times_derivative(const char* name, const Tensor& g, const Tensor& x, std::shared_ptr<const Derivatives> d) {
   Tensor dx = d->first(g);
   return record(
-      name, dx, {g, x},
+      name, dx, x.defined() ? std::vector<Tensor>{g, x} : std::vector<Tensor>{g},
       [g, x, d, name](const Tensor& gg, const std::vector<bool>& n) {
-        const Tensor f2 = n[1] ? d->second() : Tensor();
+        const Tensor f2 = n.size() > 1 && n[1] ? d->second() : Tensor();
         return std::vector<Tensor>{n[0] ? times_derivative(name, gg, x, d) : Tensor(),
                                    f2.defined() ? impl::mul(impl::mul(gg, g), f2) : Tensor()};
       },
@@ -79,10 +81,11 @@ Tensor times_derivative(const char* name, const Tensor& g, const Tensor& x, std:
 // Records the backward of out = f(x), a pointwise op, from its derivatives at x.
 Tensor record_pointwise(const char* name, const char* backward_name, const Tensor& out, const Tensor& x,
                         Derivatives d) {
+  const Tensor kept = d.second ? x : Tensor();
   return record(
       name, out, {x},
-      [x, backward_name, d = std::make_shared<const Derivatives>(std::move(d))](const Tensor& g,
-                                                                                const std::vector<bool>&) {
+      [x = kept, backward_name, d = std::make_shared<const Derivatives>(std::move(d))](const Tensor& g,
+                                                                                       const std::vector<bool>&) {
         return std::vector<Tensor>{times_derivative(backward_name, g, x, d)};
       },
       Differentiable::kTwice);
@@ -100,7 +103,7 @@ Tensor unary_float_op(const char* name, const char* backward_name, const Tensor&
                           {[xd = x.detach(), out = out.detach(), name, df](const Tensor& g) {
                              return map3(g, xd, out, g.dtype(), name, df);
                            },
-                           [x, second] { return second ? second(x) : Tensor(); }});
+                           [x, second] { return second(x); }});
 }
 
 DType arith_dtype(const char* op, const Tensor& a, const Tensor& b) {
@@ -269,8 +272,7 @@ Tensor abs(const Tensor& x) {
   if (!autograd::will_record({x})) return out;
   return record_pointwise(
       "abs", "abs_backward", out, x,
-      {[xd = x.detach()](const Tensor& g) { return map2(g, xd, g.dtype(), "abs_backward", fn::AbsBackward{}); },
-       [] { return Tensor(); }});
+      {[xd = x.detach()](const Tensor& g) { return map2(g, xd, g.dtype(), "abs_backward", fn::AbsBackward{}); }, {}});
 }
 
 // Second derivatives, written with recorded ops (so a third derivative exists too).
@@ -350,7 +352,7 @@ Tensor relu(const Tensor& x) {
   return record_pointwise(
       "relu", "relu_backward", out, x,
       {[out = out.detach()](const Tensor& g) { return map2(g, out, g.dtype(), "relu_backward", fn::ReluBackward{}); },
-       [] { return Tensor(); }});
+       {}});
 }
 
 Tensor gelu(const Tensor& x, std::string_view approximate) {
@@ -402,7 +404,7 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
                           {[xd = x.detach(), l, h](const Tensor& g) {
                              return map2(g, xd, g.dtype(), "clamp_backward", fn::ClampBackward{l, h});
                            },
-                           [] { return Tensor(); }});
+                           {}});
 }
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
