@@ -298,5 +298,33 @@ TEST(PoolChannelsLastLayout, JitShapesMatchNchw) {
   }
 }
 
+// max_pool2d's double backward on the oneDNN path (float32 and 16-bit CPU tensors, either
+// layout): the derivative of its input gradient by the incoming gradient w is v gathered at
+// each window's argmax, the same values the float64 path (gradgradcheck in the op table)
+// gives. Distinct inputs, so every window has one argmax.
+TEST(Pool, MaxPoolDoubleBackwardOnOneDnnMatchesFloat64) {
+  std::vector<double> vals(2 * 3 * 7 * 7);
+  // Integers below 256 in magnitude: distinct in bfloat16 too.
+  for (size_t i = 0; i < vals.size(); ++i) vals[i] = static_cast<double>((i * 37) % vals.size()) - 147.0;
+  std::mt19937_64 gen(5);
+  std::shuffle(vals.begin(), vals.end(), gen);
+  const Tensor x64 = tensor(vals, {static_cast<int64_t>(vals.size())}, kFloat64).reshape({2, 3, 7, 7});
+  const Tensor v64 = uniform({2, 3, 7, 7}, kFloat64, -1, 1, 3);
+  // d/dw sum(grad_x(sum(maxpool(x) * w)) * v)
+  auto second = [&](const Tensor& x, DType dt) {
+    const Tensor xin = x.detach().to(dt).requires_grad_();
+    const Tensor y = max_pool2d(xin, {3, 3}, {2, 2}, {1, 1});
+    const Tensor w = uniform(y.sizes(), dt, 0.5, 1.5, 4).requires_grad_();
+    const Tensor gx = autograd::grad({y}, {xin}, {w}, std::nullopt, /*create_graph=*/true)[0];
+    return autograd::grad({sum(mul(gx, v64.to(dt)))}, {w})[0].to(kFloat64);
+  };
+  const Tensor want = second(x64, kFloat64);
+  for (DType dt : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    EXPECT_TRUE(all_close(second(x64, dt), want, tol_for(dt, 1)));
+    EXPECT_TRUE(all_close(second(x64.contiguous(MemoryFormat::ChannelsLast), dt), want, tol_for(dt, 1)));
+  }
+}
+
 }  // namespace
 }  // namespace tc

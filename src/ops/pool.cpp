@@ -141,12 +141,25 @@ Tensor max_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
     NoGradGuard no_grad;
     r = cpu::dnnl_pool2d_forward(input, p, PoolKind::Max);
   }
-  // Once-differentiable: oneDNN's workspace does not give the argmax indices that the
-  // gather of a double backward needs.
+  // oneDNN's workspace does not give the argmax that the gather of a double backward needs:
+  // with create_graph the direct kernel finds it (and gives the gradient by it, so both
+  // orders take the same element of a tied window). The input is kept for that; it is
+  // usually an activation its producer keeps anyway (relu's output).
   return autograd::record(
-      kOp, r.out, {input}, [ws = r.workspace, xs, dt, p, cl](const Tensor& g, const std::vector<bool>&) {
-        return std::vector<Tensor>{cpu::dnnl_pool2d_backward(grad_as(g, dt), ws, xs, dt, p, PoolKind::Max, cl)};
-      });
+      kOp, r.out, {input},
+      [x = input, ws = r.workspace, xs, dt, p, cl](const Tensor& g, const std::vector<bool>&) {
+        if (!is_grad_enabled())
+          return std::vector<Tensor>{cpu::dnnl_pool2d_backward(grad_as(g, dt), ws, xs, dt, p, PoolKind::Max, cl)};
+        Tensor idx, gx;
+        {
+          NoGradGuard no_grad;
+          idx = cpu::direct_max_pool2d(x.detach().to(kFloat32), p).second;
+          gx = cpu::to_activation_layout(cpu::direct_max_pool2d_backward(g.detach().to(kFloat32), idx, xs), cl).to(dt);
+        }
+        return std::vector<Tensor>{
+            record_linear("max_pool2d_backward", gx, g, [idx](const Tensor& gg) { return gather_argmax(gg, idx); })};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 Tensor avg_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape padding, bool ceil_mode,
