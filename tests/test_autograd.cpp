@@ -369,13 +369,16 @@ TEST(Autograd, BackwardWithCreateGraphWritesDifferentiableGrad) {
 }
 
 TEST(Autograd, DoubleBackwardOfAnOpWithoutOneIsANamedError) {
-  // maximum's backward is a fused kernel without a second derivative.
+  // A backward recorded without Differentiable::kTwice (a custom function's, say).
   Tensor a = leaf({1.0, 4.0});
-  Tensor b = leaf({2.0, 3.0});
-  const std::vector<Tensor> g =
-      autograd::grad({sum(maximum(mul(a, a), b))}, {a, b}, {}, std::nullopt, /*create_graph=*/true);
-  EXPECT_TRUE(all_close(g[0], {0.0, 8.0}, {0, 0}));  // the first derivative is still right
-  TC_EXPECT_ERROR(sum(g[0]).backward(), "[autograd] double backward of maximum is not implemented");
+  const Tensor a2 = mul(a, a);
+  const Tensor y = autograd::record("cube_by_hand", mul(a2.detach(), a.detach()), {a},
+                                    [a = a.detach()](const Tensor& g, const std::vector<bool>&) {
+                                      return std::vector<Tensor>{mul(mul(g, mul(a, a)), 3.0)};
+                                    });
+  const std::vector<Tensor> g = autograd::grad({sum(mul(y, a2))}, {a}, {}, std::nullopt, /*create_graph=*/true);
+  EXPECT_TRUE(all_close(g[0], {5.0, 1280.0}, {0, 0}));  // d(a^5)/da = 5 a^4: the first derivative is right
+  TC_EXPECT_ERROR(sum(g[0]).backward(), "[autograd] double backward of cube_by_hand is not implemented");
 }
 
 TEST(Autograd, GradOfSeveralOutputsWeighsEach) {

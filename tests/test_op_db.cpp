@@ -512,6 +512,41 @@ TEST(OpDbSelfTest, GradcheckCatchesAWrongGradient) {
   }
 }
 
+// exp with its backward recorded by hand: `formula` from the output (detached) and the
+// incoming gradient, marked `d`.
+OpInfo exp_recorded(autograd::Differentiable d,
+                    std::function<Tensor(const Tensor& g, const Tensor& x, const Tensor& out)> formula) {
+  return mutant(
+      "exp", [](const Sample& s) { return s.desc == "exp contiguous"; },
+      [d, formula](const std::vector<Tensor>& in) {
+        const Tensor out = exp(in[0].detach());
+        return std::vector<Tensor>{autograd::record(
+            "exp_by_hand", out, {in[0]},
+            [x = in[0], out = out.detach(), formula](const Tensor& g, const std::vector<bool>&) {
+              return std::vector<Tensor>{formula(g, x, out)};
+            },
+            d)};
+      });
+}
+
+TEST(OpDbSelfTest, DoubleBackwardChecksCatchAMissingOrWrongSecondDerivative) {
+  // Right first derivatives throughout (gradcheck passes); the second ones differ.
+  const OpInfo once = exp_recorded(autograd::Differentiable::kOnce,
+                                   [](const Tensor& g, const Tensor&, const Tensor& out) { return mul(g, out); });
+  // Claims kTwice but multiplies by the detached output: no derivative through x.
+  const OpInfo wrong = exp_recorded(autograd::Differentiable::kTwice,
+                                    [](const Tensor& g, const Tensor&, const Tensor& out) { return mul(g, out); });
+  const OpInfo right = exp_recorded(autograd::Differentiable::kTwice,
+                                    [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, exp(x)); });
+  for (const OpInfo* m : {&once, &wrong, &right})
+    EXPECT_EQ(failures_of([&] { Check{*m, kFloat64, kCPU}.gradcheck(); }), 0);
+  EXPECT_EQ(failures_of([&] { Check{once, kFloat64, kCPU}.double_backward_refused(); }), 0);
+  EXPECT_GT(failures_of([&] { Check{once, kFloat64, kCPU}.gradgradcheck(); }), 0);  // the named error
+  EXPECT_GT(failures_of([&] { Check{wrong, kFloat64, kCPU}.gradgradcheck(); }), 0);
+  EXPECT_EQ(failures_of([&] { Check{right, kFloat64, kCPU}.gradgradcheck(); }), 0);
+  EXPECT_GT(failures_of([&] { Check{right, kFloat64, kCPU}.double_backward_refused(); }), 0);  // works: list it
+}
+
 TEST(OpDbSelfTest, AutocastCheckCatchesAPolicyTurnedPassthrough) {
   const OpInfo& e = entry("exp");
   EXPECT_EQ(failures_of([&] { Check{e, kBFloat16, kCPU}.autocast(); }), 0);

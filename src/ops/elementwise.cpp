@@ -6,6 +6,7 @@
 #include <memory>
 #include <numbers>
 
+#include "autograd/nodes.h"
 #include "backend/cpu/activation.h"
 #include "ops/impl.h"
 #include "ops/pointwise.h"
@@ -220,20 +221,27 @@ Tensor pow(const Tensor& a, double e) {
 Tensor pow(const Tensor& a, const Tensor& e) {
   DType dt = arith_dtype("pow", a, e);
   Tensor out = map2(a, e, dt, "pow", fn::Pow{});
-  return record("pow", out, {a, e},
-                [a = a.detach(), e = e.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>& n) {
-                  Tensor ga, ge;
-                  if (n[0]) {
-                    ga = map3(g, a, e, g.dtype(), "pow_backward", fn::PowBackwardBase{});
-                    ga = impl::sum_to_size(ga, a.sizes());
-                  }
-                  if (n[1]) {
-                    // d/de a^e = a^e log(a); PyTorch defines it as 0 where a == 0 and e >= 0.
-                    Tensor t = map3(out, a, e, g.dtype(), "pow_backward", fn::PowBackwardExponent{});
-                    ge = impl::sum_to_size(impl::mul(g, t), e.sizes());
-                  }
-                  return std::vector<Tensor>{ga, ge};
-                });
+  return record(
+      "pow", out, {a, e},
+      [a, e, out = out.detach()](const Tensor& g, const std::vector<bool>& n) {
+        Tensor grad_a, grad_e;
+        if (is_grad_enabled()) {  // create_graph: PyTorch's pow_backward formulas, in recorded ops
+          const Tensor zero = zeros({}, TensorOptions(g.dtype()).device(g.device()));
+          if (n[0])  // g e a^(e - 1), 0 where e == 0
+            grad_a = impl::mul(g, impl::where(eq(e, 0.0), zero, impl::mul(e, impl::pow(a, impl::sub(e, 1.0)))));
+          if (n[1]) {  // g a^e log(a), 0 where a == 0 and e >= 0
+            const Tensor t = impl::mul(autograd::detail::saved_output(out), impl::log(a));
+            grad_e = impl::mul(g, impl::where(eq(a, 0.0), impl::where(ge(e, 0.0), zero, t), t));
+          }
+        } else {
+          if (n[0]) grad_a = map3(g, a, e, g.dtype(), "pow_backward", fn::PowBackwardBase{});
+          // d/de a^e = a^e log(a); PyTorch defines it as 0 where a == 0 and e >= 0.
+          if (n[1]) grad_e = impl::mul(g, map3(out, a, e, g.dtype(), "pow_backward", fn::PowBackwardExponent{}));
+        }
+        return std::vector<Tensor>{grad_a.defined() ? impl::sum_to_size(grad_a, a.sizes()) : grad_a,
+                                   grad_e.defined() ? impl::sum_to_size(grad_e, e.sizes()) : grad_e};
+      },
+      Differentiable::kTwice);
 }
 
 namespace {
@@ -241,14 +249,20 @@ template <bool IsMax>
 Tensor extremum(const char* name, const Tensor& a, const Tensor& b) {
   const DType dt = arith_dtype(name, a, b);
   Tensor out = map2(a, b, dt, name, fn::Extremum<IsMax>{});
-  return record(name, out, {a, b}, [a = a.detach(), b = b.detach(), name](const Tensor& g, const std::vector<bool>& n) {
-    // The gradient goes to the chosen input; ties split it evenly (as PyTorch).
-    auto share = [&](const Tensor& self, const Tensor& other) {
-      return map3(g, self, other, g.dtype(), name, fn::ExtremumBackward<IsMax>{});
-    };
-    return std::vector<Tensor>{n[0] ? impl::sum_to_size(share(a, b), a.sizes()) : Tensor(),
-                               n[1] ? impl::sum_to_size(share(b, a), b.sizes()) : Tensor()};
-  });
+  return record(
+      name, out, {a, b},
+      [a = a.detach(), b = b.detach(), name](const Tensor& g, const std::vector<bool>& n) {
+        // The gradient goes to the chosen input; ties split it evenly (as PyTorch). With
+        // create_graph, g times that share (0, 1/2 or 1: exact), a recorded product.
+        auto share = [&](const Tensor& self, const Tensor& other) {
+          if (!is_grad_enabled()) return map3(g, self, other, g.dtype(), name, fn::ExtremumBackward<IsMax>{});
+          const Tensor ones = full(g.sizes(), 1.0, TensorOptions(g.dtype()).device(g.device()));
+          return impl::mul(g, map3(ones, self, other, g.dtype(), name, fn::ExtremumBackward<IsMax>{}));
+        };
+        return std::vector<Tensor>{n[0] ? impl::sum_to_size(share(a, b), a.sizes()) : Tensor(),
+                                   n[1] ? impl::sum_to_size(share(b, a), b.sizes()) : Tensor()};
+      },
+      Differentiable::kTwice);
 }
 }  // namespace
 

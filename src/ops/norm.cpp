@@ -168,6 +168,30 @@ TensorPair add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& 
   return {sum, out};
 }
 
+namespace {
+
+// batch_norm in recorded ops, for its backward with create_graph: normalized by the batch's
+// statistics (recomputed, so their dependence on x is differentiated), or by the running
+// ones the forward used (constants).
+Tensor batch_norm_composite(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& mean, const Tensor& rstd,
+                            bool use_batch, double eps) {
+  Shape dims{0}, along_channels(static_cast<size_t>(x.dim()), 1);
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  along_channels[1] = x.size(1);
+  Tensor y;
+  if (use_batch) {
+    const Tensor c = impl::sub(x, impl::mean(x, dims, true));
+    y = impl::mul(c, impl::rsqrt(impl::add(impl::mean(impl::mul(c, c), dims, true), eps)));
+  } else {
+    y = impl::mul(impl::sub(x, mean.to(x.dtype()).reshape(along_channels)), rstd.to(x.dtype()).reshape(along_channels));
+  }
+  if (w.defined()) y = impl::mul(y, w.reshape(along_channels));
+  if (b.defined()) y = impl::add(y, b.reshape(along_channels));
+  return y;
+}
+
+}  // namespace
+
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
   constexpr const char* op = "batch_norm";
@@ -199,17 +223,27 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   (x.device().is_cuda() ? gpu::batch_norm_forward : cpu::batch_norm_forward)(
       out, mean, rstd, xc, w, b, running_mean, running_var, geo, use_batch, training && running_mean.defined(),
       momentum, eps);
-  return record(op, out, {x, weight, bias},
-                [xc, mean, rstd, w, geo, use_batch, wdt = weight.defined() ? weight.dtype() : x.dtype(),
-                 bdt = bias.defined() ? bias.dtype() : x.dtype(),
-                 xdt = x.dtype()](const Tensor& g, const std::vector<bool>& needs) {
-                  const Device dev = xc.device();
-                  Tensor dx = grad_buffer(needs[0], xc.sizes(), xdt, dev);
-                  Tensor dw = grad_buffer(needs[1], {geo.Ch}, wdt, dev), db = grad_buffer(needs[2], {geo.Ch}, bdt, dev);
-                  (dev.is_cuda() ? gpu::batch_norm_backward : cpu::batch_norm_backward)(dx, dw, db, g.contiguous(), xc,
-                                                                                        mean, rstd, w, geo, use_batch);
-                  return std::vector<Tensor>{dx, dw, db};
-                });
+  // x, weight and bias are kept as they are for a backward with create_graph (x costs no
+  // memory beyond xc unless it was not contiguous).
+  return record(
+      op, out, {x, weight, bias},
+      [xc, mean, rstd, w, geo, use_batch, wdt = weight.defined() ? weight.dtype() : x.dtype(),
+       bdt = bias.defined() ? bias.dtype() : x.dtype(), xdt = x.dtype(), inputs = std::vector<Tensor>{x, weight, bias},
+       eps](const Tensor& g, const std::vector<bool>& needs) {
+        if (is_grad_enabled())  // create_graph: the composition's gradients, recorded
+          return autograd::detail::recomputed_grads(
+              [&](const std::vector<Tensor>& in) {
+                return batch_norm_composite(in[0], in[1], in[2], mean, rstd, use_batch, eps);
+              },
+              inputs, g, needs);
+        const Device dev = xc.device();
+        Tensor dx = grad_buffer(needs[0], xc.sizes(), xdt, dev);
+        Tensor dw = grad_buffer(needs[1], {geo.Ch}, wdt, dev), db = grad_buffer(needs[2], {geo.Ch}, bdt, dev);
+        (dev.is_cuda() ? gpu::batch_norm_backward : cpu::batch_norm_backward)(dx, dw, db, g.contiguous(), xc, mean,
+                                                                              rstd, w, geo, use_batch);
+        return std::vector<Tensor>{dx, dw, db};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 }  // namespace tc::impl

@@ -89,12 +89,20 @@ Tensor minmax_all(const char* op, const Tensor& x, bool is_max) {
            " (the operation has no identity)");
   Tensor out = make_tensor({}, x.dtype(), x.device());
   (x.device().is_cuda() ? gpu::minmax_kernel : cpu::minmax_kernel)(out, Tensor(), x, -1, is_max);
-  return record(op, out, {x}, [x = x.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>&) {
-    const Tensor mask = op_util::map2(x, out, kBool, "minmax_backward", fn::EqualOrBothNan{});
-    const Tensor count = impl::sum(mask);  // int64, at least 1: out is one of x's elements
-    // g / count in float64 (count is int64), rounded once into g's dtype.
-    return std::vector<Tensor>{op_util::map3(mask, g, count, g.dtype(), "minmax_backward", fn::ShareWhere{})};
-  });
+  return record(
+      op, out, {x},
+      [x = x.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>&) {
+        const Tensor mask = op_util::map2(x, out, kBool, "minmax_backward", fn::EqualOrBothNan{});
+        const Tensor count = impl::sum(mask);  // int64, at least 1: out is one of x's elements
+        // g / count in float64 (count is int64), rounded once into g's dtype. With
+        // create_graph, g times each element's share 1 / count, a recorded product.
+        if (!is_grad_enabled())
+          return std::vector<Tensor>{op_util::map3(mask, g, count, g.dtype(), "minmax_backward", fn::ShareWhere{})};
+        const Tensor one = full({}, 1.0, TensorOptions(g.dtype()).device(g.device()));
+        return std::vector<Tensor>{
+            impl::mul(op_util::map3(mask, one, count, g.dtype(), "minmax_backward", fn::ShareWhere{}), g)};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 std::tuple<Tensor, Tensor> minmax_dim(const char* op, const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
@@ -111,13 +119,20 @@ std::tuple<Tensor, Tensor> minmax_dim(const char* op, const Tensor& x, int64_t d
   Tensor values = make_tensor(shape, x.dtype(), x.device());
   Tensor indices = make_tensor(shape, kInt64, x.device());
   (x.device().is_cuda() ? gpu::minmax_kernel : cpu::minmax_kernel)(values, indices, x, nd > 0 ? d : -1, is_max);
-  values =
-      record(op, values, {x}, [in_shape = x.sizes(), idx = indices, d, nd](const Tensor& g, const std::vector<bool>&) {
+  values = record(
+      op, values, {x},
+      [in_shape = x.sizes(), idx = indices, d, nd, keepdim](const Tensor& g, const std::vector<bool>&) {
         if (nd == 0) return std::vector<Tensor>{g.reshape({})};
+        const bool create_graph = is_grad_enabled();
+        // With create_graph: a one-hot mask of the chosen elements (scattered ones) times g, a
+        // recorded product.
+        const Tensor src = create_graph ? full(g.sizes(), 1.0, TensorOptions(g.dtype()).device(g.device())) : g;
         Tensor grad = zeros(in_shape, TensorOptions(g.dtype()).device(g.device()));
-        (g.device().is_cuda() ? gpu::scatter_along_dim : cpu::scatter_along_dim)(grad, g.contiguous(), idx, d);
+        (g.device().is_cuda() ? gpu::scatter_along_dim : cpu::scatter_along_dim)(grad, src.contiguous(), idx, d);
+        if (create_graph) grad = impl::mul(grad, keepdim ? g : g.unsqueeze(d));
         return std::vector<Tensor>{grad};
-      });
+      },
+      autograd::Differentiable::kTwice);
   return {values, indices};
 }
 
@@ -168,15 +183,23 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   Tensor mean_acc = grad ? make_tensor(shape, float_acc_dtype(x.dtype()), x.device()) : Tensor();
   (x.device().is_cuda() ? gpu::var_kernel : cpu::var_kernel)(out, mean_acc, x, mask, correction);
   if (!grad) return out;
-  return record("var", out, {x},
-                [x = x.detach(), mean_acc, mask, n, correction](const Tensor& g, const std::vector<bool>&) {
-                  const Shape& in_shape = x.sizes();
-                  Shape keep;
-                  for (size_t d = 0; d < in_shape.size(); ++d) keep.push_back(mask[d] ? 1 : in_shape[d]);
-                  const double scale = 2.0 / static_cast<double>(std::max<int64_t>(0, n - correction));
-                  return std::vector<Tensor>{op_util::map3(x, mean_acc.reshape(keep), g.reshape(keep), g.dtype(),
-                                                           "var_backward", fn::VarBackward{scale})};
-                });
+  return record(
+      "var", out, {x},
+      [x, mean_acc, mask, n, correction](const Tensor& g, const std::vector<bool>&) {
+        const Shape& in_shape = x.sizes();
+        Shape keep, dims;
+        for (size_t d = 0; d < in_shape.size(); ++d) {
+          keep.push_back(mask[d] ? 1 : in_shape[d]);
+          if (mask[d]) dims.push_back(static_cast<int64_t>(d));
+        }
+        const double scale = 2.0 / static_cast<double>(std::max<int64_t>(0, n - correction));
+        if (is_grad_enabled())  // create_graph: scale (x - mean(x)) g, the mean recomputed by recorded ops
+          return std::vector<Tensor>{
+              impl::mul(impl::mul(impl::sub(x, impl::mean(x, dims, true)), g.reshape(keep)), scale)};
+        return std::vector<Tensor>{op_util::map3(x.detach(), mean_acc.reshape(keep), g.reshape(keep), g.dtype(),
+                                                 "var_backward", fn::VarBackward{scale})};
+      },
+      autograd::Differentiable::kTwice);
 }
 
 Tensor max(const Tensor& x) { return minmax_all("max", x, true); }

@@ -577,6 +577,16 @@ const std::set<std::string>& double_backward_ops() {
       "mlp_gelu_tanh",
       // the residual sum x + r is this entry's differentiated output (an add)
       "add_layer_norm_sum",
+      // the rest
+      "pow",
+      "maximum",
+      "minimum",
+      "var",
+      "max",
+      "max_dim",
+      "min",
+      "min_dim",
+      "batch_norm",
       // nn: softmax, losses, norms, attention
       "softmax",
       "log_softmax",
