@@ -1,4 +1,6 @@
-// What the AMP recipes share: the model, the data, the scaler's options and the JSON trace.
+// What the AMP recipes share, in tensorcast's API: the model, the data, the scaler's options
+// and the JSON trace (their formulas and the trace's format: recipe_data.h, which the libtorch
+// port of the recipes shares).
 //
 // Every weight and input comes from a closed formula, evaluated in double with the C
 // library's sin and rounded to float32, so that tests/amp_recipes/reference.py (the same
@@ -24,12 +26,9 @@
 #include <utility>
 #include <vector>
 
-namespace recipe {
+#include "recipe_data.h"
 
-constexpr int64_t kBatch = 8, kIn = 8, kHidden = 16, kOut = 4;
-constexpr int kSteps = 24;
-constexpr int kInfStep = 10;  // the step whose input holds an inf
-constexpr int64_t kGrowthInterval = 3;
+namespace recipe {
 
 /// The precision of a run: `--precision bf16|fp16` (bf16 when absent).
 struct Precision {
@@ -56,26 +55,18 @@ inline Precision parse_precision(int argc, char** argv) {
   return p;
 }
 
-/// value[i] = amp * sin(freq * i + phase), row-major, float32.
-inline tc::Tensor formula(const tc::Shape& shape, double amp, double freq, double phase) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(amp * std::sin(freq * i + phase));
-  return tc::tensor(v, shape);
-}
-
-/// Linear-ReLU-Linear; model k's weights come from formula() with phases shifted by k.
+/// Linear-ReLU-Linear; model k's weights come from mlp_formulas(k).
 struct MlpImpl : tc::nn::Module {
   explicit MlpImpl(int k) : Module("Mlp") {
     fc1 = register_module("fc1", tc::nn::Linear(kIn, kHidden));
     fc2 = register_module("fc2", tc::nn::Linear(kHidden, kOut));
     tc::NoGradGuard no_grad;
-    const double p = 1.0 + 2.0 * k;
-    fc1->weight.copy_(formula({kHidden, kIn}, 0.5, 0.37, p));
-    fc1->bias.copy_(formula({kHidden}, 0.05, 0.53, p + 0.5));
-    fc2->weight.copy_(formula({kOut, kHidden}, 0.3, 0.29, p + 1.0));
-    fc2->bias.copy_(formula({kOut}, 0.05, 0.61, p + 1.5));
+    std::vector<tc::Tensor> params{fc1->weight, fc1->bias, fc2->weight, fc2->bias};
+    const std::vector<ParamFormula> formulas = mlp_formulas(k);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const ParamFormula& f = formulas[i];
+      params[i].copy_(tc::tensor(formula_values(params[i].numel(), f.amp, f.freq, f.phase), f.shape));
+    }
   }
   tc::Tensor hidden(const tc::Tensor& x) { return tc::relu(fc1->forward(x)); }
   tc::Tensor forward(const tc::Tensor& x) { return fc2->forward(hidden(x)); }
@@ -83,21 +74,10 @@ struct MlpImpl : tc::nn::Module {
 };
 TC_MODULE(Mlp);
 
-/// The inputs (kBatch, kIn) and classes (kBatch) of a step: four batches in turn; the
-/// class's pattern dominates, so the loss falls. With `inf`, x[0][0] is inf.
+/// The inputs (kBatch, kIn) and classes (kBatch) of a step (batch_values).
 inline std::pair<tc::Tensor, tc::Tensor> batch(int step, bool inf = false) {
-  const int b = step % 4;
-  std::vector<float> x;
-  std::vector<int64_t> y;
-  for (int n = 0; n < kBatch; ++n) {
-    const int c = (n + b) % 4;
-    y.push_back(c);
-    for (int j = 0; j < kIn; ++j)
-      x.push_back(static_cast<float>(0.4 * std::sin(1.3 * (c + 1) * j + 0.4 * c) +
-                                     0.05 * std::sin(0.71 * (n * kIn + j) + 0.37 * b)));
-  }
-  if (inf) x[0] = INFINITY;
-  return {tc::tensor(x, {kBatch, kIn}), tc::tensor(y, {kBatch})};
+  BatchValues v = batch_values(step, inf);
+  return {tc::tensor(v.x, {kBatch, kIn}), tc::tensor(v.y, {kBatch})};
 }
 
 /// The scaler of a run (see the top of this file).
@@ -111,59 +91,20 @@ inline tc::amp::GradScaler make_scaler(const Precision& p) {
   return tc::amp::GradScaler(tc::amp::GradScalerOptions().init_scale(65536.0).growth_interval(kGrowthInterval));
 }
 
-/// The JSON trace on stdout: per step the loss (null when not finite), whether each
-/// optimizer's step was skipped and the scale after update(); then the final weights.
-class Trace {
+/// TraceWriter fed with tensors.
+class Trace : public TraceWriter {
  public:
-  Trace(const char* recipe, const Precision& p) {
-    std::printf("{\"recipe\": \"%s\", \"precision\": \"%s\", \"steps\": [", recipe, p.name);
-  }
-  void step(double loss, const std::vector<bool>& skipped, double scale) {
-    std::printf("%s\n{\"loss\": ", steps_++ ? "," : "");
-    number(loss);
-    std::printf(", \"skipped\": [");
-    for (size_t i = 0; i < skipped.size(); ++i) std::printf("%s%s", i ? ", " : "", skipped[i] ? "true" : "false");
-    std::printf("], \"scale\": ");
-    number(scale);
-    std::printf("}");
-    losses_.push_back(loss);
-  }
-  /// `values` under "name" (after the steps: "weights" with named tensors, "outputs").
+  Trace(const char* recipe, const Precision& p) : TraceWriter(recipe, p.name) {}
+  /// Named tensors under "name" ("weights"), after the steps.
   void tensors(const char* name, const std::vector<std::pair<std::string, tc::Tensor>>& named) {
-    std::printf("],\n\"%s\": {", name);
-    for (size_t i = 0; i < named.size(); ++i) {
-      std::printf("%s\n\"%s\": [", i ? "," : "", named[i].first.c_str());
-      values(named[i].second);
-      std::printf("]");
-    }
-    std::printf("}");
-    closed_ = true;
+    Named v;
+    for (const auto& [key, t] : named) v.emplace_back(key, doubles(t));
+    values(name, v);
   }
-  void outputs(const tc::Tensor& t) {
-    std::printf(",\n\"outputs\": [");
-    values(t);
-    std::printf("]");
-  }
-  ~Trace() { std::printf("%s}\n", closed_ ? "" : "]"); }
-  const std::vector<double>& losses() const { return losses_; }
+  void outputs(const tc::Tensor& t) { TraceWriter::outputs(doubles(t)); }
 
  private:
-  static void number(double v) {
-    if (std::isfinite(v))
-      std::printf("%.17g", v);
-    else
-      std::printf("null");
-  }
-  static void values(const tc::Tensor& t) {
-    const std::vector<double> v = t.detach().to(tc::kFloat32).to_vector();
-    for (size_t i = 0; i < v.size(); ++i) {
-      std::printf("%s", i ? ", " : "");
-      number(v[i]);
-    }
-  }
-  int steps_ = 0;
-  bool closed_ = false;
-  std::vector<double> losses_;
+  static std::vector<double> doubles(const tc::Tensor& t) { return t.detach().to(tc::kFloat32).to_vector(); }
 };
 
 /// The final weights of `model`, named "prefix" + PyTorch's dotted names.

@@ -10,9 +10,9 @@
 // custom_function, inference or resume. Prints the JSON trace of examples/amp_recipes/
 // recipe.h (per step the loss, which optimizer steps were skipped and the scale after
 // update(); then the final weights), which tests/amp_recipes/compare.py compares with
-// reference.py's. The model, the data and the scaler's options are recipe.h's; recipe.h
-// itself includes tensorcast's core, so its formulas are written again here for torch
-// tensors (built with -ffp-contract=off, so that they round as Python's do).
+// reference.py's. The sizes, the weight and data formulas and the trace's format come from
+// examples/amp_recipes/recipe_data.h (standard C++, shared with tensorcast's recipes; built
+// with -ffp-contract=off, so that they round as Python's do).
 //
 // Every recipe reproduces reference.py bit for bit but those with AdamW (multiple_models'
 // second model, resume): libtorch's AdamW updates its first moment with mul_ and add_
@@ -32,42 +32,39 @@
 #include <utility>
 #include <vector>
 
+#include "recipe_data.h"
 #include "tensorcast/torch/amp.h"
 
 namespace {
 
 namespace F = torch::nn::functional;
 
-constexpr int64_t kBatch = 8, kIn = 8, kHidden = 16, kOut = 4;
-constexpr int kSteps = 24;
-constexpr int kInfStep = 10;  // the step whose input holds an inf (a skip in both precisions)
-constexpr int64_t kGrowthInterval = 3;
+using recipe::kBatch;
+using recipe::kGrowthInterval;
+using recipe::kHidden;
+using recipe::kIn;
+using recipe::kInfStep;
+using recipe::kOut;
+using recipe::kSteps;
 
 struct Precision {
   torch::ScalarType dtype = torch::kBFloat16;
   const char* name = "bf16";
 };
 
-/// value[i] = amp * sin(freq * i + phase), evaluated in double and rounded to float32.
-torch::Tensor formula(std::vector<int64_t> shape, double amp, double freq, double phase) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(amp * std::sin(freq * i + phase));
-  return torch::tensor(v).reshape(shape);
-}
-
-/// Linear-ReLU-Linear; model k's weights come from formula() with phases shifted by k.
+/// Linear-ReLU-Linear; model k's weights come from recipe::mlp_formulas(k).
 struct MlpImpl : torch::nn::Module {
   explicit MlpImpl(int k) {
     fc1 = register_module("fc1", torch::nn::Linear(kIn, kHidden));
     fc2 = register_module("fc2", torch::nn::Linear(kHidden, kOut));
     torch::NoGradGuard no_grad;
-    const double p = 1.0 + 2.0 * k;
-    fc1->weight.copy_(formula({kHidden, kIn}, 0.5, 0.37, p));
-    fc1->bias.copy_(formula({kHidden}, 0.05, 0.53, p + 0.5));
-    fc2->weight.copy_(formula({kOut, kHidden}, 0.3, 0.29, p + 1.0));
-    fc2->bias.copy_(formula({kOut}, 0.05, 0.61, p + 1.5));
+    std::vector<torch::Tensor> params{fc1->weight, fc1->bias, fc2->weight, fc2->bias};
+    const std::vector<recipe::ParamFormula> formulas = recipe::mlp_formulas(k);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const recipe::ParamFormula& f = formulas[i];
+      params[i].copy_(
+          torch::tensor(recipe::formula_values(params[i].numel(), f.amp, f.freq, f.phase)).reshape(f.shape));
+    }
   }
   torch::Tensor hidden(const torch::Tensor& x) { return torch::relu(fc1->forward(x)); }
   torch::Tensor forward(const torch::Tensor& x) { return fc2->forward(hidden(x)); }
@@ -75,21 +72,10 @@ struct MlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
-/// The inputs (kBatch, kIn) and classes (kBatch) of a step: four batches in turn. With
-/// `inf`, x[0][0] is inf.
+/// The inputs (kBatch, kIn) and classes (kBatch) of a step (recipe::batch_values).
 std::pair<torch::Tensor, torch::Tensor> batch(int step, bool inf = false) {
-  const int b = step % 4;
-  std::vector<float> x;
-  std::vector<int64_t> y;
-  for (int n = 0; n < kBatch; ++n) {
-    const int c = (n + b) % 4;
-    y.push_back(c);
-    for (int j = 0; j < kIn; ++j)
-      x.push_back(static_cast<float>(0.4 * std::sin(1.3 * (c + 1) * j + 0.4 * c) +
-                                     0.05 * std::sin(0.71 * (n * kIn + j) + 0.37 * b)));
-  }
-  if (inf) x[0] = INFINITY;
-  return {torch::tensor(x).reshape({kBatch, kIn}), torch::tensor(y)};
+  const recipe::BatchValues v = recipe::batch_values(step, inf);
+  return {torch::tensor(v.x).reshape({kBatch, kIn}), torch::tensor(v.y)};
 }
 
 /// fp16: the scale alternates between 2^22 (the loss's gradient overflows: a skip) and 2^14
@@ -107,55 +93,22 @@ tc::torch_amp::GradScaler make_scaler(const Precision& p) {
 
 using Named = std::vector<std::pair<std::string, torch::Tensor>>;
 
-/// recipe.h's JSON trace, printed as the run goes.
-class Trace {
+/// recipe::TraceWriter fed with tensors.
+class Trace : public recipe::TraceWriter {
  public:
-  Trace(const std::string& recipe, const Precision& p) {
-    std::printf("{\"recipe\": \"%s\", \"precision\": \"%s\", \"steps\": [", recipe.c_str(), p.name);
+  Trace(const std::string& recipe, const Precision& p) : TraceWriter(recipe, p.name) {}
+  void weights(const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+    TraceWriter::Named v;
+    for (const auto& [key, t] : named) v.emplace_back(key, doubles(t));
+    values("weights", v);
   }
-  void step(double loss, const std::vector<bool>& skipped, double scale) {
-    std::printf("%s\n{\"loss\": ", steps_++ ? "," : "");
-    number(loss);
-    std::printf(", \"skipped\": [");
-    for (size_t i = 0; i < skipped.size(); ++i) std::printf("%s%s", i ? ", " : "", skipped[i] ? "true" : "false");
-    std::printf("], \"scale\": ");
-    number(scale);
-    std::printf("}");
-  }
-  void weights(const Named& named) {
-    std::printf("],\n\"weights\": {");
-    for (size_t i = 0; i < named.size(); ++i) {
-      std::printf("%s\n\"%s\": [", i ? "," : "", named[i].first.c_str());
-      values(named[i].second);
-      std::printf("]");
-    }
-    std::printf("}");
-    closed_ = true;
-  }
-  void outputs(const torch::Tensor& t) {
-    std::printf(",\n\"outputs\": [");
-    values(t);
-    std::printf("]");
-  }
-  ~Trace() { std::printf("%s}\n", closed_ ? "" : "]"); }
+  void outputs(const torch::Tensor& t) { TraceWriter::outputs(doubles(t)); }
 
  private:
-  static void number(double v) {
-    if (std::isfinite(v))
-      std::printf("%.17g", v);
-    else
-      std::printf("null");
-  }
-  static void values(const torch::Tensor& t) {
+  static std::vector<double> doubles(const torch::Tensor& t) {
     const torch::Tensor flat = t.detach().to(torch::kDouble).reshape({-1}).contiguous();
-    const double* v = flat.data_ptr<double>();
-    for (int64_t i = 0; i < flat.numel(); ++i) {
-      std::printf("%s", i ? ", " : "");
-      number(v[i]);
-    }
+    return std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());
   }
-  int steps_ = 0;
-  bool closed_ = false;
 };
 
 /// The parameters of `model` under "prefix" + their dotted names ("fc1.weight", ...).
