@@ -87,10 +87,13 @@ TEST(Device, ParsesTorchDeviceStrings) {
   EXPECT_EQ(Device("cuda:7"), Device(kCUDA, 7));
   EXPECT_EQ(Device("cuda:127"), Device(kCUDA, 127));
   std::ostringstream os;
-  os << Device("cuda:3") << " " << Device("cpu");
-  EXPECT_EQ(os.str(), "cuda:3 cpu");
-  for (const char* bad : {"", "gpu", "CPU", "cuda:", "cuda:-1", "cuda:128", "cuda:1x", "cuda:01a", "cpu:0", " cuda"})
-    TC_EXPECT_ERROR(Device{std::string_view(bad)}, "expected \"cpu\", \"cuda\" or \"cuda:N\"");
+  EXPECT_EQ(Device("meta"), Device(kMeta));
+  os << Device("cuda:3") << " " << Device("cpu") << " " << Device("meta");
+  EXPECT_EQ(os.str(), "cuda:3 cpu meta");
+  for (const char* bad :
+       {"", "gpu", "CPU", "cuda:", "cuda:-1", "cuda:128", "cuda:1x", "cuda:01a", "cpu:0", " cuda", "meta:0", "Meta"})
+    TC_EXPECT_ERROR(Device{std::string_view(bad)},
+                    "expected \"cpu\", \"cuda\", \"cuda:N\" (N from 0 to 127) or \"meta\"");
 }
 
 TEST(DType, DispatchFloatingRejectsIntegers) {

@@ -27,17 +27,34 @@
 namespace tcli {
 
 BenchResult run_bench(const BenchConfig& cfg) {
-  const tc::Device device = resolve_device(cfg.device);
+  const tc::Device device = cfg.meta ? tc::Device(tc::kMeta) : resolve_device(cfg.device);
   if (device.is_cuda() && cfg.distributed)
     throw tc::Error("[cli] --distributed runs on the CPU only for now; drop --device " + cfg.device);
-  const Precision prec = resolve_precision(cfg.precision, device);
-  const bool use_scaler = prec.compute == tc::kFloat16 && cfg.scaler && !cfg.inference;
+  // A plan is of a CPU run (the meta device follows the CPU's autocast state).
+  const Precision prec = resolve_precision(cfg.precision, cfg.meta ? tc::Device(tc::kCPU) : device);
+  const bool use_scaler = prec.compute == tc::kFloat16 && cfg.scaler && !cfg.inference && !cfg.meta;
+  const tc::DeviceType autocast_device = cfg.meta ? tc::kCPU : device.type;
+  auto counted = [&] { return tc::memory_stats(device).current_bytes; };
+  const int64_t before_model = counted();
   tc::manual_seed(0);
   Model model = build_model(cfg.model, cfg.size);
   tc::amp::set_autocast_cache_keeps_training_copies(model.keeps_weight_copies);
   model.module->to(device);
-  tc::data::Example batch = synthetic_batch(cfg.model, cfg.batch_size, cfg.size);
-  batch = {batch.data.to(device), batch.target.to(device)};
+  const int64_t before_batch = counted();
+  tc::data::Example batch;
+  if (cfg.meta) {  // shapes only: a plan's batch may be far larger than this machine's memory
+    const tc::data::Example one = synthetic_batch(cfg.model, 1, cfg.size);
+    auto batched = [&](const tc::Tensor& t) {
+      tc::Shape s = t.sizes();
+      s[0] = cfg.batch_size;
+      return tc::empty(s, tc::TensorOptions(t.dtype()).device(device));
+    };
+    batch = {batched(one.data), batched(one.target)};
+  } else {
+    batch = synthetic_batch(cfg.model, cfg.batch_size, cfg.size);
+    batch = {batch.data.to(device), batch.target.to(device)};
+  }
+  const int64_t before_steps = counted();
   std::vector<tc::Tensor> params = model.module->parameters();
   tc::optim::AdamW optimizer(params, tc::optim::AdamWOptions(1e-3).weight_decay(0.0));
   tc::amp::GradScaler scaler(tc::amp::GradScalerOptions().enabled(use_scaler));
@@ -53,16 +70,16 @@ BenchResult run_bench(const BenchConfig& cfg) {
   auto one = [&] {
     if (cfg.inference) {
       tc::NoGradGuard no_grad;
-      tc::amp::AutocastGuard autocast(device.type, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
+      tc::amp::AutocastGuard autocast(autocast_device, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
                                       prec.compute != tc::kFloat32);
       tc::Tensor logits = model.forward(batch.data);
-      (void)logits.sum().item<double>();  // make sure the work is done (CPU: it is; GPUs: a sync)
+      if (!cfg.meta) (void)logits.sum().item<double>();  // make sure the work is done (CPU: it is; GPUs: a sync)
       return;
     }
     optimizer.zero_grad(true);
     tc::Tensor loss;
     {
-      tc::amp::AutocastGuard autocast(device.type, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
+      tc::amp::AutocastGuard autocast(autocast_device, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
                                       prec.compute != tc::kFloat32);
       loss = model_loss(model, model.forward(batch.data), batch.target);
     }
@@ -75,9 +92,14 @@ BenchResult run_bench(const BenchConfig& cfg) {
     }
     scaler.step(optimizer);
     scaler.update();
-    (void)loss.item<double>();
+    if (!cfg.meta) (void)loss.item<double>();
   };
   for (int64_t i = 0; i < cfg.warmup; ++i) one();
+  int64_t gradient_bytes = 0;
+  for (const tc::Tensor& p : params)
+    if (p.grad().defined())
+      gradient_bytes += p.grad().numel() * static_cast<int64_t>(tc::element_size(p.grad().dtype()));
+  const int64_t after_warmup = counted();
   tc::reset_peak_memory_stats(device);
   std::vector<double> ms;
   timing = true;
@@ -114,6 +136,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
     r.profile_table = prof.table(40, cfg.steps);
   }
   r.model = cfg.model;
+  r.description = model.description;
   r.size = cfg.size;
   r.precision = prec.name;
   r.device = cfg.device;
@@ -121,7 +144,11 @@ BenchResult run_bench(const BenchConfig& cfg) {
   r.steps = cfg.steps;
   r.inference = cfg.inference;
   r.scaler = use_scaler;
-  r.peak_memory_bytes = tc::memory_stats(device).peak_bytes;
+  r.peak_memory_bytes = tc::memory_stats(device).peak_bytes - before_model;
+  r.weights_bytes = before_batch - before_model;
+  r.batch_bytes = before_steps - before_batch;
+  r.gradient_bytes = gradient_bytes;
+  r.optimizer_state_bytes = cfg.warmup > 0 ? after_warmup - before_steps - gradient_bytes : 0;
   std::sort(ms.begin(), ms.end());
   const size_t n = ms.size();
   r.ms_per_step = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);

@@ -17,18 +17,28 @@ struct BenchConfig {
   bool inference = false, scaler = true;
   bool profile = false;      // then also run `steps` more steps under tc::profiler
   bool distributed = false;  // under mpirun: DistributedDataParallel, batch_size per process
+  // `tensorcast plan`: the steps run on the meta device (shapes and byte counts, nothing
+  // computed or allocated), untimed, without the loss scaler (it reads found_inf's value).
+  bool meta = false;
   int64_t bucket_cap_bytes = int64_t{25} << 20;
   ModelSize size;  // --width/--layers/--context (scaling benchmarks); default: the model's own
 };
 
 struct BenchResult {
   std::string model, precision, device;
+  std::string description;  // the model's one line (Model::description)
   ModelSize size;
   int64_t batch_size = 0, steps = 0;
   bool inference = false, scaler = false;
   double ms_per_step = 0;  // median
   double ms_min = 0, ms_max = 0;
   int64_t peak_memory_bytes = 0;  // tensors alive during the timed steps (weights, optimizer state, activations)
+  // What the peak is made of: the model's parameters and buffers, the batch, what the
+  // warm-up leaves alive besides the gradients (optimizer state, master weights, the
+  // 16-bit weight copies a model keeps), the gradients, and the rest of the peak
+  // (activations saved for backward, the gradients computed so far, temporaries).
+  int64_t weights_bytes = 0, batch_bytes = 0, optimizer_state_bytes = 0, gradient_bytes = 0;
+  int64_t activation_bytes() const { return peak_memory_bytes - weights_bytes - batch_bytes - optimizer_state_bytes; }
   double samples_per_s = 0;
   // With BenchConfig::profile: per-record totals over the profiled steps (not the timed
   // ones: the median above has no profiler overhead), and the printed table per step.

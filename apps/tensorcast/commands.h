@@ -10,6 +10,7 @@ inline bool parse_only = false;
 
 int cmd_train(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_plan(int argc, char** argv);
 int cmd_report(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 

@@ -7,9 +7,9 @@
 
 namespace tcli {
 
-GptHandle make_gpt(int64_t width, int64_t layers, int64_t context) {
+GptHandle make_gpt(int64_t width, int64_t layers, int64_t context, int64_t vocab) {
   tc::nn::GPT gpt(tc::nn::GPTConfig()
-                      .vocab_size(256)
+                      .vocab_size(vocab)
                       .context(context)
                       .layers(layers)
                       .heads(std::max<int64_t>(1, width / 64))

@@ -10,9 +10,9 @@ namespace tcli {
 
 struct GptHandle {
   std::shared_ptr<tc::nn::Module> module;
-  std::function<tc::Tensor(const tc::Tensor&)> forward;  // int64 (B, T) -> logits (B, T, 256)
+  std::function<tc::Tensor(const tc::Tensor&)> forward;  // int64 (B, T) -> logits (B, T, vocab)
 };
 // width 256, 4 layers, context 128 unless given; heads = width / 64.
-GptHandle make_gpt(int64_t width = 256, int64_t layers = 4, int64_t context = 128);
+GptHandle make_gpt(int64_t width = 256, int64_t layers = 4, int64_t context = 128, int64_t vocab = 256);
 
 }  // namespace tcli

@@ -2,6 +2,7 @@
 //
 //   tensorcast train [flags]     train a model (no flags: the CNN on Fashion-MNIST, --precision auto)
 //   tensorcast bench [flags]     time training steps (or forward passes) on synthetic data
+//   tensorcast plan [flags]      a step's peak memory per precision, planned without allocating it
 //   tensorcast report [flags]    fp32 vs bf16 vs fp16 (+/- GradScaler): a Markdown report with SVG plots
 //   tensorcast inspect FILE      tensors, dtypes, shapes and training state of a safetensors file/checkpoint
 //
@@ -29,6 +30,8 @@ const char* kUsage =
     "commands:\n"
     "  train      train a model (no flags: the CNN on Fashion-MNIST with --precision auto)\n"
     "  bench      median time per training step (or forward pass) and peak memory, synthetic data\n"
+    "  plan       a step's peak memory per precision and the largest batch within a budget, planned\n"
+    "             on the meta device (nothing allocated)\n"
     "  report     train fp32, bf16, fp16 and fp16 without a scaler; write report.md with SVG plots\n"
     "  inspect    list a safetensors file's or checkpoint's tensors and training state\n"
     "\n"
@@ -45,7 +48,8 @@ std::string one_line(std::string s) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "tensorcast: missing command (train, bench, report or inspect); try 'tensorcast train'\n");
+    std::fprintf(stderr,
+                 "tensorcast: missing command (train, bench, plan, report or inspect); try 'tensorcast train'\n");
     return 2;
   }
   const std::string cmd = argv[1];
@@ -64,10 +68,11 @@ int main(int argc, char** argv) {
     tc::amp::set_autocast_cache_across_regions(true);
     if (cmd == "train") return tcli::cmd_train(argc, argv);
     if (cmd == "bench") return tcli::cmd_bench(argc, argv);
+    if (cmd == "plan") return tcli::cmd_plan(argc, argv);
     if (cmd == "report") return tcli::cmd_report(argc, argv);
     if (cmd == "inspect") return tcli::cmd_inspect(argc, argv);
     throw tcli::UsageError("unknown command '" + cmd +
-                           "' (use train, bench, report or inspect; see 'tensorcast --help')");
+                           "' (use train, bench, plan, report or inspect; see 'tensorcast --help')");
   } catch (const tcli::UsageError& e) {
     std::fflush(stdout);
     if (tc::dist::world_size() > 1) tc::dist::abort("tensorcast: " + one_line(e.what()), 2);

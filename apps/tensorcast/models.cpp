@@ -34,9 +34,10 @@ Model sequential(std::string name, nn::Sequential net, std::string description) 
 
 Model build_model(const std::string& name, const ModelSize& size) {
   if (!size.is_default() && name != "mlp-large" && name != "gpt")
-    throw tc::Error("[cli] --width, --layers and --context apply to mlp-large and gpt, not " + name);
+    throw tc::Error("[cli] --width, --layers, --context and --vocab apply to mlp-large and gpt, not " + name);
   if (size.layers != 0 && name != "gpt") throw tc::Error("[cli] --layers applies to gpt only");
   if (size.context != 0 && name != "gpt") throw tc::Error("[cli] --context applies to gpt only");
+  if (size.vocab != 0 && name != "gpt") throw tc::Error("[cli] --vocab applies to gpt only");
   if (name == "cnn")
     return sequential(name,
                       nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
@@ -60,10 +61,10 @@ Model build_model(const std::string& name, const ModelSize& size) {
     Model m;
     m.name = name;
     const int64_t w = size.width > 0 ? size.width : 256, layers = size.layers > 0 ? size.layers : 4,
-                  ctx = size.context > 0 ? size.context : kGptContext;
+                  ctx = size.context > 0 ? size.context : kGptContext, vocab = size.vocab > 0 ? size.vocab : 256;
     if (w % 64 != 0)
       throw tc::Error("[cli] gpt --width must be a multiple of 64 (heads of 64), got " + std::to_string(w));
-    auto gpt = make_gpt(w, layers, ctx);
+    auto gpt = make_gpt(w, layers, ctx, vocab);
     m.module = gpt.module;
     m.forward = gpt.forward;
     m.forward_hooked = [f = gpt.forward](const tc::Tensor& x, const Model::LayerHook& hook) {
@@ -71,8 +72,9 @@ Model build_model(const std::string& name, const ModelSize& size) {
     };
     m.language_model = true;
     m.keeps_weight_copies = true;
-    m.description = "GPT bytes, context " + std::to_string(ctx) + ", " + std::to_string(layers) + " layers x " +
-                    std::to_string(w / 64) + " heads, width " + std::to_string(w);
+    m.description = (vocab == 256 ? std::string("GPT bytes") : "GPT vocab " + std::to_string(vocab)) + ", context " +
+                    std::to_string(ctx) + ", " + std::to_string(layers) + " layers x " + std::to_string(w / 64) +
+                    " heads, width " + std::to_string(w);
     return m;
   }
   throw tc::Error("[cli] unknown model '" + name + "' (use cnn, mlp, mlp-large or gpt)");
@@ -91,8 +93,8 @@ tc::data::Example synthetic_batch(const std::string& name, int64_t batch_size, c
   if (name == "mlp-large")
     return {tc::randn({batch_size, size.width > 0 ? size.width : 1024}), tc::randint(0, 10, {batch_size})};
   if (name == "gpt") {
-    const int64_t ctx = size.context > 0 ? size.context : kGptContext;
-    return {tc::randint(0, 256, {batch_size, ctx}), tc::randint(0, 256, {batch_size, ctx})};
+    const int64_t ctx = size.context > 0 ? size.context : kGptContext, vocab = size.vocab > 0 ? size.vocab : 256;
+    return {tc::randint(0, vocab, {batch_size, ctx}), tc::randint(0, vocab, {batch_size, ctx})};
   }
   throw tc::Error("[cli] unknown model '" + name + "' (use cnn, mlp, mlp-large or gpt)");
 }

@@ -38,13 +38,13 @@ struct Model {
   std::string description;  // one line, for logs
 };
 
-// Other sizes of mlp-large and gpt, for scaling benchmarks (`tensorcast bench --width
-// --layers --context`); 0 keeps the shape above. mlp-large of width W:
-// Linear(W,4W)-GELU-Linear(4W,W)-GELU-Linear(W,10) on (B,W); gpt of width W has W/64 heads
-// (4 at 256).
+// Other sizes of mlp-large and gpt, for scaling benchmarks and plans (`tensorcast bench
+// --width --layers --context`, `tensorcast plan --vocab`); 0 keeps the shape above.
+// mlp-large of width W: Linear(W,4W)-GELU-Linear(4W,W)-GELU-Linear(W,10) on (B,W); gpt of
+// width W has W/64 heads (4 at 256) and `vocab` tokens (GPT-2's: 50257).
 struct ModelSize {
-  int64_t width = 0, layers = 0, context = 0;
-  bool is_default() const { return width == 0 && layers == 0 && context == 0; }
+  int64_t width = 0, layers = 0, context = 0, vocab = 0;
+  bool is_default() const { return width == 0 && layers == 0 && context == 0 && vocab == 0; }
 };
 
 const std::vector<std::string>& model_names();  // cnn, mlp, mlp-large, gpt

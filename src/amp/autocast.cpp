@@ -31,6 +31,8 @@ struct ThreadState {
 };
 thread_local ThreadState t_state;
 
+// The meta device plans CPU runs (shapes and bytes without values), so it follows the
+// CPU's state: a CPU region casts meta tensors as it casts CPU ones.
 DeviceState& device_state(DeviceType d) { return d == kCUDA ? t_state.cuda : t_state.cpu; }
 
 void refresh_active() { t_autocast_active = (t_state.cpu.enabled || t_state.cuda.enabled) && !t_state.excluded; }

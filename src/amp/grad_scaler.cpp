@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "backend/cpu/amp_kernels.h"
-#include "backend/cuda/amp_kernels.h"
+#include "backend/cpu/amp_kernels.h"  // has_non_finite, on the host
+#include "backend/kernels.h"
 #include "core/async_read.h"
 #include "profiler/hooks.h"
 #include "tensorcast/autograd.h"
@@ -40,18 +40,14 @@ void check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found, co
     const bool here = device == found.device();
     const Tensor flag = here ? found : scalar_f32(0.0, device);
     const Tensor factor = !inv.defined() ? Tensor() : here ? inv : inv.to(device);
-    if (device.is_cpu()) {
-      if (factor.defined())
-        cpu::amp_non_finite_check_and_unscale_(list, flag, factor);
-      else
-        cpu::amp_non_finite_check(list, flag);
-    } else {
-      // A scale of exactly 1 makes the kernel a read-only check.
-      gpu::amp_non_finite_check_and_unscale_(list, flag, factor.defined() ? factor : scalar_f32(1.0, device));
-    }
+    backend::kernels_for(device).amp_non_finite_check_and_unscale_(list, flag, factor);
     if (!here) Tensor(found).copy_(add(found, flag.to(found.device())));
   }
 }
+
+// Whether the scale lives in device memory and is updated there, with no host read (the
+// device's kernel), rather than read and updated on the host.
+bool updates_on_device(Device device) { return static_cast<bool>(backend::kernels_for(device).amp_update_scale_); }
 
 // has_non_finite for a tensor on any device (off the fast path: the overflow report).
 bool has_non_finite_anywhere(const Tensor& t) {
@@ -98,7 +94,7 @@ void GradScaler::lazy_init(Device device) {
   set_scale(options_.init_scale());
   growth_tracker_ = scalar_i32(init_growth_tracker_, device);
   hysteresis_tracker_ = scalar_i32(init_hysteresis_tracker_, device);
-  if (device.is_cuda()) refused_ = scalar_f32(0.0, device);
+  if (updates_on_device(device)) refused_ = scalar_f32(0.0, device);
 }
 
 void GradScaler::set_scale(double scale) {
@@ -240,7 +236,7 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
   // The optimizer reads found_inf where it lies and changes nothing when it is set.
   optimizer.step(optim::AmpStep{fused ? inv_scale_ : Tensor(), st.found_inf});
   last_step_ = {};
-  if (scale_.device().is_cuda()) {
+  if (updates_on_device(scale_.device())) {
     pending().steps.emplace_back(st.found_inf);
     return true;
   }
@@ -276,14 +272,15 @@ void GradScaler::update() {
   if (!is_enabled()) return;
   check_scale_initialized(scale_.defined(), "update");
   raise_refused(/*wait=*/true);  // the previous update's, before this one replaces it (one iteration old)
-  if (scale_.device().is_cuda()) {
+  if (updates_on_device(scale_.device())) {
     // PyTorch adds the found_inf flags up; any nonzero sum is an overflow.
     Tensor total;
     per_optimizer_.for_each_found_inf([&](const Tensor& f) {
       const Tensor here = f.device() == scale_.device() ? f : f.to(scale_.device());
       total = total.defined() ? add(total, here) : here;
     });
-    gpu::amp_update_scale_(scale_, growth_tracker_, hysteresis_tracker_, inv_scale_, total, refused_,
+    backend::kernels_for(scale_.device())
+        .amp_update_scale_(scale_, growth_tracker_, hysteresis_tracker_, inv_scale_, total, refused_,
                            rule_of(options_));
     pending().refused.emplace(refused_);
   } else {

@@ -10,6 +10,8 @@
 #include <cstdint>
 
 #include "backend/pointwise_fns.h"  // TC_HD
+#include "tensorcast/device.h"
+#include "tensorcast/dtype.h"
 #include "tensorcast/half.h"
 
 namespace tc::optim::detail {
@@ -129,6 +131,32 @@ struct AdamKernel {
       w[i] = p + k.neg_step_size * mi / denom;  // param.addcdiv_(exp_avg, denom, value=-step_size)
     }
   }
+};
+
+// One parameter's step on a device, as raw device pointers (src/optim fills it from its
+// StepArgs): what a backend's fused_sgd_step / fused_adam_step kernels take.
+struct FusedStep {
+  Device device;
+  int64_t numel = 0;
+  const void* grad = nullptr;  // contiguous, any floating dtype
+  DType grad_dtype = kFloat32;
+  bool scaled = false;  // multiply gradients by the inverse scale while reading them (AMP)
+  float inv_scale = 1.0f;
+  // AMP without a host read: the inverse scale and found_inf (nonzero: skip, write nothing)
+  // on the device, read by the kernel; null when not used.
+  const float* inv_scale_ptr = nullptr;
+  const float* found_inf = nullptr;
+  float* weight = nullptr;  // float32 weights updated in place: the parameter or its master copy
+  void* param16 = nullptr;  // the 16-bit parameter written back from weight, or null
+  DType param_dtype = kFloat32;
+  bool stochastic = false;  // write param16 back rounded stochastically (else to nearest even)
+  uint64_t sr_key = 0;      // stochastic rounding: hash of (seed, step, parameter index)
+  float* state[3] = {};     // float32 state buffers (null: unused)
+  // What the optimizer keeps, for the kernels to refuse what they do not support.
+  DType weight_dtype = kFloat32;
+  DType state_dtype = kFloat32;
+  bool pure = false;        // a Pure weight-update mode (16-bit weights, no master)
+  bool has_copy16 = false;  // a 16-bit copy of the weights to write as well
 };
 
 }  // namespace tc::optim::detail

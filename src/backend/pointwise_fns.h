@@ -356,17 +356,18 @@ struct ShareWhere {  // f(mask, g, count): g split evenly over the count element
 
 }  // namespace tc::fn
 
-// The functors the CUDA backend has kernels for, by arity.
+// Every elementwise functor, by arity: each backend registers a kernel per functor
+// (backend/kernels.h), and an op may use only these.
 // clang-format off
-#define TC_CUDA_UNARY_FNS(X)                                                                      \
+#define TC_UNARY_FNS(X)                                                                      \
   X(Neg) X(Abs) X(Square) X(PowScalar) X(Exp) X(Log) X(Log1p) X(Sqrt) X(Rsqrt) X(Reciprocal)      \
   X(Tanh) X(Sigmoid) X(Silu) X(Softplus) X(Relu) X(Clamp) X(IsNan) X(IsFinite) X(Gelu)
-#define TC_CUDA_BINARY_FNS(X)                                                                     \
+#define TC_BINARY_FNS(X)                                                                     \
   X(Add) X(AddScaled) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum)                                  \
   X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge)                                                             \
   X(AbsBackward) X(ReluBackward) X(ClampBackward) X(PowScalarBackward) X(GeluBackward)            \
   X(SquaredDifference) X(EqualOrBothNan)
-#define TC_CUDA_TERNARY_FNS(X)                                                                    \
+#define TC_TERNARY_FNS(X)                                                                    \
   X(Where) X(ExpBackward) X(LogBackward) X(Log1pBackward) X(SqrtBackward) X(RsqrtBackward)        \
   X(ReciprocalBackward) X(TanhBackward) X(SigmoidBackward) X(SiluBackward) X(SoftplusBackward)    \
   X(DivBackwardDivisor) X(PowBackwardBase) X(PowBackwardExponent) X(MaximumBackward)              \

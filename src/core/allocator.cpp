@@ -23,9 +23,11 @@ struct Counters {
   std::atomic<int64_t> current{0}, peak{0}, count{0}, live{0}, total{0};
 };
 Counters& counters(Device d) {
-  static Counters cpu, cuda[64];
-  TC_CHECK(d.is_cpu() || (d.index >= 0 && d.index < 64), "allocator", "no device ", d);
-  return d.is_cpu() ? cpu : cuda[d.index];
+  static Counters cpu, meta, cuda[64];
+  if (d.is_cpu()) return cpu;
+  if (d.is_meta()) return meta;
+  TC_CHECK(d.index >= 0 && d.index < 64, "allocator", "no device ", d);
+  return cuda[d.index];
 }
 
 void note_alloc(Device d, int64_t bytes) {
@@ -110,6 +112,10 @@ Storage::Storage(size_t n, Device dev, bool pinned_host) : nbytes(n), device(dev
     TC_FAIL("pin_memory", "pinned memory needs a CUDA device: ", cuda::unavailable_reason());
 #endif
   }
+  if (dev.is_meta()) {  // no memory: the bytes are counted (the memory a plan needs), never allocated
+    note_alloc(dev, static_cast<int64_t>(n));
+    return;
+  }
   if (dev.is_cuda()) {
 #if defined(TC_WITH_CUDA)
     const cudaStream_t s = cuda::detail::raw_stream(dev);
@@ -136,6 +142,10 @@ Storage::Storage(void* d, size_t n, Device dev) : data(d), nbytes(n), device(dev
 
 Storage::~Storage() {
   if (!owned) return;
+  if (device.is_meta()) {
+    note_free(device, static_cast<int64_t>(nbytes));
+    return;
+  }
 #if defined(TC_WITH_CUDA)
   if (device.is_cuda() || pinned) {
     if (pinned)

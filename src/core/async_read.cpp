@@ -8,6 +8,7 @@ namespace tc::detail {
 AsyncScalarRead::AsyncScalarRead(const Tensor& src) {
   TC_CHECK(src.defined() && src.numel() == 1 && src.dtype() == kFloat32, "AsyncScalarRead",
            "expected a one-element float32 tensor");
+  TC_CHECK(!src.device().is_meta(), "AsyncScalarRead", "a meta tensor has no value to read");
   if (src.device().is_cpu()) {
     host_ = tc::full({}, static_cast<double>(*src.contiguous().data_ptr<float>()), kFloat32);
     return;

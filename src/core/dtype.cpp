@@ -14,11 +14,16 @@ std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t)
 std::ostream& operator<<(std::ostream& os, BFloat16 v) { return os << float(v); }
 std::ostream& operator<<(std::ostream& os, Half v) { return os << float(v); }
 std::ostream& operator<<(std::ostream& os, Device d) {
-  return os << (d.is_cpu() ? "cpu" : "cuda:") << (d.is_cuda() ? std::to_string(d.index) : "");
+  if (d.is_cuda()) return os << "cuda:" << static_cast<int>(d.index);
+  return os << (d.is_meta() ? "meta" : "cpu");
 }
 
 Device::Device(std::string_view spec) {
   int index_value = 0;
+  if (spec == "meta") {
+    type = DeviceType::Meta;
+    return;
+  }
   bool ok = spec == "cpu" || spec == "cuda";
   if (!ok && spec.starts_with("cuda:") && spec.size() > 5) {
     const char* end = spec.data() + spec.size();
@@ -26,8 +31,8 @@ Device::Device(std::string_view spec) {
     ok = ec == std::errc() && p == end && index_value >= 0 && index_value <= 127;
   }
   if (!ok)
-    throw Error("[device] expected \"cpu\", \"cuda\" or \"cuda:N\" (N from 0 to 127), got \"" + std::string(spec) +
-                "\"");
+    throw Error("[device] expected \"cpu\", \"cuda\", \"cuda:N\" (N from 0 to 127) or \"meta\", got \"" +
+                std::string(spec) + "\"");
   type = spec == "cpu" ? DeviceType::CPU : DeviceType::CUDA;
   index = static_cast<int8_t>(index_value);
 }

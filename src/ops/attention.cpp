@@ -4,16 +4,12 @@
 // CUDA, and on CPUs with a native 16-bit GEMM otherwise (float16 on AMX-FP16 or
 // AVX512-FP16): a product path on the device's GEMMs with float32 scores
 // (attention_products below), or the composite.
-#include "backend/cpu/attention.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "autograd/nodes.h"
-#include "backend/cpu/dnnl_matmul.h"
-#include "backend/cuda/matmul.h"
-#include "backend/cuda/softmax.h"
+#include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "ops/pointwise.h"
@@ -79,11 +75,15 @@ bool broadcasts_to(const Tensor& mask, const Shape& shape) {
 
 // c = a @ b on the tensors' device (any strides; float32 c for 16-bit a, b: unrounded sums).
 void mm(const Tensor& a, const Tensor& b, const Tensor& c) {
-  if (c.device().is_cuda())
-    gpu::matmul_into(a, b, Tensor(), c, kOp);
-  else
-    cpu::matmul_into(a, b, Tensor(), c, kOp);
+  backend::kernels_for(c.device())
+      .matmul_into(a, b, Tensor(), c, kOp, cpu::Activation::kNone, Tensor(), cpu::Activation::kNone);
 }
+
+// A device with the fused attention kernels (the CPU) runs attention as a cache-blocked
+// host: the product path in batch chunks and causal bands, outputs laid out (B, L, H, Ev)
+// and q, k, v's gradients in one block. Elsewhere (cuBLASLt writes only outputs whose
+// batch dims share one stride) the whole matrix at once, in plain layouts.
+bool cache_blocked(Device dev) { return static_cast<bool>(backend::kernels_for(dev).sdpa_forward); }
 
 // A band of query rows [i0, i1) that sees the keys [0, n), and the key block [k0, k1)
 // whose gradients the backward computes from the rows [k0, L) that see it.
@@ -91,15 +91,16 @@ struct Band {
   int64_t i0, i1, n, k0, k1;
 };
 
-// Rows per band of the CPU's causal product path (at least): the products skip the key
+// Rows per band of the cache-blocked causal product path (at least): the products skip the key
 // blocks above the diagonal (a quarter of the work at L = 128, half as L grows) while
 // each stays large enough to run at the GEMM kernel's rate.
 constexpr int64_t kBandRows = 64;
 
-// One band, the whole (L, S) matrix, but for causal self-attention (L == S) on the CPU:
-// bands of kBandRows or more rows, each seeing the keys up to its last row.
+// One band, the whole (L, S) matrix, but for causal self-attention (L == S) on a
+// cache-blocked device: bands of kBandRows or more rows, each seeing the keys up to its
+// last row.
 std::vector<Band> bands(int64_t L, int64_t S, bool causal, Device dev) {
-  if (!causal || L != S || !dev.is_cpu() || L < 2 * kBandRows) return {{0, L, S, 0, S}};
+  if (!causal || L != S || !cache_blocked(dev) || L < 2 * kBandRows) return {{0, L, S, 0, S}};
   const int64_t count = L / kBandRows, rows = (L + count - 1) / count;
   std::vector<Band> out;
   for (int64_t i0 = 0; i0 < L; i0 += rows) {
@@ -119,43 +120,33 @@ Tensor key_block_of(const Tensor& m, const Band& b) { return rows(m, b.k0, m.siz
 // in `scores`), in float32 and rounded once into p (float32: p may be scores; or the
 // inputs' 16-bit dtype); keep_float also leaves the float32 probabilities in `scores`.
 // Without a mask sdpa_probs does the scale, causal mask, softmax and rounding in one pass
-// per row; a mask (CUDA only: the CPU's path takes none) goes through the composite.
+// per row; a mask (one band: the cache-blocked path takes none) goes through the composite.
 void probs(const Tensor& p, const Tensor& scores, const Tensor& mask, const Band& b, bool causal, double scale,
            bool keep_float) {
   const Device dev = scores.device();
-  if (dev.is_cpu()) {
-    cpu::sdpa_probs(band_of(p, b), band_of(scores, b), scale, causal, b.i0, keep_float && !p.is_same(scores));
-    return;
-  }
-  if (!mask.defined() && !keep_float) {  // one band on CUDA: the whole matrix
-    gpu::sdpa_probs(p, scores, scale, causal);
-    return;
-  }
+  const backend::Kernels& kernels = backend::kernels_for(dev);
   if (!mask.defined()) {
-    gpu::sdpa_probs(scores, scores, scale, causal);
-  } else {
-    Tensor logits = impl::mul(scores, scale);
-    const Tensor minus_inf = full({}, -std::numeric_limits<double>::infinity(), TensorOptions(kFloat32).device(dev));
-    if (mask.dtype() == kBool)
-      logits = impl::where(mask, logits, minus_inf);
-    else
-      logits = impl::add(logits, mask.to(kFloat32));
-    gpu::softmax_forward(scores, logits, scores.dim() - 1, false);
+    kernels.sdpa_probs(band_of(p, b), band_of(scores, b), scale, causal, b.i0, keep_float && !p.is_same(scores));
+    return;
   }
+  Tensor logits = impl::mul(scores, scale);
+  const Tensor minus_inf = full({}, -std::numeric_limits<double>::infinity(), TensorOptions(kFloat32).device(dev));
+  if (mask.dtype() == kBool)
+    logits = impl::where(mask, logits, minus_inf);
+  else
+    logits = impl::add(logits, mask.to(kFloat32));
+  kernels.softmax_forward(scores, logits, scores.dim() - 1, false);
   if (!p.is_same(scores)) Tensor(p).copy_(scores);  // a handle: the same storage
 }
 
 void probs_backward(const Tensor& ds, const Tensor& dp, const Tensor& p, const Band& b, double scale) {
-  if (p.device().is_cuda())
-    gpu::sdpa_probs_backward(band_of(ds, b), band_of(dp, b), band_of(p, b), scale);
-  else
-    cpu::sdpa_probs_backward(band_of(ds, b), band_of(dp, b), band_of(p, b), scale);
+  backend::kernels_for(p.device()).sdpa_probs_backward(band_of(ds, b), band_of(dp, b), band_of(p, b), scale);
 }
 
 // The product path's batch chunks: calls f(first, count) over the leading dim so that a
 // chunk's (..., L, S) float32 scores stay within kChunkScores elements on the CPU (cache
-// sized; the path is taken only where one batch entry fits kMaxScores). CUDA, a mask, or
-// no batch dim: one chunk.
+// sized; the path is taken only where one batch entry fits kMaxScores). Not cache-blocked,
+// a mask, or no batch dim: one chunk.
 constexpr int64_t kChunkScores = int64_t{1} << 18;
 constexpr int64_t kMaxScores = int64_t{1} << 20;
 
@@ -178,14 +169,14 @@ Tensor chunk(const Tensor& t, int64_t first, int64_t count) {
   return count < 0 || !t.defined() ? t : t.narrow(0, first, count);
 }
 
-// The output (..., L, Ev) of attention over q (..., L, E) and v (..., S, Ev). On the CPU its
-// memory is (B, L, H, Ev) for a 4-d (B, H, L, Ev) result (as PyTorch's CPU flash kernel),
+// The output (..., L, Ev) of attention over q (..., L, E) and v (..., S, Ev). Cache-blocked,
+// its memory is (B, L, H, Ev) for a 4-d (B, H, L, Ev) result (as PyTorch's CPU flash kernel),
 // so that merging the heads afterwards, out.transpose(1, 2).reshape(B, L, H * Ev), is a
 // view and not a copy (cuBLASLt writes only outputs whose batch dims share one stride).
 Tensor new_output(const Tensor& q, const Tensor& v) {
   Shape osz(q.sizes().begin(), q.sizes().end() - 1);
   osz.push_back(v.size(-1));
-  return osz.size() == 4 && q.device().is_cpu()
+  return osz.size() == 4 && cache_blocked(q.device())
              ? make_tensor({osz[0], osz[2], osz[1], osz[3]}, q.dtype(), q.device()).transpose(1, 2)
              : make_tensor(osz, q.dtype(), q.device());
 }
@@ -196,8 +187,8 @@ Tensor new_lse(const Tensor& q) {
   return make_tensor({q.numel() / (q.size(-2) * q.size(-1)), q.size(-2)}, kFloat32, q.device());
 }
 
-// New gradients for q, k and v (those asked for, each of its input's shape, in dt). On the
-// CPU, when all three are wanted and are evenly spaced views of one dense block (selected
+// New gradients for q, k and v (those asked for, each of its input's shape, in dt).
+// Cache-blocked, when all three are wanted and are evenly spaced views of one dense block (selected
 // from one projection, as nn::GPT's attention does), they share one new block of that
 // layout: the autograd engine then hands the projection its gradient as that block,
 // without copying the three parts together (autograd/nodes.h).
@@ -205,7 +196,7 @@ std::vector<Tensor> qkv_grads(const Tensor& q, const Tensor& k, const Tensor& v,
                               DType dt) {
   const Device dev = q.device();
   const Tensor* in[3] = {&q, &k, &v};
-  bool shared = dev.is_cpu() && needs[0] && needs[1] && needs[2] && q.numel() > 0;
+  bool shared = cache_blocked(dev) && needs[0] && needs[1] && needs[2] && q.numel() > 0;
   for (const Tensor* t : in)
     shared = shared && t->dtype() == dt && t->impl()->storage == q.impl()->storage && t->sizes() == q.sizes() &&
              t->strides() == q.strides();
@@ -287,7 +278,7 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
                           double scale) {
   const Device dev = q.device();
   const DType dt = q.dtype();
-  const bool one_chunk = dev.is_cuda() || mask.defined();
+  const bool one_chunk = !cache_blocked(dev) || mask.defined();
   const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach(), md = mask.defined() ? mask.detach() : Tensor();
   const Tensor out = new_output(q, v);
   for_chunks(qd, kd, one_chunk, [&](int64_t b, int64_t n) {
@@ -317,7 +308,7 @@ Tensor attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, bool ca
   const Tensor out = new_output(q, v);
   const bool backward = autograd::will_record({q, k, v});
   const Tensor lse = backward ? new_lse(q) : Tensor();
-  if (!cpu::sdpa_forward_bf16(out, lse, qd, kd, vd, scale, causal)) return Tensor();
+  if (!backend::kernels_for(q.device()).sdpa_forward_bf16(out, lse, qd, kd, vd, scale, causal)) return Tensor();
   return record(
       kOp, out, {q, k, v},
       [q, k, v, qd, kd, vd, o = out.detach(), lse, causal, scale](const Tensor& g_in, const std::vector<bool>& needs) {
@@ -325,8 +316,9 @@ Tensor attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, bool ca
         if (is_grad_enabled()) return recomputed_attention_grads(g, q, k, v, Tensor(), causal, scale, needs);
         if (g.stride(-1) != 1) g = g.contiguous();
         const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, kBFloat16);
-        TC_CHECK(cpu::sdpa_backward_bf16(grads[0], grads[1], grads[2], g, qd, kd, vd, o, lse, scale, causal), kOp,
-                 "internal: the bfloat16 backward refused inputs its forward took");
+        TC_CHECK(backend::kernels_for(qd.device())
+                     .sdpa_backward_bf16(grads[0], grads[1], grads[2], g, qd, kd, vd, o, lse, scale, causal),
+                 kOp, "internal: the bfloat16 backward refused inputs its forward took");
         return grads;
       },
       autograd::Differentiable::kTwice);
@@ -358,7 +350,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     op_util::check_same_device(kOp, q, attn_mask);
   }
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-  if (q.device().is_cuda()) {
+  const backend::Kernels& kernels = backend::kernels_for(q.device());
+  if (!kernels.sdpa_forward) {  // the product path where it applies, else the composition
     Shape ssz(q.sizes().begin(), q.sizes().end() - 1);
     ssz.push_back(k.size(-2));
     const bool direct = dropout_p == 0 && q.dtype() != kFloat64 && same_batch(q, k) && same_batch(q, v) &&
@@ -382,14 +375,15 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const Tensor out = new_output(q, v);
   const Tensor lse = new_lse(q);
   const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach();
-  cpu::sdpa_forward(out, lse, qd, kd, vd, s, is_causal);
+  kernels.sdpa_forward(out, lse, qd, kd, vd, s, is_causal);
   return record(
       kOp, out, {q, k, v},
       [q, k, v, qd, kd, vd, o = out.detach(), lse, s, is_causal](const Tensor& g_in, const std::vector<bool>& needs) {
         const Tensor g = g_in.to(o.dtype());
         if (is_grad_enabled()) return recomputed_attention_grads(g, q, k, v, Tensor(), is_causal, s, needs);
         const std::vector<Tensor> grads = qkv_grads(qd, kd, vd, needs, qd.dtype());
-        cpu::sdpa_backward(grads[0], grads[1], grads[2], g, qd, kd, vd, o, lse, s, is_causal);
+        backend::kernels_for(qd.device())
+            .sdpa_backward(grads[0], grads[1], grads[2], g, qd, kd, vd, o, lse, s, is_causal);
         return grads;
       },
       autograd::Differentiable::kTwice);

@@ -1,16 +1,12 @@
-// conv2d: argument checks with PyTorch-like messages, dtype dispatch (oneDNN for
-// float32 / bfloat16 / float16, direct loops for float64) and the autograd formula
-// (oneDNN backward-data and backward-weights; the bias gradient comes with the weights';
-// with create_graph, recorded gradient ops that are differentiable again).
+// conv2d: argument checks with PyTorch-like messages and the autograd formula (the
+// device's backward-data and backward-weights kernels; the bias gradient comes with the
+// weights'; with create_graph, recorded gradient ops that are differentiable again).
 // A channels-last input (NHWC memory) gives a channels-last output and input gradient, as
-// PyTorch's channels_last; the float64 direct loops compute NCHW and copy into that layout.
-// CUDA tensors of every floating dtype run on cuDNN (backend/cuda/conv.h), same layouts.
-#include "backend/cuda/conv.h"
-
+// PyTorch's channels_last. The kernels: oneDNN and direct loops on the CPU
+// (backend/cpu/conv2d.h), cuDNN on CUDA.
 #include "autograd/nodes.h"
-#include "backend/cpu/conv_direct.h"
-#include "backend/cpu/dnnl_conv.h"
-#include "backend/cpu/dnnl_plan.h"
+#include "backend/cpu/dnnl_plan.h"  // is_channels_last
+#include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/conv_common.h"
 #include "ops/impl.h"
@@ -63,17 +59,12 @@ void check_conv_args(const Tensor& x, const Tensor& w, const Tensor& b, const cp
 // gradient (a correlation of x and g), each by the backend the forward runs on.
 Tensor input_grad(const Tensor& g, const Tensor& w, const Shape& xs, const cpu::ConvParams& p, bool cl) {
   NoGradGuard no_grad;
-  if (g.device().is_cuda()) return gpu::conv2d_backward_data(g, w, xs, p, cl);
-  if (g.dtype() == kFloat64) return cpu::to_activation_layout(cpu::direct_conv2d_backward_data(g, w, xs, p), cl);
-  return cpu::dnnl_conv2d_backward_data(op_util::dnnl_ready(g), op_util::dnnl_ready(w), xs, p, cl);
+  return backend::kernels_for(g.device()).conv2d_backward_data(g, w, xs, p, cl);
 }
 
 Tensor weight_grad(const Tensor& x, const Tensor& g, const Shape& ws, const cpu::ConvParams& p) {
   NoGradGuard no_grad;
-  if (g.device().is_cuda()) return gpu::conv2d_backward_weights(x, g, ws, false, p, x.dtype()).first;
-  if (g.dtype() == kFloat64) return cpu::direct_conv2d_backward_weights(x, g, ws, false, p).first;
-  return cpu::dnnl_conv2d_backward_weights(op_util::dnnl_ready(x), op_util::dnnl_ready(g), ws, false, p, x.dtype())
-      .first;
+  return backend::kernels_for(g.device()).conv2d_backward_weights(x, g, ws, false, p, x.dtype()).first;
 }
 
 // conv2d without bias, with p's geometry.
@@ -118,48 +109,31 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Sha
   op_util::pair_param(kOp, "dilation", dilation, 1, p.dilation);
   p.groups = groups;
   check_conv_args(input, weight, bias, p);
-  const bool cuda = input.device().is_cuda();  // cuDNN (backend/cuda/conv.h), every dtype
-  const bool f64 = input.dtype() == kFloat64 && !cuda;
   const bool cl = cpu::is_channels_last(input);
   Tensor out;
   {
     NoGradGuard no_grad;  // float16 -> float32 conversions inside are not part of the graph
-    out = cuda  ? gpu::conv2d_forward(input, weight, bias, p)
-          : f64 ? cpu::to_activation_layout(cpu::direct_conv2d_forward(input, weight, bias, p), cl)
-                : cpu::dnnl_conv2d_forward(op_util::dnnl_ready(input), op_util::dnnl_ready(weight),
-                                           op_util::dnnl_ready(bias), p);
+    out = backend::kernels_for(input.device()).conv2d_forward(input, weight, bias, p);
   }
   return autograd::record(
       kOp, out, {input, weight, bias},
       // Weight and bias gradients in the dtype they are consumed in (autograd/nodes.h): fp32
       // for an autocast copy of an fp32 weight, straight from oneDNN's accumulators.
       // x and w saved as they are: with create_graph the gradients are recorded ops of them.
-      [x = input, w = weight, has_bias = bias.defined(), p, cuda, f64, cl,
-       gw_dt = autograd::detail::grad_dtype(weight)](const Tensor& grad, const std::vector<bool>& needs) {
+      [x = input, w = weight, has_bias = bias.defined(), p, cl, gw_dt = autograd::detail::grad_dtype(weight)](
+          const Tensor& grad, const std::vector<bool>& needs) {
         if (is_grad_enabled()) {  // create_graph
           const Tensor g = grad.dtype() == x.dtype() ? grad : grad.to(x.dtype());
           return std::vector<Tensor>{needs[0] ? conv2d_backward_input(g, w, x.sizes(), p, cl) : Tensor(),
                                      needs[1] ? conv2d_backward_weight(x, g, w.sizes(), p) : Tensor(),
                                      has_bias && needs[2] ? impl::sum(g, {0, 2, 3}) : Tensor()};
         }
-        const Tensor g = op_util::dnnl_ready(grad.dtype() == x.dtype() ? grad : grad.to(x.dtype()));
+        const Tensor g = grad.dtype() == x.dtype() ? grad : grad.to(x.dtype());
+        const backend::Kernels& kernels = backend::kernels_for(x.device());
         Tensor gx, gw, gb;
-        if (cuda) {
-          if (needs[0]) gx = gpu::conv2d_backward_data(g, w, x.sizes(), p, cl);
-          if (needs[1] || (has_bias && needs[2])) {
-            std::tie(gw, gb) = gpu::conv2d_backward_weights(x, g, w.sizes(), has_bias && needs[2], p, gw_dt);
-            if (!needs[1]) gw = Tensor();
-          }
-          return std::vector<Tensor>{gx, gw, gb};
-        }
-        if (needs[0])
-          gx = f64 ? cpu::to_activation_layout(cpu::direct_conv2d_backward_data(g, w, x.sizes(), p), cl)
-                   : cpu::dnnl_conv2d_backward_data(g, op_util::dnnl_ready(w), x.sizes(), p, cl);
+        if (needs[0]) gx = kernels.conv2d_backward_data(g, w, x.sizes(), p, cl);
         if (needs[1] || (has_bias && needs[2])) {
-          const bool want_bias = has_bias && needs[2];
-          std::tie(gw, gb) =
-              f64 ? cpu::direct_conv2d_backward_weights(x, g, w.sizes(), want_bias, p)
-                  : cpu::dnnl_conv2d_backward_weights(op_util::dnnl_ready(x), g, w.sizes(), want_bias, p, gw_dt);
+          std::tie(gw, gb) = kernels.conv2d_backward_weights(x, g, w.sizes(), has_bias && needs[2], p, gw_dt);
           if (!needs[1]) gw = Tensor();
         }
         return std::vector<Tensor>{gx, gw, gb};

@@ -17,13 +17,4 @@ inline void pair_param(const char* op, const char* what, const Shape& v, int64_t
            padding ? "non-negative" : "positive", ", got ", shape_str(v));
 }
 
-// oneDNN reads any positive strides (a permuted view is reordered directly) but not the
-// zero strides of an expanded tensor, so those are materialized.
-inline Tensor dnnl_ready(const Tensor& t) {
-  if (!t.defined()) return t;
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.stride(d) <= 0 && t.size(d) > 1) return t.contiguous();
-  return t;
-}
-
 }  // namespace tc::op_util

@@ -4,9 +4,7 @@
 // element index (backend/cpu/dropout.h), so the mask depends only on the seed and the
 // element index, never on the thread count or the device (backend/cuda/dropout.h hashes the
 // same way).
-#include "backend/cpu/dropout.h"
-
-#include "backend/cuda/dropout.h"
+#include "backend/kernels.h"
 #include "core/random.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
@@ -20,7 +18,7 @@ namespace {
 Tensor apply_mask(const Tensor& v_in, const Tensor& mask, double scale) {
   const Tensor v = v_in.detach().contiguous();
   Tensor out = make_tensor(v.sizes(), v.dtype(), v.device());
-  (v.device().is_cuda() ? gpu::dropout_apply : cpu::dropout_apply)(out, v, mask, scale);
+  backend::kernels_for(v.device()).dropout_apply(out, v, mask, scale);
   return out;
 }
 
@@ -52,7 +50,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   }
   // The mask is uint8 in x's logical (row-major) order, so it broadcasts onto any layout of x.
   Tensor mask = make_tensor(x.sizes(), kUInt8, x.device());
-  (x.device().is_cuda() ? gpu::dropout_mask : cpu::dropout_mask)(mask, key, p);
+  backend::kernels_for(x.device()).dropout_mask(mask, key, p);
   const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
   Tensor out = apply_mask(x, mask, scale);
   return autograd::record(

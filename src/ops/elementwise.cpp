@@ -7,7 +7,7 @@
 #include <numbers>
 
 #include "autograd/nodes.h"
-#include "backend/cpu/activation.h"
+#include "backend/kernels.h"
 #include "ops/impl.h"
 #include "ops/pointwise.h"
 
@@ -375,21 +375,14 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
   check_defined("gelu", x);
   const bool tanh_form = approximate == "tanh";
   const DType dt = op_util::float_result_dtype(x.dtype());
-  Tensor out;
-  if (x.device().is_cuda()) {
-    out = map1(x, dt, "gelu", fn::Gelu{tanh_form});
-  } else {
-    out = make_tensor(x.sizes(), dt, x.device());
-    cpu::gelu(out, x, tanh_form);
-  }
+  Tensor out = make_tensor(x.sizes(), dt, x.device());
+  backend::kernels_for(x.device()).gelu(out, x, tanh_form);
   if (!autograd::will_record({x})) return out;
   return record_pointwise("gelu", "gelu_backward", out, x,
                           {[xd = x.detach(), tanh_form](const Tensor& g) {
-                             if (g.device().is_cuda())
-                               return map2(g, xd, g.dtype(), "gelu", fn::GeluBackward{tanh_form});
                              Tensor dx =
                                  make_tensor(broadcast_shapes(g.sizes(), xd.sizes(), "gelu"), g.dtype(), g.device());
-                             cpu::gelu_backward(dx, g, xd, tanh_form);
+                             backend::kernels_for(g.device()).gelu_backward(dx, g, xd, tanh_form);
                              return dx;
                            },
                            [x, tanh_form] { return second::gelu(x, tanh_form); }});

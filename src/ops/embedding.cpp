@@ -2,9 +2,7 @@
 // zero (V, D) table (backend/cpu/embedding.h; recorded with create_graph), accumulating
 // 16-bit gradients in float32 and rounding once. On CUDA the range check reports at the
 // next call instead (backend/cuda/embedding.h).
-#include "backend/cpu/embedding.h"
-
-#include "backend/cuda/embedding.h"
+#include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "ops/pointwise.h"
@@ -23,19 +21,19 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   const int64_t V = weight.size(0), D = weight.size(1);
   // A copy of the indices, checked against V: the backward must not see later changes.
   const Tensor ids = make_tensor(indices.sizes(), kInt64, indices.device());
-  const bool cuda = weight.device().is_cuda();
-  (cuda ? gpu::embedding_indices : cpu::embedding_indices)(ids, indices.detach(), V);
+  const backend::Kernels& kernels = backend::kernels_for(weight.device());
+  kernels.embedding_indices(ids, indices.detach(), V);
 
   Shape out_shape = indices.sizes();
   out_shape.push_back(D);
   Tensor out = make_tensor(out_shape, weight.dtype(), weight.device());
-  (cuda ? gpu::embedding_gather : cpu::embedding_gather)(out, weight.detach().contiguous(), ids);
+  kernels.embedding_gather(out, weight.detach().contiguous(), ids);
   return autograd::record(
       op, out, {weight},
       [ids, V, D, wdt = weight.dtype()](const Tensor& g, const std::vector<bool>&) {
         const Tensor gc = g.contiguous();
         Tensor gw = make_tensor({V, D}, wdt, ids.device());
-        (ids.device().is_cuda() ? gpu::embedding_scatter_add : cpu::embedding_scatter_add)(gw, gc, ids);
+        backend::kernels_for(ids.device()).embedding_scatter_add(gw, gc, ids);
         if (!is_grad_enabled()) return std::vector<Tensor>{gw};
         // create_graph: the scatter-add is linear in g; its derivative by g gathers the
         // same rows of gg, which is this op again.

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "backend/cpu/loops.h"
-#include "backend/cuda/copy.h"
+#include "backend/kernels.h"
 #include "core/random.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/ops.h"
@@ -66,10 +66,8 @@ Tensor fill_generated(Tensor t, Gen gen) {
   std::vector<double> vals(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) vals[i] = gen(i);
   const Tensor host = from_blob(vals.data(), t.sizes(), kFloat64);
-  if (t.device().is_cuda())  // the same draws as on the CPU, converted there by the same rules
-    gpu::copy_into(t, host.to(t.device()));
-  else
-    cpu::copy_into(t, host);
+  // The same draws on every device, converted there by the same rules.
+  backend::kernels_for(t.device()).copy_into(t, host.to(t.device()));
   return t;
 }
 

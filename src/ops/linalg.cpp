@@ -8,9 +8,7 @@
 #include <tuple>
 
 #include "autograd/nodes.h"
-#include "backend/cpu/dnnl_matmul.h"
-#include "backend/cpu/weight_grad.h"
-#include "backend/cuda/matmul.h"
+#include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "tensorcast/autograd.h"
@@ -57,9 +55,9 @@ void check_product(const char* op, const Tensor& a, const Tensor& b, const Tenso
 
 // a @ b (+ bias) with batch broadcasting, into a new contiguous tensor; not recorded.
 // out_dtype: c's dtype; a wider one than a's (fp32 for bf16 inputs) makes oneDNN write
-// the float32 accumulators without rounding them to 16 bits. act, mul: an epilogue for the
-// CPU GEMM, c = act(a @ b + bias) * mul; or rounded_act, an activation of the rounded c
-// (cpu::matmul_into's); *applied says whether it ran.
+// the float32 accumulators without rounding them to 16 bits. act, mul: an epilogue,
+// c = act(a @ b + bias) * mul; or rounded_act, an activation of the rounded c (the
+// matmul_into kernel's); *applied says whether it ran.
 Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias, const char* op,
                std::optional<DType> out_dtype = std::nullopt, cpu::Activation act = cpu::Activation::kNone,
                bool* applied = nullptr, const Tensor& mul = Tensor(),
@@ -72,11 +70,7 @@ Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias, const char*
   out[nd - 1] = bp.size(-1);
   Tensor c = make_tensor(out, out_dtype.value_or(a.dtype()), a.device());
   const Tensor ad = ap.detach(), bd = bp.detach(), biasd = bias.defined() ? bias.detach() : Tensor();
-  bool done = act == cpu::Activation::kNone && !mul.defined() && rounded_act == cpu::Activation::kNone;
-  if (c.device().is_cuda())
-    gpu::matmul_into(ad, bd, biasd, c, op);
-  else
-    done = cpu::matmul_into(ad, bd, biasd, c, op, act, mul, rounded_act);
+  const bool done = backend::kernels_for(c.device()).matmul_into(ad, bd, biasd, c, op, act, mul, rounded_act);
   if (applied != nullptr) *applied = done;
   return c;
 }
@@ -221,8 +215,9 @@ struct LinearSaved {
     if (need_x) r[0] = product(g2, w, Tensor(), op, gx_dt);  // g @ W
     // On AMX the weight's and the bias's float32 gradients come out of one pass over g's
     // tiles where the weight-gradient kernel takes the product (backend/cpu/weight_grad.h).
-    if (need_w && has_bias && need_b && w.device().is_cpu() && gw_dt == kFloat32 && gb_dt == kFloat32) {
-      std::tie(r[1], r[2]) = cpu::weight_and_bias_grads(g2.t(), x2);
+    const backend::Kernels& kernels = backend::kernels_for(w.device());
+    if (need_w && has_bias && need_b && kernels.weight_and_bias_grads && gw_dt == kFloat32 && gb_dt == kFloat32) {
+      std::tie(r[1], r[2]) = kernels.weight_and_bias_grads(g2.t(), x2);
       if (r[1].defined()) return r;
     }
     if (need_w) r[1] = product(g2.t(), x2, Tensor(), op, gw_dt);  // g^T @ x
@@ -266,7 +261,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
           if (saved.has_bias) grads.push_back(n[2] ? impl::sum(g2, {0}) : Tensor());
           return grads;
         }
-        const Tensor g2 = cpu::widen_for_gemm(g_in.to(saved.w.dtype()).reshape({rows, saved.w.size(0)}));
+        const Tensor g2 = backend::kernels_for(saved.w.device())
+                              .widen_for_gemm(g_in.to(saved.w.dtype()).reshape({rows, saved.w.size(0)}));
         std::vector<Tensor> grads = saved.grads(g2, n[0], n[1], saved.has_bias && n[2], op);
         if (grads[0].defined()) grads[0] = grads[0].view(input.sizes());
         if (!saved.has_bias) grads.pop_back();
@@ -292,18 +288,18 @@ Tensor apply(cpu::Activation act, const Tensor& h) {
 }  // namespace
 
 // The composition (what autograd records, and what every path computes) is
-// activation(linear(input, weight, bias)). Without a graph to record, the CPU runs ReLU,
-// and GELU on float32, as the GEMM's post-op on the float32 accumulators: one pass over the
-// output instead of two. A 16-bit GELU is looked up in the GEMM's rounded output
-// (activation.h's table: a load per value, where an erf in the epilogue costs a sizeable
-// share of the GEMM at gpt's shape), which gives the training forward's bits, rounded twice as PyTorch's
-// linear then gelu: by the AMX kernel's epilogue as it writes each block (no pass of its
-// own), else in place after the product.
+// activation(linear(input, weight, bias)). Without a graph to record, a device with the
+// activation kernels (the CPU) runs ReLU, and GELU on float32, as the GEMM's post-op on the float32 accumulators: one
+// pass over the output instead of two. A 16-bit GELU is looked up in the GEMM's rounded output (activation.h's table: a
+// load per value, where an erf in the epilogue costs a sizeable share of the GEMM at gpt's shape), which gives the
+// training forward's bits, rounded twice as PyTorch's linear then gelu: by the AMX kernel's epilogue as it writes each
+// block (no pass of its own), else in place after the product.
 Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor& bias, std::string_view activation) {
   const char* op = "linear_activation";
   const cpu::Activation act = parse_activation(op, activation);
   check_linear(op, input, weight, bias);
-  if (input.device().is_cuda() || autograd::will_record({input, weight, bias}))
+  const backend::Kernels& kernels = backend::kernels_for(input.device());
+  if (!kernels.activation_value || autograd::will_record({input, weight, bias}))
     return apply(act, impl::linear(input, weight, bias));
   const bool by_table = act != cpu::Activation::kRelu && (input.dtype() == kBFloat16 || input.dtype() == kFloat16);
   bool applied = false;
@@ -313,19 +309,18 @@ Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor
           .view(with_last(input.sizes(), weight.size(0)));
   if (applied) return h;
   if (by_table) {
-    cpu::activation_value(h, h, act);
+    kernels.activation_value(h, h, act);
     return h;
   }
   return apply(act, h);
 }
 
 // linear(activation(linear(x, W1, b1)), W2, b2). Without a graph: linear_activation then
-// linear. Recorded on the CPU, one node whose backward needs no pass of its own for the
-// activation: the forward's one pass over h = x W1^T + b1 writes y = act(h) and, over h,
-// d = act'(h); the backward's product g W2 takes "* d" as a oneDNN post-op, so
-// dL/dh = (g W2) * d comes out of the GEMM (where oneDNN cannot fuse it, one multiply).
-// It saves x, d, y and the weights, as the composition saves x, h and y. d is rounded to
-// h's dtype (a 16-bit gradient differs from the composition's by its rounding order).
+// linear. Recorded on a device with the activation kernels (the CPU), one node whose
+// backward needs no pass of its own for the activation: the forward's one pass over h = x W1^T + b1 writes y = act(h)
+// and, over h, d = act'(h); the backward's product g W2 takes "* d" as a oneDNN post-op, so dL/dh = (g W2) * d comes
+// out of the GEMM (where oneDNN cannot fuse it, one multiply). It saves x, d, y and the weights, as the composition
+// saves x, h and y. d is rounded to h's dtype (a 16-bit gradient differs from the composition's by its rounding order).
 Tensor mlp(const Tensor& input, const Tensor& fc_weight, const Tensor& fc_bias, const Tensor& proj_weight,
            const Tensor& proj_bias, std::string_view activation) {
   const char* op = "mlp";
@@ -338,13 +333,14 @@ Tensor mlp(const Tensor& input, const Tensor& fc_weight, const Tensor& fc_bias, 
   check_pair(op, input, proj_weight);
   check_dtypes(op, input, proj_weight);
   check_bias(op, proj_bias, proj_weight);
-  if (input.device().is_cuda() || !autograd::will_record({input, fc_weight, fc_bias, proj_weight, proj_bias}))
+  const backend::Kernels& kernels = backend::kernels_for(input.device());
+  if (!kernels.activation_and_derivative || !autograd::will_record({input, fc_weight, fc_bias, proj_weight, proj_bias}))
     return impl::linear(impl::linear_activation(input, fc_weight, fc_bias, activation), proj_weight, proj_bias);
 
   const LinearSaved fc(as_rows(input), input, fc_weight, fc_bias);
   Tensor d = product(fc.x2, fc.w.t(), fc_bias.defined() ? fc_bias.detach() : Tensor(), op);  // h, then act'(h)
-  const Tensor y = make_tensor(d.sizes(), d.dtype());
-  cpu::activation_and_derivative(y, d, act);
+  const Tensor y = make_tensor(d.sizes(), d.dtype(), d.device());
+  kernels.activation_and_derivative(y, d, act);
   const LinearSaved proj(y, y, proj_weight, proj_bias);  // (y's own gradient is dL/dh's business)
   Tensor out = product(y, proj.w.t(), proj_bias.defined() ? proj_bias.detach() : Tensor(), op)
                    .view(with_last(input.sizes(), proj_weight.size(0)));
@@ -368,7 +364,8 @@ Tensor mlp(const Tensor& input, const Tensor& fc_weight, const Tensor& fc_bias, 
         // n: input, fc_weight, [fc_bias], proj_weight, [proj_bias]
         const size_t ip = fc.has_bias ? 3 : 2;
         const bool need_fc = n[0] || n[1] || (fc.has_bias && n[2]);
-        const Tensor g2 = cpu::widen_for_gemm(g_in.to(proj.w.dtype()).reshape({proj.x2.size(0), proj.w.size(0)}));
+        const Tensor g2 = backend::kernels_for(proj.w.device())
+                              .widen_for_gemm(g_in.to(proj.w.dtype()).reshape({proj.x2.size(0), proj.w.size(0)}));
         const std::vector<Tensor> gp = proj.grads(g2, false, n[ip], proj.has_bias && n[ip + 1], op);
         std::vector<Tensor> fcg(3);
         if (need_fc) {

@@ -1,12 +1,10 @@
 // Class-index losses: cross_entropy (fused log-softmax + nll) and nll_loss, with PyTorch
 // semantics for class weights, ignore_index, reductions and label smoothing. The row
-// kernels are in backend/cpu/loss.cpp and backend/cuda/loss.cu.
-#include "backend/cpu/loss.h"
-
+// kernels are the device's (backend/kernels.def).
 #include <memory>
 #include <vector>
 
-#include "backend/cuda/loss.h"
+#include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "tensorcast/autograd.h"
@@ -15,10 +13,15 @@ namespace tc::impl {
 
 namespace {
 
-// Checks the inputs of a class-index loss: returns the class dim and class count (in a
-// ClassTargets with no targets yet) and the loss's non-class shape.
-std::shared_ptr<cpu::ClassTargets> check_class_inputs(const char* op, const Tensor& input, const Tensor& target,
-                                                      const Tensor& weight, int64_t ignore_index, Shape& loss_shape) {
+// The class dim of a class-index loss's input (1, or 0 for unbatched (C)) and the class count.
+struct ClassDims {
+  int64_t cdim = 0;
+  int64_t classes = 0;
+};
+
+// Checks the inputs of a class-index loss: returns its class dims and the loss's non-class shape.
+ClassDims check_class_inputs(const char* op, const Tensor& input, const Tensor& target, const Tensor& weight,
+                             Shape& loss_shape) {
   TC_CHECK(input.defined() && target.defined(), op, "got an undefined input or target tensor");
   TC_CHECK(is_floating(input.dtype()), op, "expected floating input, got ", dtype_name(input.dtype()), " of shape ",
            shape_str(input.sizes()));
@@ -28,61 +31,35 @@ std::shared_ptr<cpu::ClassTargets> check_class_inputs(const char* op, const Tens
            shape_str(target.sizes()));
   TC_CHECK(input.device() == target.device(), op, "expected input and target on the same device, got ", input.device(),
            " and ", target.device());
-  auto c = std::make_shared<cpu::ClassTargets>();
-  c->cdim = input.dim() == 1 ? 0 : 1;
-  c->classes = input.size(c->cdim);
-  c->ignore_index = ignore_index;
+  ClassDims c;
+  c.cdim = input.dim() == 1 ? 0 : 1;
+  c.classes = input.size(c.cdim);
   loss_shape = input.sizes();
-  loss_shape.erase(loss_shape.begin() + c->cdim);
+  loss_shape.erase(loss_shape.begin() + c.cdim);
   TC_CHECK(target.sizes() == loss_shape, op, "expected target of shape ", shape_str(loss_shape), " for input of shape ",
            shape_str(input.sizes()), ", got target of shape ", shape_str(target.sizes()));
   if (weight.defined())
-    TC_CHECK(is_floating(weight.dtype()) && weight.dim() == 1 && weight.size(0) == c->classes, op,
-             "expected a floating weight of shape ", shape_str({c->classes}), " for ", c->classes, " classes, got ",
+    TC_CHECK(is_floating(weight.dtype()) && weight.dim() == 1 && weight.size(0) == c.classes, op,
+             "expected a floating weight of shape ", shape_str({c.classes}), " for ", c.classes, " classes, got ",
              dtype_name(weight.dtype()), " of shape ", shape_str(weight.sizes()));
   return c;
 }
 
-// Checks the inputs of a class-index loss on the CPU and reads its targets and class weights.
-std::shared_ptr<cpu::ClassTargets> check_class_loss(const char* op, const Tensor& input, const Tensor& target,
-                                                    const Tensor& weight, int64_t ignore_index, Shape& loss_shape) {
-  auto c = check_class_inputs(op, input, target, weight, ignore_index, loss_shape);
-  if (weight.defined()) c->weight = weight.to_vector();
-  cpu::read_class_targets(*c, target, op);
-  return c;
+// The targets and class weights of a class-index loss as the device's kernels read them.
+std::shared_ptr<const backend::ClassTargets> class_targets(const char* op, const ClassDims& dims, const Tensor& input,
+                                                           const Tensor& target, const Tensor& weight,
+                                                           int64_t ignore_index) {
+  return std::make_shared<const backend::ClassTargets>(
+      backend::kernels_for(input.device()).class_targets(target, weight, dims.cdim, dims.classes, ignore_index, op));
 }
 
-// The targets and class weights of a class-index loss on a CUDA device, kept there (no
-// host round trip; an out-of-range target is raised by a later call, gpu::ClassTargets).
-std::shared_ptr<gpu::ClassTargets> device_class_targets(const char* op, const cpu::ClassTargets& dims,
-                                                        const Tensor& target, const Tensor& weight) {
-  return std::make_shared<gpu::ClassTargets>(
-      gpu::class_targets(target, weight, dims.cdim, dims.classes, dims.ignore_index, op));
-}
-
-// The incoming gradient of a CUDA loss as its backward kernels read it: on the loss's
-// device, contiguous.
+// The incoming gradient of a loss as its backward kernels read it: on the loss's device,
+// contiguous.
 Tensor device_grad(const Tensor& g, Device device) { return (g.device() == device ? g : g.to(device)).contiguous(); }
 
 // The loss tensor: 0-d for mean and sum, the non-class shape for none.
 Tensor loss_output(Reduction reduction, const Shape& loss_shape, const Tensor& input) {
   return make_tensor(reduction == kNone ? loss_shape : Shape{}, input.dtype(), input.device());
-}
-
-// The divisor of reduction='mean' (1 otherwise): the summed weights of the non-ignored targets.
-double divisor_for(Reduction reduction, const cpu::ClassTargets& t) {
-  return reduction == kMean ? cpu::class_weight_sum(t) : 1.0;
-}
-
-// The incoming gradient as the kernels take it: one per row for none (g_rows), else the
-// scalar g / divisor.
-struct RowGrad {
-  Tensor rows;
-  double scale = 0;
-};
-RowGrad row_grad(const Tensor& g, Reduction reduction, double divisor) {
-  if (reduction == kNone) return {g.contiguous(), 0.0};
-  return {Tensor(), g.item_double() / divisor};
 }
 
 // Backward with create_graph, in recorded ops. The loss is linear in the log-probabilities
@@ -129,51 +106,29 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
                      Reduction reduction, double label_smoothing) {
   const char* op = "cross_entropy";
   Shape loss_shape;
-  if (input.defined() && input.device().is_cuda()) {
-    const auto dims = check_class_inputs(op, input, target, weight, ignore_index, loss_shape);
-    TC_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op, "label_smoothing must be in [0, 1], got ",
-             label_smoothing);
-    const auto targets = device_class_targets(op, *dims, target, weight);
-    const Device device = input.device();
-    const Tensor lse =
-        make_tensor({shape_numel(loss_shape), 2}, input.dtype() == kFloat64 ? kFloat64 : kFloat32, device);
-    // reduction='mean': its divisor, computed by the forward on the device, read there by the backward
-    const Tensor divisor = reduction == kMean ? make_tensor({1}, kFloat64, device) : Tensor();
-    Tensor res = loss_output(reduction, loss_shape, input);
-    gpu::cross_entropy_forward(res, lse, divisor, input, *targets, label_smoothing, reduction != kNone);
-    return autograd::record(
-        op, res, {input},
-        [x = input, target = target.detach(), weight = weight.defined() ? weight.detach() : Tensor(), cdim = dims->cdim,
-         ignore_index, targets, lse, reduction, divisor, label_smoothing](const Tensor& g, const std::vector<bool>&) {
-          if (is_grad_enabled())
-            return std::vector<Tensor>{
-                class_loss_grad(g, x, target, weight, cdim, ignore_index, reduction, label_smoothing, true)};
-          Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
-          gpu::cross_entropy_backward(gx, x, lse, *targets, device_grad(g, x.device()), reduction == kNone, divisor,
-                                      label_smoothing);
-          return std::vector<Tensor>{gx};
-        },
-        autograd::Differentiable::kTwice);
-  }
-  auto targets = check_class_loss(op, input, target, weight, ignore_index, loss_shape);
+  const ClassDims dims = check_class_inputs(op, input, target, weight, loss_shape);
   TC_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, op, "label_smoothing must be in [0, 1], got ",
            label_smoothing);
-  const int64_t rows = static_cast<int64_t>(targets->target.size());
+  const auto targets = class_targets(op, dims, input, target, weight, ignore_index);
+  const Device device = input.device();
   // Each row's max and log-sum-exp, kept for the backward in the compute precision.
-  const Tensor lse = make_tensor({rows, 2}, input.dtype() == kFloat64 ? kFloat64 : kFloat32, input.device());
-  const double divisor = divisor_for(reduction, *targets);
+  const Tensor lse = make_tensor({shape_numel(loss_shape), 2}, input.dtype() == kFloat64 ? kFloat64 : kFloat32, device);
+  // reduction='mean': its divisor, computed by the forward on the device, read there by the backward
+  const Tensor divisor = reduction == kMean ? make_tensor({1}, kFloat64, device) : Tensor();
   Tensor res = loss_output(reduction, loss_shape, input);
-  cpu::cross_entropy_forward(res, lse, input, *targets, label_smoothing, reduction != kNone, divisor);
+  backend::kernels_for(device).cross_entropy_forward(res, lse, divisor, input, *targets, label_smoothing,
+                                                     reduction != kNone);
   return autograd::record(
       op, res, {input},
-      [x = input, target = target.detach(), weight = weight.defined() ? weight.detach() : Tensor(), ignore_index,
-       targets, lse, reduction, divisor, label_smoothing](const Tensor& g, const std::vector<bool>&) {
+      [x = input, target = target.detach(), weight = weight.defined() ? weight.detach() : Tensor(), cdim = dims.cdim,
+       ignore_index, targets, lse, reduction, divisor, label_smoothing](const Tensor& g, const std::vector<bool>&) {
         if (is_grad_enabled())
           return std::vector<Tensor>{
-              class_loss_grad(g, x, target, weight, targets->cdim, ignore_index, reduction, label_smoothing, true)};
-        const RowGrad rg = row_grad(g, reduction, divisor);
+              class_loss_grad(g, x, target, weight, cdim, ignore_index, reduction, label_smoothing, true)};
         Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
-        cpu::cross_entropy_backward(gx, x, lse, *targets, rg.rows, rg.scale, label_smoothing);
+        backend::kernels_for(x.device())
+            .cross_entropy_backward(gx, x, lse, *targets, device_grad(g, x.device()), reduction == kNone, divisor,
+                                    label_smoothing);
         return std::vector<Tensor>{gx};
       },
       autograd::Differentiable::kTwice);
@@ -183,39 +138,20 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
                 Reduction reduction) {
   const char* op = "nll_loss";
   Shape loss_shape;
-  if (input.defined() && input.device().is_cuda()) {
-    const auto dims = check_class_inputs(op, input, target, weight, ignore_index, loss_shape);
-    const auto targets = device_class_targets(op, *dims, target, weight);
-    const Tensor divisor = reduction == kMean ? make_tensor({1}, kFloat64, input.device()) : Tensor();
-    Tensor res = loss_output(reduction, loss_shape, input);
-    gpu::nll_loss_forward(res, divisor, input, *targets, reduction != kNone);
-    return autograd::record(
-        op, res, {input},
-        [x = input.detach(), target = target.detach(), weight = weight.defined() ? weight.detach() : Tensor(),
-         cdim = dims->cdim, ignore_index, targets, reduction, divisor](const Tensor& g, const std::vector<bool>&) {
-          if (is_grad_enabled())
-            return std::vector<Tensor>{
-                class_loss_grad(g, x, target, weight, cdim, ignore_index, reduction, 0.0, false)};
-          Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
-          gpu::nll_loss_backward(gx, *targets, device_grad(g, x.device()), reduction == kNone, divisor);
-          return std::vector<Tensor>{gx};
-        },
-        autograd::Differentiable::kTwice);
-  }
-  auto targets = check_class_loss(op, input, target, weight, ignore_index, loss_shape);
-  const double divisor = divisor_for(reduction, *targets);
+  const ClassDims dims = check_class_inputs(op, input, target, weight, loss_shape);
+  const auto targets = class_targets(op, dims, input, target, weight, ignore_index);
+  const Tensor divisor = reduction == kMean ? make_tensor({1}, kFloat64, input.device()) : Tensor();
   Tensor res = loss_output(reduction, loss_shape, input);
-  cpu::nll_loss_forward(res, input, *targets, reduction != kNone, divisor);
+  backend::kernels_for(input.device()).nll_loss_forward(res, divisor, input, *targets, reduction != kNone);
   return autograd::record(
       op, res, {input},
       [x = input.detach(), target = target.detach(), weight = weight.defined() ? weight.detach() : Tensor(),
-       ignore_index, targets, reduction, divisor](const Tensor& g, const std::vector<bool>&) {
+       cdim = dims.cdim, ignore_index, targets, reduction, divisor](const Tensor& g, const std::vector<bool>&) {
         if (is_grad_enabled())
-          return std::vector<Tensor>{
-              class_loss_grad(g, x, target, weight, targets->cdim, ignore_index, reduction, 0.0, false)};
-        const RowGrad rg = row_grad(g, reduction, divisor);
+          return std::vector<Tensor>{class_loss_grad(g, x, target, weight, cdim, ignore_index, reduction, 0.0, false)};
         Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
-        cpu::nll_loss_backward(gx, *targets, rg.rows, rg.scale);
+        backend::kernels_for(x.device())
+            .nll_loss_backward(gx, *targets, device_grad(g, x.device()), reduction == kNone, divisor);
         return std::vector<Tensor>{gx};
       },
       autograd::Differentiable::kTwice);

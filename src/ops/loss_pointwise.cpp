@@ -1,9 +1,7 @@
 // Elementwise losses: mse_loss and binary_cross_entropy_with_logits (PyTorch semantics).
 // 'mean' and 'sum' are fused reductions in the backend (backend/cpu/loss_pointwise.h,
 // backend/cuda/loss_pointwise.h), deterministic for any thread count.
-#include "backend/cpu/loss_pointwise.h"
-
-#include "backend/cuda/loss_pointwise.h"
+#include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "ops/pointwise.h"
@@ -60,8 +58,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
     out = op_util::map2(input, target, dt, op, fn::SquaredDifference{});
   } else {
     out = reduced_output(dt, input.device());
-    (input.device().is_cuda() ? gpu::mse_loss_sum : cpu::mse_loss_sum)(out, input, target,
-                                                                       divisor_for(reduction, numel));
+    backend::kernels_for(input.device()).mse_loss_sum(out, input, target, divisor_for(reduction, numel));
   }
   // x and t saved as they are: with create_graph the gradients are recorded as functions of them.
   return autograd::record(
@@ -132,11 +129,10 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   Tensor out;
   if (reduction == kNone) {
     out = make_tensor(input.sizes(), dt, input.device());
-    (input.device().is_cuda() ? gpu::bce_with_logits : cpu::bce_with_logits)(out, input, target, w, pw);
+    backend::kernels_for(input.device()).bce_with_logits(out, input, target, w, pw);
   } else {
     out = reduced_output(dt, input.device());
-    (input.device().is_cuda() ? gpu::bce_with_logits_sum : cpu::bce_with_logits_sum)(out, input, target, w, pw,
-                                                                                     divisor_for(reduction, numel));
+    backend::kernels_for(input.device()).bce_with_logits_sum(out, input, target, w, pw, divisor_for(reduction, numel));
   }
   return autograd::record(
       op, out, {input, target},
@@ -147,7 +143,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
         const Tensor gs = grad_operand(g, reduction, numel, dt);
         Tensor gx = needs[0] ? make_tensor(x.sizes(), dt, x.device()) : Tensor();
         Tensor gt = needs[1] ? make_tensor(x.sizes(), dt, x.device()) : Tensor();
-        (x.device().is_cuda() ? gpu::bce_with_logits_backward : cpu::bce_with_logits_backward)(gx, gt, x, t, w, pw, gs);
+        backend::kernels_for(x.device()).bce_with_logits_backward(gx, gt, x, t, w, pw, gs);
         return std::vector<Tensor>{gx, gt};
       },
       autograd::Differentiable::kTwice);

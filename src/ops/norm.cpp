@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "autograd/nodes.h"
-#include "backend/cuda/norm.h"
+#include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "ops/pointwise.h"
@@ -101,16 +101,12 @@ Tensor record_layer_norm(const Tensor& out, const Tensor& x, const Tensor& xc, c
         const Device dev = xc.device();
         Tensor dx = grad_buffer(needs[0], xc.sizes(), xdt, dev);
         Tensor dw = grad_buffer(needs[1], ns, wdt, dev), db = grad_buffer(needs[2], ns, bdt, dev);
-        if (dev.is_cuda()) {
-          gpu::layer_norm_backward(dx, dw, db, g.contiguous(), xc, mean, rstd, w, M, N);
-        } else {
-          // What x's other consumers sent (a residual stream's gradient), added in
-          // dx's pass: dx is computed in x's own dtype (float32, float64), so the sum
-          // rounds once as the engine's addition would.
-          const bool wide = xdt == kFloat32 || xdt == kFloat64;
-          const Tensor acc = needs[0] && wide ? autograd::detail::take_accumulated_grad(0) : Tensor();
-          cpu::layer_norm_backward(dx, dw, db, g.contiguous(), xc, mean, rstd, w, M, N, acc);
-        }
+        // What x's other consumers sent (a residual stream's gradient), added in dx's
+        // pass: dx is computed in x's own dtype (float32, float64), so the sum rounds once
+        // as the engine's addition would.
+        const bool wide = xdt == kFloat32 || xdt == kFloat64;
+        const Tensor acc = needs[0] && wide ? autograd::detail::take_accumulated_grad(0) : Tensor();
+        backend::kernels_for(dev).layer_norm_backward(dx, dw, db, g.contiguous(), xc, mean, rstd, w, M, N, acc);
         return std::vector<Tensor>{dx, dw, db};
       },
       autograd::Differentiable::kTwice);
@@ -126,8 +122,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor out = make_tensor(x.sizes(), x.dtype(), x.device());
   const DType sdt = stats_dtype(x.dtype());
   Tensor mean = make_tensor({M}, sdt, x.device()), rstd = make_tensor({M}, sdt, x.device());
-  (x.device().is_cuda() ? gpu::layer_norm_forward : cpu::layer_norm_forward)(out, mean, rstd, xc, param(weight),
-                                                                             param(bias), M, N, eps);
+  backend::kernels_for(x.device()).layer_norm_forward(out, mean, rstd, xc, param(weight), param(bias), M, N, eps);
   return record_layer_norm(out, x, xc, mean, rstd, normalized_shape, weight, bias, eps, M, N);
 }
 
@@ -143,7 +138,8 @@ TensorPair add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& 
            " does not broadcast to input of shape ", shape_str(xs), " (the sum must have the input's shape)");
   const DType sdt = result_type(x, residual), ydt = normalized_dtype.value_or(sdt);
   TC_CHECK(is_floating(ydt), op, "expected a floating normalized_dtype, got ", dtype_name(ydt));
-  if (x.device().is_cuda()) {  // the composition: add, layer_norm in float32 (float64), the cast
+  const backend::Kernels& kernels = backend::kernels_for(x.device());
+  if (!kernels.add_layer_norm_forward) {  // the composition: add, layer_norm in float32 (float64), the cast
     const Tensor sum = impl::add(x, residual, 1.0);
     const Tensor y = impl::layer_norm(sum.to(stats_dtype(sdt)), normalized_shape, weight, bias, eps);
     return {sum, y.to(ydt)};
@@ -158,7 +154,8 @@ TensorPair add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& 
   Tensor sum = make_tensor(xs, sdt, x.device()), out = make_tensor(xs, ydt, x.device());
   const DType st = stats_dtype(sdt);
   Tensor mean = make_tensor({M}, st, x.device()), rstd = make_tensor({M}, st, x.device());
-  cpu::add_layer_norm_forward(sum, out, mean, rstd, x.detach().contiguous(), rc, param(weight), param(bias), M, N, eps);
+  kernels.add_layer_norm_forward(sum, out, mean, rstd, x.detach().contiguous(), rc, param(weight), param(bias), M, N,
+                                 eps);
   const Tensor sc = sum.detach();
   sum = op_util::record_add(sum, x, residual, 1.0);
   out = record_layer_norm(out, sum, sc, mean, rstd, normalized_shape, weight, bias, eps, M, N);
@@ -220,9 +217,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   Tensor mean = make_tensor({geo.Ch}, sdt, x.device()), rstd = make_tensor({geo.Ch}, sdt, x.device());
   const Tensor w = param(weight), b = param(bias);
   // The running statistics move in place and untracked (training with buffers only).
-  (x.device().is_cuda() ? gpu::batch_norm_forward : cpu::batch_norm_forward)(
-      out, mean, rstd, xc, w, b, running_mean, running_var, geo, use_batch, training && running_mean.defined(),
-      momentum, eps);
+  backend::kernels_for(x.device())
+      .batch_norm_forward(out, mean, rstd, xc, w, b, running_mean, running_var, geo, use_batch,
+                          training && running_mean.defined(), momentum, eps);
   // x, weight and bias are kept as they are for a backward with create_graph (x costs no
   // memory beyond xc unless it was not contiguous).
   return record(
@@ -239,8 +236,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         const Device dev = xc.device();
         Tensor dx = grad_buffer(needs[0], xc.sizes(), xdt, dev);
         Tensor dw = grad_buffer(needs[1], {geo.Ch}, wdt, dev), db = grad_buffer(needs[2], {geo.Ch}, bdt, dev);
-        (dev.is_cuda() ? gpu::batch_norm_backward : cpu::batch_norm_backward)(dx, dw, db, g.contiguous(), xc, mean,
-                                                                              rstd, w, geo, use_batch);
+        backend::kernels_for(dev).batch_norm_backward(dx, dw, db, g.contiguous(), xc, mean, rstd, w, geo, use_batch);
         return std::vector<Tensor>{dx, dw, db};
       },
       autograd::Differentiable::kTwice);

@@ -1,14 +1,14 @@
 // Internal: utilities for op implementations (namespace tc::op_util): the dtype rules of
 // scalar operands, and map1/map2/map3, which allocate an op's output (keeping a dense
-// permuted layout) and run a scalar formula through the device's elementwise kernels: a
-// functor of backend/pointwise_fns.h on either device, a lambda on the CPU only.
+// permuted layout) and run a functor of backend/pointwise_fns.h through the device's
+// elementwise kernel.
 #pragma once
 #include <algorithm>
 #include <array>
 #include <initializer_list>
 
 #include "backend/cpu/loops.h"
-#include "backend/cuda/pointwise.h"
+#include "backend/kernels.h"
 #include "tensorcast/ops.h"
 
 namespace tc::op_util {
@@ -25,22 +25,13 @@ inline DType float_result_dtype(DType t) { return is_floating(t) ? t : kFloat32;
 // src/core/tensor_impl.h: Tensor::to preserves layouts too.
 
 namespace detail {
-// The device's kernel for f: the CPU loops, or the CUDA kernels of a listed functor
-// (backend/pointwise_fns.h); a lambda or an unlisted functor has no CUDA kernel yet.
+// The device's elementwise kernel for functor f (backend/kernels.h).
 template <int NIn, class F>
 void run_map(const Tensor& out, const std::array<Tensor, NIn>& in, const char* op, F f, bool dbl) {
-  if (out.device().is_cuda()) {
-    if constexpr (gpu::has_pointwise_kernel<F>::value) {
-      if constexpr (NIn == 1) gpu::unary_map(out, in[0], op, f, dbl);
-      if constexpr (NIn == 2) gpu::binary_map(out, in[0], in[1], op, f, dbl);
-      if constexpr (NIn == 3) gpu::ternary_map(out, in[0], in[1], in[2], op, f, dbl);
-      return;
-    }
-    TC_FAIL(op, "no CUDA kernel yet for this op (tensor on ", out.device(), ")");
-  }
-  if constexpr (NIn == 1) cpu::unary_map(out, in[0], op, f);
-  if constexpr (NIn == 2) cpu::binary_map(out, in[0], in[1], op, f, dbl);
-  if constexpr (NIn == 3) cpu::ternary_map(out, in[0], in[1], in[2], op, f, dbl);
+  const auto& kernel = backend::kernels_for(out.device()).template map<F>();
+  if constexpr (NIn == 1) kernel(out, in[0], op, f, dbl);
+  if constexpr (NIn == 2) kernel(out, in[0], in[1], op, f, dbl);
+  if constexpr (NIn == 3) kernel(out, in[0], in[1], in[2], op, f, dbl);
 }
 
 // The memory order shared by `ins` when the first is a permuted dense tensor and every

@@ -1,15 +1,10 @@
 // max_pool2d, avg_pool2d and adaptive_avg_pool2d: checks, output sizes with PyTorch's
-// ceil_mode rule, dispatch (oneDNN pooling for float32 / bfloat16 / float16, direct loops
-// for float64 and for windows oneDNN cannot express) and the autograd formulas, whose
-// results are recorded (differentiable again) when backward runs with create_graph.
-// Channels-last inputs (NHWC memory) give channels-last outputs and input gradients, as
-// PyTorch's channels_last (the direct loops compute NCHW and copy into that layout).
-// CUDA tensors run backend/cuda/pool.cu's kernels (every dtype, any layout, in place).
-#include "backend/cuda/pool.h"
-
-#include "backend/cpu/conv_direct.h"
-#include "backend/cpu/dnnl_plan.h"
-#include "backend/cpu/dnnl_pool.h"
+// ceil_mode rule and the autograd formulas, whose results are recorded (differentiable
+// again) when backward runs with create_graph. The device's kernels (backend/kernels.def)
+// compute; channels-last inputs (NHWC memory) give channels-last outputs and input
+// gradients, as PyTorch's channels_last.
+#include "backend/cpu/dnnl_plan.h"  // is_channels_last
+#include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/conv_common.h"
 #include "ops/impl.h"
@@ -19,15 +14,12 @@ namespace tc::impl {
 
 namespace {
 
-using cpu::PoolKind;
 using cpu::PoolParams;
 
 void check_pool_input(const char* op, const Tensor& x) {
   TC_CHECK(x.defined(), op, "got an undefined tensor");
   TC_CHECK(x.dim() == 4, op, "expected 4-d input (N, C, H, W), got shape ", shape_str(x.sizes()));
   TC_CHECK(is_floating(x.dtype()), op, "expected a floating dtype, got ", dtype_name(x.dtype()));
-  TC_CHECK(x.device().is_cpu() || x.device().is_cuda(), op, "only CPU and CUDA tensors are supported, got ",
-           x.device());
   TC_CHECK(x.numel() > 0, op, "empty input of shape ", shape_str(x.sizes()), " is not supported");
 }
 
@@ -58,14 +50,6 @@ PoolParams pool_params(const char* op, const Tensor& x, const Shape& kernel, con
            "), stride (", p.stride[0], ", ", p.stride[1], "), padding (", p.padding[0], ", ", p.padding[1],
            ") and dilation (", p.dilation[0], ", ", p.dilation[1], ")");
   return p;
-}
-
-// Runs a direct float/double kernel for any floating dtype: 16-bit data goes through
-// float32 and the result rounds once.
-template <class F>
-Tensor via_direct(const Tensor& x, F f) {
-  if (x.dtype() == kFloat32 || x.dtype() == kFloat64) return f(x);
-  return f(x.to(kFloat32)).to(x.dtype());
 }
 
 Tensor grad_as(const Tensor& g, DType dt) { return g.dtype() == dt ? g : g.to(dt); }
@@ -104,57 +88,26 @@ Tensor max_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
   const DType dt = input.dtype();
   const Shape xs = input.sizes();
   const bool cl = cpu::is_channels_last(input);
-  if (input.device().is_cuda()) {
-    Tensor out, idx;
-    {
-      NoGradGuard no_grad;
-      std::tie(out, idx) = gpu::max_pool2d_forward(input, p, cl);
-    }
-    return autograd::record(
-        kOp, out, {input},
-        [idx = idx, xs, dt, p, cl](const Tensor& g, const std::vector<bool>&) {
-          return std::vector<Tensor>{record_linear("max_pool2d_backward",
-                                                   gpu::max_pool2d_backward(grad_as(g, dt), idx, xs, p, cl), g,
-                                                   [idx](const Tensor& gg) { return gather_argmax(gg, idx); })};
-        },
-        autograd::Differentiable::kTwice);
-  }
-  if (dt == kFloat64) {
-    Tensor out, idx;
-    {
-      NoGradGuard no_grad;
-      std::tie(out, idx) = cpu::direct_max_pool2d(input, p);
-      out = cpu::to_activation_layout(out, cl);
-    }
-    return autograd::record(
-        kOp, out, {input},
-        [idx = idx, xs, cl](const Tensor& g, const std::vector<bool>&) {
-          return std::vector<Tensor>{record_linear(
-              "max_pool2d_backward",
-              cpu::to_activation_layout(cpu::direct_max_pool2d_backward(grad_as(g, kFloat64), idx, xs), cl), g,
-              [idx](const Tensor& gg) { return gather_argmax(gg, idx); })};
-        },
-        autograd::Differentiable::kTwice);
-  }
-  cpu::PoolResult r;
+  Tensor out, saved;
   {
     NoGradGuard no_grad;
-    r = cpu::dnnl_pool2d_forward(input, p, PoolKind::Max);
+    std::tie(out, saved) = backend::kernels_for(input.device()).max_pool2d_forward(input, p, cl);
   }
-  // oneDNN's workspace does not give the argmax that the gather of a double backward needs:
-  // with create_graph the direct kernel finds it (and gives the gradient by it, so both
-  // orders take the same element of a tied window). The input is kept for that; it is
-  // usually an activation its producer keeps anyway (relu's output).
+  // With create_graph the gradient is recorded with its adjoint, the gather at the argmax,
+  // which a kernel saving a workspace finds from the input (kept for that: usually an
+  // activation its producer keeps anyway, relu's output). The gradient is then taken by
+  // the same argmax, so both orders take the same element of a tied window.
   return autograd::record(
-      kOp, r.out, {input},
-      [x = input, ws = r.workspace, xs, dt, p, cl](const Tensor& g, const std::vector<bool>&) {
+      kOp, out, {input},
+      [x = input, saved, xs, dt, p, cl](const Tensor& g, const std::vector<bool>&) {
+        const backend::Kernels& kernels = backend::kernels_for(x.device());
         if (!is_grad_enabled())
-          return std::vector<Tensor>{cpu::dnnl_pool2d_backward(grad_as(g, dt), ws, xs, dt, p, PoolKind::Max, cl)};
+          return std::vector<Tensor>{kernels.max_pool2d_backward(grad_as(g, dt), saved, xs, p, cl)};
         Tensor idx, gx;
         {
           NoGradGuard no_grad;
-          idx = cpu::direct_max_pool2d(x.detach().to(kFloat32), p).second;
-          gx = cpu::to_activation_layout(cpu::direct_max_pool2d_backward(g.detach().to(kFloat32), idx, xs), cl).to(dt);
+          idx = kernels.max_pool2d_indices(x.detach(), saved, p);
+          gx = kernels.max_pool2d_backward(grad_as(g.detach(), dt), idx, xs, p, cl);
         }
         return std::vector<Tensor>{
             record_linear("max_pool2d_backward", gx, g, [idx](const Tensor& gg) { return gather_argmax(gg, idx); })};
@@ -169,54 +122,23 @@ Tensor avg_pool2d(const Tensor& input, Shape kernel_size, Shape stride, Shape pa
   const PoolParams p = pool_params(kOp, input, kernel_size, stride, padding, {1, 1}, ceil_mode);
   const DType dt = input.dtype();
   const Shape xs = input.sizes();
-  // PyTorch's divisor with count_include_pad clips a ceil_mode window that overhangs the
-  // padded input; oneDNN always divides by the kernel area there.
-  bool overhang = false;
-  for (int d = 0; d < 2; ++d)
-    overhang |= (p.out[d] - 1) * p.stride[d] - p.padding[d] + p.kernel[d] > xs[2 + d] + p.padding[d];
-  const bool direct = dt == kFloat64 || (count_include_pad && overhang);
-  const PoolKind kind = count_include_pad ? PoolKind::AvgIncludePad : PoolKind::AvgExcludePad;
   const bool cl = cpu::is_channels_last(input);
   // The adjoint of the backward: this pooling again.
   const auto again = [p, ceil_mode, count_include_pad](const Tensor& gg) {
     return impl::avg_pool2d(gg, {p.kernel[0], p.kernel[1]}, {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
                             ceil_mode, count_include_pad);
   };
-  if (input.device().is_cuda()) {
-    Tensor out;
-    {
-      NoGradGuard no_grad;
-      out = gpu::avg_pool2d_forward(input, p, count_include_pad, cl);
-    }
-    return autograd::record(
-        kOp, out, {input},
-        [xs, dt, p, count_include_pad, cl, again](const Tensor& g, const std::vector<bool>&) {
-          return std::vector<Tensor>{record_linear(
-              "avg_pool2d_backward", gpu::avg_pool2d_backward(grad_as(g, dt), xs, p, count_include_pad, cl), g, again)};
-        },
-        autograd::Differentiable::kTwice);
-  }
   Tensor out;
   {
     NoGradGuard no_grad;
-    out = direct
-              ? cpu::to_activation_layout(
-                    via_direct(input, [&](const Tensor& x) { return cpu::direct_avg_pool2d(x, p, count_include_pad); }),
-                    cl)
-              : cpu::dnnl_pool2d_forward(input, p, kind).out;
+    out = backend::kernels_for(input.device()).avg_pool2d_forward(input, p, count_include_pad, cl);
   }
   return autograd::record(
       kOp, out, {input},
-      [xs, dt, p, direct, kind, count_include_pad, cl, again](const Tensor& grad, const std::vector<bool>&) {
-        const Tensor g = grad_as(grad, dt);
-        Tensor gx = direct ? cpu::to_activation_layout(via_direct(g,
-                                                                  [&](const Tensor& gg) {
-                                                                    return cpu::direct_avg_pool2d_backward(
-                                                                        gg, xs, p, count_include_pad);
-                                                                  }),
-                                                       cl)
-                           : cpu::dnnl_pool2d_backward(g, Tensor(), xs, dt, p, kind, cl);
-        return std::vector<Tensor>{record_linear("avg_pool2d_backward", gx, grad, again)};
+      [xs, dt, p, count_include_pad, cl, again](const Tensor& g, const std::vector<bool>&) {
+        const Tensor gx =
+            backend::kernels_for(g.device()).avg_pool2d_backward(grad_as(g, dt), xs, p, count_include_pad, cl);
+        return std::vector<Tensor>{record_linear("avg_pool2d_backward", gx, g, again)};
       },
       autograd::Differentiable::kTwice);
 }
@@ -236,34 +158,16 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
   const Shape xs = input.sizes();
   const bool cl = cpu::is_channels_last(input);
   const auto again = [oh = out[0], ow = out[1]](const Tensor& gg) { return impl::adaptive_avg_pool2d(gg, {oh, ow}); };
-  if (input.device().is_cuda()) {
-    Tensor y;
-    {
-      NoGradGuard no_grad;
-      y = gpu::adaptive_avg_pool2d_forward(input, out[0], out[1], cl);
-    }
-    return autograd::record(
-        kOp, y, {input},
-        [xs, dt, cl, again](const Tensor& g, const std::vector<bool>&) {
-          return std::vector<Tensor>{record_linear(
-              "adaptive_avg_pool2d_backward", gpu::adaptive_avg_pool2d_backward(grad_as(g, dt), xs, cl), g, again)};
-        },
-        autograd::Differentiable::kTwice);
-  }
   Tensor y;
   {
     NoGradGuard no_grad;
-    y = cpu::to_activation_layout(
-        via_direct(input, [&](const Tensor& x) { return cpu::direct_adaptive_avg_pool2d(x, out[0], out[1]); }), cl);
+    y = backend::kernels_for(input.device()).adaptive_avg_pool2d_forward(input, out[0], out[1], cl);
   }
   return autograd::record(
       kOp, y, {input},
-      [xs, dt, cl, again](const Tensor& grad, const std::vector<bool>&) {
-        const Tensor gx = cpu::to_activation_layout(
-            via_direct(grad_as(grad, dt),
-                       [&](const Tensor& g) { return cpu::direct_adaptive_avg_pool2d_backward(g, xs); }),
-            cl);
-        return std::vector<Tensor>{record_linear("adaptive_avg_pool2d_backward", gx, grad, again)};
+      [xs, dt, cl, again](const Tensor& g, const std::vector<bool>&) {
+        const Tensor gx = backend::kernels_for(g.device()).adaptive_avg_pool2d_backward(grad_as(g, dt), xs, cl);
+        return std::vector<Tensor>{record_linear("adaptive_avg_pool2d_backward", gx, g, again)};
       },
       autograd::Differentiable::kTwice);
 }

@@ -3,8 +3,7 @@
 // autograd live here; the loops are in backend/cpu/reduce.cpp and backend/cuda/reduce.cu.
 #include <cmath>
 
-#include "backend/cpu/reduce.h"
-#include "backend/cuda/reduce.h"
+#include "backend/kernels.h"
 #include "ops/impl.h"
 #include "ops/pointwise.h"
 
@@ -70,7 +69,7 @@ Tensor sum_impl(const char* op, const Tensor& x, const std::vector<bool>& mask, 
     out_dtype = kInt64;  // exact integer sums, as torch.sum
   }
   Tensor out = make_tensor(reduced_shape(x, mask, keepdim), out_dtype, x.device());
-  (x.device().is_cuda() ? gpu::sum_kernel : cpu::sum_kernel)(out, x, mask, is_mean ? static_cast<double>(n) : 1.0);
+  backend::kernels_for(x.device()).sum_kernel(out, x, mask, is_mean ? static_cast<double>(n) : 1.0);
   return record(
       op, out, {x},
       [in_shape = x.sizes(), mask, n, is_mean](const Tensor& g, const std::vector<bool>&) {
@@ -88,7 +87,7 @@ Tensor minmax_all(const char* op, const Tensor& x, bool is_max) {
   TC_CHECK(x.numel() > 0, op, "cannot reduce over a zero-size tensor of shape ", shape_str(x.sizes()),
            " (the operation has no identity)");
   Tensor out = make_tensor({}, x.dtype(), x.device());
-  (x.device().is_cuda() ? gpu::minmax_kernel : cpu::minmax_kernel)(out, Tensor(), x, -1, is_max);
+  backend::kernels_for(x.device()).minmax_kernel(out, Tensor(), x, -1, is_max);
   return record(
       op, out, {x},
       [x = x.detach(), out = out.detach()](const Tensor& g, const std::vector<bool>&) {
@@ -118,7 +117,7 @@ std::tuple<Tensor, Tensor> minmax_dim(const char* op, const Tensor& x, int64_t d
   const Shape shape = reduced_shape(x, mask, keepdim);
   Tensor values = make_tensor(shape, x.dtype(), x.device());
   Tensor indices = make_tensor(shape, kInt64, x.device());
-  (x.device().is_cuda() ? gpu::minmax_kernel : cpu::minmax_kernel)(values, indices, x, nd > 0 ? d : -1, is_max);
+  backend::kernels_for(x.device()).minmax_kernel(values, indices, x, nd > 0 ? d : -1, is_max);
   values = record(
       op, values, {x},
       [in_shape = x.sizes(), idx = indices, d, nd, keepdim](const Tensor& g, const std::vector<bool>&) {
@@ -128,7 +127,7 @@ std::tuple<Tensor, Tensor> minmax_dim(const char* op, const Tensor& x, int64_t d
         // recorded product.
         const Tensor src = create_graph ? full(g.sizes(), 1.0, TensorOptions(g.dtype()).device(g.device())) : g;
         Tensor grad = zeros(in_shape, TensorOptions(g.dtype()).device(g.device()));
-        (g.device().is_cuda() ? gpu::scatter_along_dim : cpu::scatter_along_dim)(grad, src.contiguous(), idx, d);
+        backend::kernels_for(g.device()).scatter_along_dim(grad, src.contiguous(), idx, d);
         if (create_graph) grad = impl::mul(grad, keepdim ? g : g.unsqueeze(d));
         return std::vector<Tensor>{grad};
       },
@@ -142,7 +141,7 @@ Tensor arg_impl(const char* op, const Tensor& x, std::optional<int64_t> dim, boo
   TC_CHECK(x.numel() > 0, op, "cannot reduce over a zero-size tensor of shape ", shape_str(x.sizes()),
            " (the operation has no identity)");
   Tensor idx = make_tensor(keepdim ? Shape(static_cast<size_t>(x.dim()), 1) : Shape{}, kInt64, x.device());
-  (x.device().is_cuda() ? gpu::minmax_kernel : cpu::minmax_kernel)(Tensor(), idx, x, -1, is_max);
+  backend::kernels_for(x.device()).minmax_kernel(Tensor(), idx, x, -1, is_max);
   return idx;
 }
 
@@ -181,7 +180,7 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   // The mean in the accumulation dtype, kept for the backward so 16-bit inputs do not
   // see a rounded mean.
   Tensor mean_acc = grad ? make_tensor(shape, float_acc_dtype(x.dtype()), x.device()) : Tensor();
-  (x.device().is_cuda() ? gpu::var_kernel : cpu::var_kernel)(out, mean_acc, x, mask, correction);
+  backend::kernels_for(x.device()).var_kernel(out, mean_acc, x, mask, correction);
   if (!grad) return out;
   return record(
       "var", out, {x},

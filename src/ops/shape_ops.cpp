@@ -1,8 +1,6 @@
 // cat and stack: joining tensors along a dimension, with dtype promotion across inputs;
 // the copy is backend/cpu/shape_ops.cpp. Backward narrows the gradient back.
-#include "backend/cpu/shape_ops.h"
-
-#include "backend/cuda/copy.h"
+#include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "ops/pointwise.h"
@@ -56,12 +54,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     lens[i] = skip[i] ? 0 : tensors[i].size(d);
     start += lens[i];
   }
-  if (out.device().is_cuda()) {  // one converting copy per part into its slice of out
-    for (size_t i = 0; i < tensors.size(); ++i)
-      if (tensors[i].numel() > 0) gpu::copy_into(out.narrow(d, starts[i], tensors[i].size(d)), tensors[i]);
-  } else {
-    cpu::cat_into(out, tensors, starts, d);  // skipped tensors have no elements: nothing to copy
-  }
+  // Skipped tensors have no elements: nothing to copy.
+  backend::kernels_for(out.device()).cat_into(out, tensors, starts, d);
   return autograd::record(
       op, out, tensors,
       [d, starts, lens, skip](const Tensor& g, const std::vector<bool>& needs) {

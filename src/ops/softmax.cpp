@@ -1,11 +1,9 @@
 // softmax and log_softmax along any dim, with their backward formulas; the row kernels
 // are in backend/cpu/softmax.cpp and backend/cuda/softmax.cu.
-#include "backend/cpu/softmax.h"
-
 #include <vector>
 
 #include "autograd/nodes.h"
-#include "backend/cuda/softmax.h"
+#include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "tensorcast/autograd.h"
@@ -33,7 +31,7 @@ Tensor softmax_op(const char* op, const Tensor& x, int64_t dim, bool log) {
   check_softmax_input(op, x);
   const int64_t d = wrap_dim(dim, x.dim(), op);
   Tensor y = make_tensor(x.sizes(), x.dtype(), x.device());
-  (x.device().is_cuda() ? gpu::softmax_forward : cpu::softmax_forward)(y, x, d, log);
+  backend::kernels_for(x.device()).softmax_forward(y, x, d, log);
   return autograd::record(
       op, y, {x},
       [y = y.detach(), d, log](const Tensor& g, const std::vector<bool>&) {
@@ -41,7 +39,7 @@ Tensor softmax_op(const char* op, const Tensor& x, int64_t dim, bool log) {
         if (is_grad_enabled())
           return std::vector<Tensor>{softmax_backward_composite(gy, autograd::detail::saved_output(y), d, log)};
         Tensor gx = make_tensor(y.sizes(), y.dtype(), y.device());
-        (y.device().is_cuda() ? gpu::softmax_backward : cpu::softmax_backward)(gx, gy, y, d, log);
+        backend::kernels_for(y.device()).softmax_backward(gx, gy, y, d, log);
         return std::vector<Tensor>{gx};
       },
       autograd::Differentiable::kTwice);

@@ -7,7 +7,7 @@
 #include "autograd/nodes.h"
 #include "backend/cpu/cast_dense.h"
 #include "backend/cpu/loops.h"
-#include "backend/cuda/copy.h"
+#include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"
 #include "ops/pointwise.h"
@@ -31,12 +31,7 @@ Tensor Tensor::to(DType dt) const {
 
 namespace {
 // dst = src on one device, whichever it is.
-void copy_on_device(const Tensor& dst, const Tensor& src) {
-  if (dst.device().is_cuda())
-    gpu::copy_into(dst, src);
-  else
-    cpu::copy_into(dst, src);
-}
+void copy_on_device(const Tensor& dst, const Tensor& src) { backend::kernels_for(dst.device()).copy_into(dst, src); }
 
 // A dense copy of t on its own device (t itself when already dense).
 Tensor dense(const Tensor& t) {
@@ -50,9 +45,6 @@ Tensor dense(const Tensor& t) {
 Tensor Tensor::to(Device d, bool non_blocking) const {
   TC_CHECK(defined(), "to", "called on an undefined tensor");
   if (device() == d) return *this;
-  TC_CHECK(d.is_cpu() || (d.index >= 0 && d.index < cuda::device_count()), "to", "cannot move a tensor to ", d, ": ",
-           cuda::device_count() == 0 ? cuda::unavailable_reason()
-                                     : std::to_string(cuda::device_count()) + " CUDA device(s) visible");
   profiler::detail::Scope rec("to");
   // A dense tensor (channels-last too) moves as one run of bytes and keeps its layout, as
   // PyTorch's preserve_format; anything else is made contiguous on its own device first.
@@ -64,7 +56,7 @@ Tensor Tensor::to(Device d, bool non_blocking) const {
   if (!src.is_contiguous() && src.numel() > 0)
     out = make_view(make_tensor({src.numel()}, dtype(), d, pinned_out), sizes(),
                     strides_for_order(sizes(), dense_stride_order(src.sizes(), src.strides())), 0);
-  gpu::transfer(out, src, non_blocking);
+  backend::kernels_for(d.is_cpu() ? device() : d).transfer(out, src, non_blocking);
   return record(
       "to", out, {*this},
       [from = device()](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g.to(from)}; },
@@ -126,42 +118,7 @@ void begin_inplace(const Tensor& t, const char* op) {
 
 Tensor& Tensor::fill_(double v) {
   begin_inplace(*this, "fill_");
-  if (device().is_cuda()) {
-    gpu::fill(*this, v);
-    return *this;
-  }
-  double value = v;
-  const Tensor scalar = from_blob(&value, {}, kFloat64);
-  if (!is_contiguous() || numel() == 0) {
-    cpu::copy_into(*this, scalar);
-    return *this;
-  }
-  // Contiguous (zeros, ones, full, gradient buffers): convert the value once, then write
-  // its bytes in parallel; memset for an all-zero pattern.
-  alignas(8) unsigned char pattern[8] = {};
-  const size_t es = element_size(dtype());
-  cpu::copy_into(from_blob(pattern, {}, dtype()), scalar);
-  char* base = static_cast<char*>(raw_data());
-  const bool zero = std::all_of(pattern, pattern + es, [](unsigned char c) { return c == 0; });
-  parallel_for(0, numel(), cpu::kGrainElements * 4, [&](int64_t b, int64_t e) {
-    char* p = base + b * static_cast<int64_t>(es);
-    const size_t n = static_cast<size_t>(e - b);
-    auto fill_as = [&]<class U>() {
-      U u;
-      std::memcpy(&u, pattern, sizeof u);
-      std::fill_n(reinterpret_cast<U*>(p), n, u);
-    };
-    if (zero)
-      std::memset(p, 0, n * es);
-    else if (es == 1)
-      fill_as.template operator()<uint8_t>();
-    else if (es == 2)
-      fill_as.template operator()<uint16_t>();
-    else if (es == 4)
-      fill_as.template operator()<uint32_t>();
-    else
-      fill_as.template operator()<uint64_t>();
-  });
+  backend::kernels_for(device()).fill(*this, v);
   return *this;
 }
 

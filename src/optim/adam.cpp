@@ -100,8 +100,8 @@ void adam_update(const AdamConfig& c, const detail::StateBuffers& b, int64_t ste
   const bool wd = c.weight_decay != 0.0;
   const bool lerp_high = std::fabs(static_cast<float>(1.0 - c.beta1)) >= 0.5f;
   const bool flags[4] = {wd && !c.decoupled, wd && c.decoupled, c.amsgrad, lerp_high};
-  if (args.device.is_cuda())
-    gpu::fused_adam_step(detail::device_step(args, b), make_scalars<float>(c, step), flags);
+  if (const auto& fused_step = backend::kernels_for(args.device).fused_adam_step)
+    fused_step(detail::device_step(args, b), make_scalars<float>(c, step), flags);
   else if (args.weight_dtype == kFloat64)
     run_adam<double>(make_scalars<double>(c, step), args, b, flags);
   else

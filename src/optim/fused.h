@@ -20,7 +20,7 @@
 
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/loops.h"
-#include "backend/cuda/optim.h"
+#include "backend/kernels.h"
 #include "tensorcast/convert.h"
 #include "tensorcast/half.h"
 #include "tensorcast/optim/optimizer.h"
@@ -112,16 +112,16 @@ inline void kahan_write(const float* w, const StepArgs& a, int64_t offset, int64
   store16(c, a.compensation, a.param_dtype, offset, n);
 }
 
-// The step of a CUDA parameter as the device kernels take it (backend/cuda/optim.h): float32
-// weights (the parameter, or a 16-bit parameter's float32 master) and float32 state, the
-// 16-bit parameter rounded to nearest even or stochastically (the CPU's bits). The Pure
-// modes and float64 parameters run on the CPU only so far.
-inline gpu::FusedStep device_step(const StepArgs& a, const StateBuffers& state) {
-  TC_CHECK(a.copy16 == nullptr, "optim", "internal: a 16-bit weight copy to write on CUDA");
-  TC_CHECK(a.weight_dtype == kFloat32 && !a.pure() && a.state_dtype == kFloat32, "optim",
-           "on CUDA the optimizers update float32 parameters and 16-bit ones through float32 master weights; got a ",
-           dtype_name(a.param_dtype), " parameter", a.pure() ? " in a Pure weight-update mode" : "");
-  gpu::FusedStep f;
+// The step of a parameter in device memory as the device kernels take it: the weights
+// (the parameter, or a 16-bit parameter's master) and state, the 16-bit parameter rounded
+// to nearest even or stochastically (the CPU's bits). Each device's kernel checks what it
+// supports (CUDA: float32 weights and state, no Pure modes).
+inline FusedStep device_step(const StepArgs& a, const StateBuffers& state) {
+  FusedStep f;
+  f.weight_dtype = a.weight_dtype;
+  f.state_dtype = a.state_dtype;
+  f.pure = a.pure();
+  f.has_copy16 = a.copy16 != nullptr;
   f.device = a.device;
   f.numel = a.numel;
   f.grad = a.grad;

@@ -64,8 +64,8 @@ void SGD::update(const OptimizerOptions& base, ParamState& state, const detail::
   const detail::StateBuffers b{use_momentum ? state_buffer(state, "momentum_buffer", *args.param, &first).raw_data()
                                             : nullptr};
   const bool flags[4] = {o.weight_decay() != 0.0, use_momentum, first, o.nesterov()};
-  if (args.device.is_cuda())
-    gpu::fused_sgd_step(detail::device_step(args, b), make_scalars<float>(o), flags);
+  if (const auto& fused_step = backend::kernels_for(args.device).fused_sgd_step)
+    fused_step(detail::device_step(args, b), make_scalars<float>(o), flags);
   else if (args.weight_dtype == kFloat64)
     run_sgd<double>(make_scalars<double>(o), args, b, flags);
   else

@@ -178,6 +178,13 @@ void amp_non_finite_check(const std::vector<Tensor>& grads, const Tensor& found_
   check_impl(grads, found_inf, Tensor());
 }
 
+void non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) {
+  if (inv_scale.defined())
+    amp_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
+  else
+    amp_non_finite_check(grads, found_inf);
+}
+
 bool has_non_finite(const Tensor& t) {
   Tensor f = make_tensor({}, kFloat32);
   *f.data_ptr<float>() = 0.0f;

@@ -27,4 +27,7 @@ void amp_non_finite_check(const std::vector<Tensor>& grads, const Tensor& found_
 // True when `t` holds an inf or NaN (used for the overflow report, off the fast path).
 bool has_non_finite(const Tensor& t);
 
+// The kernel of the table (backend/kernels.def): amp_non_finite_check where inv_scale is undefined.
+void non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale);
+
 }  // namespace tc::cpu

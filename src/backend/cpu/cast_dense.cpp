@@ -4,7 +4,7 @@
 #include "backend/cpu/cast_dense.h"
 
 #include "backend/cpu/loops.h"
-#include "backend/cuda/copy.h"
+#include "backend/kernels.h"
 
 namespace tc {
 
@@ -12,7 +12,7 @@ Tensor cast_dense(const Tensor& t, DType dtype) {
   if (!t.defined() || t.dtype() == dtype) return t;
   const Shape order = t.is_contiguous() ? Shape{} : dense_stride_order(t.sizes(), t.strides());
   Tensor out = empty_like_layout(t, dtype);
-  const auto copy = t.device().is_cuda() ? gpu::copy_into : cpu::copy_into;
+  const auto& copy = backend::kernels_for(t.device()).copy_into;
   if (order.empty()) {
     copy(out, t);
   } else {  // both seen in memory order: one contiguous run, the fast conversion path

@@ -422,6 +422,18 @@ Tensor widen_for_gemm(const Tensor& t) {
   return cast_dense(t, kFloat32);
 }
 
+bool matmul_copies_a(const Tensor& a, const Tensor& c) { return copy_transposed_a(a, c); }
+
+bool matmul_widens(const Tensor& a, const Tensor& b, const Tensor& c) {
+  const DType dt = c.dtype();
+  if (!is_reduced_float(a.dtype()) && !is_reduced_float(b.dtype()) && !is_reduced_float(dt)) return false;
+  // Float32 operands of a 16-bit product hold widened 16-bit values (widen_for_gemm).
+  const DType d16 = is_reduced_float(a.dtype()) ? a.dtype() : is_reduced_float(b.dtype()) ? b.dtype() : dt;
+  // kAuto keeps matrix-vector-like products native; an explicit kFloat32 widens them all.
+  return a.dtype() != b.dtype() || (cpu_gemm16_path(d16) == Gemm16::kFloat32 &&
+                                    (get_cpu_gemm16() == Gemm16::kFloat32 || worth_widening(a, b, c)));
+}
+
 size_t matmul_cache_size() { return cache().size(); }
 void clear_matmul_cache() {
   cache().clear();
@@ -454,11 +466,7 @@ bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
   const Tensor mul = cast_dense(mul_in, dt);
   TC_CHECK(dt == kFloat32 || dt == kBFloat16 || dt == kFloat16, op, "expected a floating dtype, got ", dtype_name(dt));
   if (is_reduced_float(a.dtype()) || is_reduced_float(b.dtype()) || is_reduced_float(dt)) {
-    // Float32 operands of a 16-bit product hold widened 16-bit values (widen_for_gemm).
-    const DType d16 = is_reduced_float(a.dtype()) ? a.dtype() : is_reduced_float(b.dtype()) ? b.dtype() : dt;
-    // kAuto keeps matrix-vector-like products native; an explicit kFloat32 widens them all.
-    const bool wide = a.dtype() != b.dtype() || (cpu_gemm16_path(d16) == Gemm16::kFloat32 &&
-                                                 (get_cpu_gemm16() == Gemm16::kFloat32 || worth_widening(a, b, c)));
+    const bool wide = matmul_widens(a, b, c);
     if (!wide && !fuse && !bias.defined() && weight_grad_into(a, b, c)) return true;
     if (!wide && act == Activation::kNone && (plain || dt == kBFloat16) &&
         matmul_amx_into(a, b, bias, c, mul, plain ? nullptr : activation_table(rounded_act, dt)))

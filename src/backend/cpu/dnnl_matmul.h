@@ -35,6 +35,14 @@ bool matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
                  Activation act = Activation::kNone, const Tensor& mul = Tensor(),
                  Activation rounded_act = Activation::kNone);
 
+// Whether a product with 16-bit operands or output runs on the float32 kernel through
+// widened float32 copies of a, b and c: mixed operand dtypes, or 16-bit products on this
+// CPU's float32 path (tensorcast/gemm16.h) where the conversions pay.
+bool matmul_widens(const Tensor& a, const Tensor& b, const Tensor& c);
+// Whether a native 16-bit product reads a row-major copy of a rather than a itself (a
+// large product of a transposed a on AMX, where that is faster).
+bool matmul_copies_a(const Tensor& a, const Tensor& c);
+
 // t widened to float32 when 16-bit products of its dtype run on the float32 kernel (so an
 // operand used by several products is widened once), else t itself.
 Tensor widen_for_gemm(const Tensor& t);

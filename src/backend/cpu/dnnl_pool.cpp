@@ -103,6 +103,17 @@ std::shared_ptr<const Plan> forward_plan(const Shape& xs, DType dt, const PoolPa
 
 }  // namespace
 
+PoolPlanInfo dnnl_pool2d_plan_info(const Shape& xs, DType dt, const PoolParams& p, PoolKind kind, bool cl) {
+  PoolPlanInfo info;
+  auto plan = forward_plan(xs, dt, p, kind, cl);
+  if (!plan) {
+    info.through_float32 = true;
+    plan = forward_plan(xs, kFloat32, p, kind, cl);
+  }
+  if (plan && kind == PoolKind::Max) info.workspace_bytes = static_cast<int64_t>(plan->args[2].user.get_size());
+  return info;
+}
+
 PoolResult dnnl_pool2d_forward(const Tensor& xin, const PoolParams& p, PoolKind kind) {
   const DType dt = xin.dtype();
   const bool cl = is_channels_last(xin);

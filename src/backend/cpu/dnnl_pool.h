@@ -18,6 +18,16 @@ struct PoolResult {
 };
 
 PoolResult dnnl_pool2d_forward(const Tensor& x, const PoolParams& p, PoolKind kind);
+
+// What dnnl_pool2d_forward of an input of these sizes allocates besides its output: whether
+// a 16-bit input goes through float32 copies (no optimized 16-bit kernel here) and the max
+// pooling workspace's bytes. From metadata alone (the meta device plans with it).
+struct PoolPlanInfo {
+  bool through_float32 = false;
+  int64_t workspace_bytes = 0;
+};
+PoolPlanInfo dnnl_pool2d_plan_info(const Shape& input_sizes, DType dtype, const PoolParams& p, PoolKind kind,
+                                   bool channels_last);
 // input_channels_last: the forward input's layout (is_channels_last); grad_out may have any
 // strides; grad_input comes in the forward input's layout.
 Tensor dnnl_pool2d_backward(const Tensor& grad_out, const Tensor& workspace, const Shape& input_sizes, DType dtype,

@@ -227,6 +227,8 @@ void ternary_map(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
 
 // Strided copy with dtype conversion and broadcasting of src to dst's shape.
 void copy_into(const Tensor& dst, const Tensor& src);
+// Every element of t = value, rounded once to t's dtype (fill.cpp).
+void fill(const Tensor& t, double value);
 
 // t itself when contiguous, else a contiguous copy. Unlike Tensor::contiguous it records
 // nothing (no autograd node, no profiler entry): kernels call it on their operands.

@@ -196,4 +196,64 @@ void nll_loss_backward(const Tensor& gx, const ClassTargets& cl, const Tensor& g
   }
 }
 
+// ---- the kernels of the table
+
+namespace {
+const ClassTargets& host_targets(const backend::ClassTargets& t) {
+  return *static_cast<const ClassTargets*>(t.host.get());
+}
+// The divisor of reduction='mean' the forward stored, 1 for the other reductions.
+double stored_divisor(const Tensor& divisor) { return divisor.defined() ? *divisor.data_ptr<double>() : 1.0; }
+}  // namespace
+
+backend::ClassTargets class_targets(const Tensor& target, const Tensor& weight, int64_t cdim, int64_t classes,
+                                    int64_t ignore_index, const char* op) {
+  auto host = std::make_shared<ClassTargets>();
+  host->cdim = cdim;
+  host->classes = classes;
+  host->ignore_index = ignore_index;
+  if (weight.defined()) host->weight = weight.to_vector();
+  read_class_targets(*host, target, op);
+  backend::ClassTargets t;
+  t.cdim = cdim;
+  t.classes = classes;
+  t.ignore_index = ignore_index;
+  t.weight = weight;
+  t.host = std::move(host);
+  return t;
+}
+
+void cross_entropy_forward(const Tensor& out, const Tensor& lse, const Tensor& divisor, const Tensor& input,
+                           const backend::ClassTargets& t, double label_smoothing, bool reduce) {
+  const ClassTargets& h = host_targets(t);
+  const double d = divisor.defined() ? class_weight_sum(h) : 1.0;
+  if (divisor.defined()) *divisor.data_ptr<double>() = d;
+  cross_entropy_forward(out, lse, input, h, label_smoothing, reduce, d);
+}
+
+void cross_entropy_backward(const Tensor& gx, const Tensor& input, const Tensor& lse, const backend::ClassTargets& t,
+                            const Tensor& g, bool per_row, const Tensor& divisor, double label_smoothing) {
+  if (per_row)
+    cross_entropy_backward(gx, input, lse, host_targets(t), g.contiguous(), 0.0, label_smoothing);
+  else
+    cross_entropy_backward(gx, input, lse, host_targets(t), Tensor(), g.item_double() / stored_divisor(divisor),
+                           label_smoothing);
+}
+
+void nll_loss_forward(const Tensor& out, const Tensor& divisor, const Tensor& input, const backend::ClassTargets& t,
+                      bool reduce) {
+  const ClassTargets& h = host_targets(t);
+  const double d = divisor.defined() ? class_weight_sum(h) : 1.0;
+  if (divisor.defined()) *divisor.data_ptr<double>() = d;
+  nll_loss_forward(out, input, h, reduce, d);
+}
+
+void nll_loss_backward(const Tensor& gx, const backend::ClassTargets& t, const Tensor& g, bool per_row,
+                       const Tensor& divisor) {
+  if (per_row)
+    nll_loss_backward(gx, host_targets(t), g.contiguous(), 0.0);
+  else
+    nll_loss_backward(gx, host_targets(t), Tensor(), g.item_double() / stored_divisor(divisor));
+}
+
 }  // namespace tc::cpu

@@ -6,6 +6,7 @@
 #pragma once
 #include <vector>
 
+#include "backend/class_targets.h"
 #include "core/tensor_impl.h"
 
 namespace tc::cpu {
@@ -45,5 +46,20 @@ void nll_loss_forward(const Tensor& out, const Tensor& input, const ClassTargets
 // gx (contiguous, input's shape and dtype) = -weight[target] * g at each row's target,
 // zero elsewhere.
 void nll_loss_backward(const Tensor& gx, const ClassTargets& t, const Tensor& g_rows, double g_scale);
+
+// The kernels of the table (backend/kernels.def): the targets read and checked on the host
+// at once (kept in `host`), the divisor of reduction='mean' a float64 tensor of one element
+// written by the forward and read by the backward, the incoming gradient a tensor (one per
+// row when per_row, else 0-d).
+backend::ClassTargets class_targets(const Tensor& target, const Tensor& weight, int64_t cdim, int64_t classes,
+                                    int64_t ignore_index, const char* op);
+void cross_entropy_forward(const Tensor& out, const Tensor& lse, const Tensor& divisor, const Tensor& input,
+                           const backend::ClassTargets& t, double label_smoothing, bool reduce);
+void cross_entropy_backward(const Tensor& gx, const Tensor& input, const Tensor& lse, const backend::ClassTargets& t,
+                            const Tensor& g, bool per_row, const Tensor& divisor, double label_smoothing);
+void nll_loss_forward(const Tensor& out, const Tensor& divisor, const Tensor& input, const backend::ClassTargets& t,
+                      bool reduce);
+void nll_loss_backward(const Tensor& gx, const backend::ClassTargets& t, const Tensor& g, bool per_row,
+                       const Tensor& divisor);
 
 }  // namespace tc::cpu

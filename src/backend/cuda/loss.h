@@ -1,5 +1,6 @@
 // Internal: the class-index losses on CUDA tensors.
 #pragma once
+#include "backend/class_targets.h"
 #include "tensorcast/tensor.h"
 
 namespace tc::gpu {
@@ -11,13 +12,7 @@ namespace tc::gpu {
 // bounds for 10 classes (found on cuda:0 by an earlier call's kernel)"; meanwhile its row
 // counts as ignored (loss 0, no gradient, not in the divisor), so no kernel reads outside
 // the input.
-struct ClassTargets {
-  int64_t cdim = 0;  // the class dim of the input (1, or 0 for unbatched (C))
-  int64_t classes = 0;
-  int64_t ignore_index = -100;
-  Tensor target;  // contiguous int64, one per row (row-major over the non-class dims)
-  Tensor weight;  // contiguous float64, one per class; undefined: all ones
-};
+using ClassTargets = backend::ClassTargets;
 
 // The targets of `op` (int64 or int32, any layout, on a CUDA device) and class weights
 // (undefined, or any floating dtype, moved to the targets' device) as ClassTargets: the

@@ -93,8 +93,8 @@ void ternary_map(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
 #define TC_INSTANTIATE_TERNARY(F)                                                                                  \
   template void ternary_map<fn::F>(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const char*, fn::F, \
                                    bool);
-TC_CUDA_UNARY_FNS(TC_INSTANTIATE_UNARY)
-TC_CUDA_BINARY_FNS(TC_INSTANTIATE_BINARY)
-TC_CUDA_TERNARY_FNS(TC_INSTANTIATE_TERNARY)
+TC_UNARY_FNS(TC_INSTANTIATE_UNARY)
+TC_BINARY_FNS(TC_INSTANTIATE_BINARY)
+TC_TERNARY_FNS(TC_INSTANTIATE_TERNARY)
 
 }  // namespace tc::gpu

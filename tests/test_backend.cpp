@@ -1,0 +1,103 @@
+// The backend interface (src/backend/kernels.h): the ops reach a device only through its
+// kernel table, a kernel a device lacks is a named error before anything reads the
+// tensor's memory, and the CPU registers every kernel.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/kernels.h"
+#include "backend/registry.h"
+#include "common/testing.h"
+#include "tensorcast/tensorcast.h"
+
+namespace tc {
+namespace {
+
+// Whether this build compiled a backend in for the device type (the registry's names).
+bool has_backend(const char* name) {
+  const std::string names = backend::registry().backend_names();
+  return names.find(name) != std::string::npos;
+}
+
+TEST(Backend, AKernelTheDeviceLacksIsANamedError) {
+  backend::Kernels k;
+  k.set_device("meta");
+  EXPECT_FALSE(static_cast<bool>(k.softmax_forward));
+  const Tensor x = ones({2, 3});
+  EXPECT_TRUE(testing::throws_with([&] { k.softmax_forward(x, x, 1, false); },
+                                   {"[softmax_forward]", "no kernel for meta tensors", "cpu"}));
+  EXPECT_TRUE(testing::throws_with([&] { k.map<fn::Exp>()(x, x, "exp", fn::Exp{}, false); },
+                                   {"[elementwise Exp]", "no kernel for meta tensors"}));
+  EXPECT_EQ(x.to_vector(), std::vector<double>(6, 1.0));
+}
+
+// The CPU is the reference backend: every kernel of kernels.def and every elementwise
+// functor, but transfer (registered by the device on the other side of a copy) and the
+// steps that keep the scaler's and optimizers' state in device memory.
+TEST(Backend, TheCpuRegistersEveryKernel) {
+  const backend::Kernels& k = backend::kernels_for(Device(kCPU));
+  const std::set<std::string> device_only = {"transfer", "amp_update_scale_", "fused_sgd_step", "fused_adam_step"};
+  std::vector<std::string> missing;
+#define TC_KERNEL(name, ret, params) \
+  if (!k.name && !device_only.contains(#name)) missing.push_back(#name);
+#include "backend/kernels.def"
+#undef TC_KERNEL
+#define TC_CHECK_MAP(F) \
+  if (!k.map<fn::F>()) missing.push_back(#F);
+  TC_UNARY_FNS(TC_CHECK_MAP)
+  TC_BINARY_FNS(TC_CHECK_MAP)
+  TC_TERNARY_FNS(TC_CHECK_MAP)
+#undef TC_CHECK_MAP
+  std::string names;
+  for (const std::string& m : missing) names += m + " ";
+  EXPECT_TRUE(missing.empty()) << names;
+  EXPECT_FALSE(static_cast<bool>(k.transfer));
+  EXPECT_FALSE(static_cast<bool>(k.fused_adam_step));
+}
+
+// Where the CUDA backend is compiled in, it has a kernel for every elementwise functor (a
+// functor missing there would fail only on a GPU, at run time) and every kernel but the
+// ones a front end composes without (listed here).
+TEST(Backend, TheCudaBackendRegistersEveryFunctor) {
+  if (!has_backend("cuda")) GTEST_SKIP() << "this build has no CUDA backend";
+  const backend::Kernels& k = backend::kernels_for(Device(kCUDA, 0));
+  const std::set<std::string> composed = {"add_layer_norm_forward",    "weight_and_bias_grads", "activation_value",
+                                          "activation_and_derivative", "sdpa_forward",          "sdpa_backward",
+                                          "sdpa_forward_bf16",         "sdpa_backward_bf16"};
+  std::vector<std::string> missing;
+#define TC_KERNEL(name, ret, params) \
+  if (!k.name && !composed.contains(#name)) missing.push_back(#name);
+#include "backend/kernels.def"
+#undef TC_KERNEL
+#define TC_CHECK_MAP(F) \
+  if (!k.map<fn::F>()) missing.push_back(#F);
+  TC_UNARY_FNS(TC_CHECK_MAP)
+  TC_BINARY_FNS(TC_CHECK_MAP)
+  TC_TERNARY_FNS(TC_CHECK_MAP)
+#undef TC_CHECK_MAP
+  std::string names;
+  for (const std::string& m : missing) names += m + " ";
+  EXPECT_TRUE(missing.empty()) << names;
+  EXPECT_FALSE(static_cast<bool>(k.sdpa_forward));  // the front end runs the products
+}
+
+// A tensor on a device no backend of this build runs (host memory labelled cuda:0 through
+// from_blob) reaches no kernel: each op's first kernel call says so, naming the kernel, and
+// the memory is never read or written.
+TEST(Backend, ADeviceWithoutABackendIsRefusedByItsKernels) {
+  if (has_backend("cuda")) GTEST_SKIP() << "this build has a CUDA backend";
+  std::vector<float> host(6, 1.0f);
+  const Tensor x = from_blob(host.data(), {2, 3}, TensorOptions(Device(kCUDA, 0)));
+  const std::string why = "no backend of this build runs tensors on this device (backends: cpu)";
+  EXPECT_TRUE(testing::throws_with([&] { (void)softmax(x, -1); }, {"[softmax_forward] " + why}));
+  EXPECT_TRUE(testing::throws_with([&] { (void)exp(x); }, {"[elementwise Exp] " + why}));
+  EXPECT_TRUE(testing::throws_with([&] { (void)sum(x); }, {"[sum_kernel] " + why}));
+  EXPECT_TRUE(testing::throws_with([&] { (void)matmul(x, x.t()); }, {"[matmul_into] " + why}));
+  EXPECT_TRUE(testing::throws_with([&] { (void)Tensor(x).fill_(2.0); }, {"[fill] " + why}));
+  EXPECT_EQ(host, std::vector<float>(6, 1.0f));
+}
+
+}  // namespace
+}  // namespace tc
