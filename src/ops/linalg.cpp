@@ -277,11 +277,18 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 
 namespace {
 
-cpu::Activation parse_activation(const char* op, std::string_view activation) {
-  if (activation == "relu") return cpu::Activation::kRelu;
-  if (activation == "gelu") return cpu::Activation::kGelu;
-  if (activation == "gelu_tanh") return cpu::Activation::kGeluTanh;
-  TC_FAIL(op, "activation must be \"relu\", \"gelu\" or \"gelu_tanh\", got \"", activation, "\"");
+// The public activation as the backend's, whose enum also has kNone (no post-op). A value
+// outside the enum (a cast integer) is refused here, before any kernel sees it.
+cpu::Activation backend_activation(const char* op, Activation activation) {
+  switch (activation) {
+    case Activation::kRelu:
+      return cpu::Activation::kRelu;
+    case Activation::kGelu:
+      return cpu::Activation::kGelu;
+    case Activation::kGeluTanh:
+      return cpu::Activation::kGeluTanh;
+  }
+  TC_FAIL(op, "activation must be Activation::kRelu, kGelu or kGeluTanh, got the value ", static_cast<int>(activation));
 }
 
 // The activation as its own (recorded) op.
@@ -299,9 +306,9 @@ Tensor apply(cpu::Activation act, const Tensor& h) {
 // share of the GEMM at gpt's shape), which gives the training forward's bits, rounded twice as PyTorch's
 // linear then gelu: by the AMX kernel's epilogue as it writes each block (no pass of its
 // own), else in place after the product.
-Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor& bias, std::string_view activation) {
+Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor& bias, Activation activation) {
   const char* op = "linear_activation";
-  const cpu::Activation act = parse_activation(op, activation);
+  const cpu::Activation act = backend_activation(op, activation);
   check_linear(op, input, weight, bias);
   if (input.device().is_cuda() || autograd::will_record({input, weight, bias}))
     return apply(act, impl::linear(input, weight, bias));
@@ -327,9 +334,9 @@ Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor
 // It saves x, d, y and the weights, as the composition saves x, h and y. d is rounded to
 // h's dtype (a 16-bit gradient differs from the composition's by its rounding order).
 Tensor mlp(const Tensor& input, const Tensor& fc_weight, const Tensor& fc_bias, const Tensor& proj_weight,
-           const Tensor& proj_bias, std::string_view activation) {
+           const Tensor& proj_bias, Activation activation) {
   const char* op = "mlp";
-  const cpu::Activation act = parse_activation(op, activation);
+  const cpu::Activation act = backend_activation(op, activation);
   check_linear(op, input, fc_weight, fc_bias);
   TC_CHECK(proj_weight.defined() && proj_weight.dim() == 2 && proj_weight.size(1) == fc_weight.size(0), op,
            "expected a 2-D proj_weight (out_features, ", fc_weight.size(0), ") for fc_weight ",
