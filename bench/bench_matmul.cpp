@@ -197,8 +197,8 @@ void BM_tc_mlp_block(benchmark::State& state) {
   for (auto _ : state) {
     for (int fused = 0; fused < 2; ++fused) {
       const auto t0 = std::chrono::steady_clock::now();
-      const tc::Tensor y =
-          fused ? tc::mlp(x, w1, b1, w2, b2, "gelu") : tc::linear(tc::gelu(tc::linear(x, w1, b1)), w2, b2);
+      const tc::Tensor y = fused ? tc::mlp(x, w1, b1, w2, b2, tc::Activation::kGelu)
+                                 : tc::linear(tc::gelu(tc::linear(x, w1, b1)), w2, b2);
       y.backward(g);
       ms[fused].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       for (const tc::Tensor* p : {&x, &w1, &b1, &w2, &b2}) p->set_grad(tc::Tensor());

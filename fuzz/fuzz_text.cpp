@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!refused) fuzz::broken("get(size()) was not refused");
   });
   fuzz::refused_or_ok([&] {
-    const tcli::TaskData t = tcli::load_task_data("gpt", path, 0);
+    const tcli::TaskData t = tcli::load_task_data(tcli::ModelKind::kGpt, path, 0);
     t.train->get(t.train->size() - 1);
     t.test->get(0);
   });

@@ -33,28 +33,38 @@ TEST(Backend, AKernelTheDeviceLacksIsANamedError) {
   EXPECT_EQ(x.to_vector(), std::vector<double>(6, 1.0));
 }
 
+// The kernels (by name) and elementwise functors a table lacks, but the ones in `absent`.
+std::string missing_kernels(const backend::Kernels& k, const std::set<std::string>& absent) {
+  std::string missing;
+#define TC_KERNEL(name, ret, params) \
+  if (!k.name && !absent.contains(#name)) missing += #name " ";
+#include "backend/kernels.def"
+#undef TC_KERNEL
+#define TC_CHECK_MAP(F) \
+  if (!k.map<fn::F>()) missing += #F " ";
+  TC_UNARY_FNS(TC_CHECK_MAP)
+  TC_BINARY_FNS(TC_CHECK_MAP)
+  TC_TERNARY_FNS(TC_CHECK_MAP)
+#undef TC_CHECK_MAP
+  return missing;
+}
+
 // The CPU is the reference backend: every kernel of kernels.def and every elementwise
 // functor, but transfer (registered by the device on the other side of a copy) and the
 // steps that keep the scaler's and optimizers' state in device memory.
 TEST(Backend, TheCpuRegistersEveryKernel) {
   const backend::Kernels& k = backend::kernels_for(Device(kCPU));
-  const std::set<std::string> device_only = {"transfer", "amp_update_scale_", "fused_sgd_step", "fused_adam_step"};
-  std::vector<std::string> missing;
-#define TC_KERNEL(name, ret, params) \
-  if (!k.name && !device_only.contains(#name)) missing.push_back(#name);
-#include "backend/kernels.def"
-#undef TC_KERNEL
-#define TC_CHECK_MAP(F) \
-  if (!k.map<fn::F>()) missing.push_back(#F);
-  TC_UNARY_FNS(TC_CHECK_MAP)
-  TC_BINARY_FNS(TC_CHECK_MAP)
-  TC_TERNARY_FNS(TC_CHECK_MAP)
-#undef TC_CHECK_MAP
-  std::string names;
-  for (const std::string& m : missing) names += m + " ";
-  EXPECT_TRUE(missing.empty()) << names;
+  EXPECT_EQ(missing_kernels(k, {"transfer", "amp_update_scale_", "fused_sgd_step", "fused_adam_step"}), "");
   EXPECT_FALSE(static_cast<bool>(k.transfer));
   EXPECT_FALSE(static_cast<bool>(k.fused_adam_step));
+}
+
+// The meta device runs every op: every kernel but the two fused ones whose composition
+// allocates the same (the CPU's AMX weight-and-bias gradient, the bf16 attention backward,
+// which runs only after its forward, declined on meta).
+TEST(Backend, TheMetaDeviceRegistersEveryKernel) {
+  const backend::Kernels& k = backend::kernels_for(Device(kMeta));
+  EXPECT_EQ(missing_kernels(k, {"weight_and_bias_grads", "sdpa_backward_bf16"}), "");
 }
 
 // Where the CUDA backend is compiled in, it has a kernel for every elementwise functor (a
@@ -63,23 +73,10 @@ TEST(Backend, TheCpuRegistersEveryKernel) {
 TEST(Backend, TheCudaBackendRegistersEveryFunctor) {
   if (!has_backend("cuda")) GTEST_SKIP() << "this build has no CUDA backend";
   const backend::Kernels& k = backend::kernels_for(Device(kCUDA, 0));
-  const std::set<std::string> composed = {"add_layer_norm_forward",    "weight_and_bias_grads", "activation_value",
-                                          "activation_and_derivative", "sdpa_forward",          "sdpa_backward",
-                                          "sdpa_forward_bf16",         "sdpa_backward_bf16"};
-  std::vector<std::string> missing;
-#define TC_KERNEL(name, ret, params) \
-  if (!k.name && !composed.contains(#name)) missing.push_back(#name);
-#include "backend/kernels.def"
-#undef TC_KERNEL
-#define TC_CHECK_MAP(F) \
-  if (!k.map<fn::F>()) missing.push_back(#F);
-  TC_UNARY_FNS(TC_CHECK_MAP)
-  TC_BINARY_FNS(TC_CHECK_MAP)
-  TC_TERNARY_FNS(TC_CHECK_MAP)
-#undef TC_CHECK_MAP
-  std::string names;
-  for (const std::string& m : missing) names += m + " ";
-  EXPECT_TRUE(missing.empty()) << names;
+  EXPECT_EQ(missing_kernels(
+                k, {"add_layer_norm_forward", "weight_and_bias_grads", "activation_value", "activation_and_derivative",
+                    "sdpa_forward", "sdpa_backward", "sdpa_forward_bf16", "sdpa_backward_bf16"}),
+            "");
   EXPECT_FALSE(static_cast<bool>(k.sdpa_forward));  // the front end runs the products
 }
 
@@ -90,7 +87,7 @@ TEST(Backend, ADeviceWithoutABackendIsRefusedByItsKernels) {
   if (has_backend("cuda")) GTEST_SKIP() << "this build has a CUDA backend";
   std::vector<float> host(6, 1.0f);
   const Tensor x = from_blob(host.data(), {2, 3}, TensorOptions(Device(kCUDA, 0)));
-  const std::string why = "no backend of this build runs tensors on this device (backends: cpu)";
+  const std::string why = "no backend of this build runs tensors on this device (backends: cpu, meta)";
   EXPECT_TRUE(testing::throws_with([&] { (void)softmax(x, -1); }, {"[softmax_forward] " + why}));
   EXPECT_TRUE(testing::throws_with([&] { (void)exp(x); }, {"[elementwise Exp] " + why}));
   EXPECT_TRUE(testing::throws_with([&] { (void)sum(x); }, {"[sum_kernel] " + why}));

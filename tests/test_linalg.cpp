@@ -778,9 +778,11 @@ void expect_exact_error(const std::function<void()>& f, const std::string& messa
 
 // ---- linear_activation ------------------------------------------------------------------
 
-Tensor composed(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& act) {
+constexpr Activation kActivations[] = {Activation::kRelu, Activation::kGelu, Activation::kGeluTanh};
+
+Tensor composed(const Tensor& x, const Tensor& w, const Tensor& b, Activation act) {
   const Tensor h = linear(x, w, b);
-  return act == "relu" ? relu(h) : gelu(h, act == "gelu" ? "none" : "tanh");
+  return act == Activation::kRelu ? relu(h) : gelu(h, act == Activation::kGelu ? "none" : "tanh");
 }
 
 TEST(LinearActivation, WithoutAGraphItIsOnePass) {
@@ -794,8 +796,8 @@ TEST(LinearActivation, WithoutAGraphItIsOnePass) {
   for (Gemm16 mode : {Gemm16::kNative, Gemm16::kFloat32}) {
     if (mode == Gemm16::kNative && !cpu::native_matmul(kBFloat16)) continue;
     Gemm16Mode m(mode);
-    for (const std::string act : {"relu", "gelu", "gelu_tanh"}) {
-      SCOPED_TRACE(act + " on the " + std::string(gemm16_name(mode)) + " kernel");
+    for (const Activation act : kActivations) {
+      SCOPED_TRACE(activation_name(act) + std::string(" on the ") + std::string(gemm16_name(mode)) + " kernel");
       const Tensor x = x32.to(kBFloat16), w = w32.to(kBFloat16), b = b32.to(kBFloat16);
       profiler::Profile prof;
       const Tensor y = linear_activation(x, w, b, act);
@@ -821,8 +823,8 @@ TEST(LinearActivation, WithoutAGraphItIsOnePass) {
 TEST(LinearActivation, WithAGraphItIsTheComposition) {
   // Recorded, the op is activation(linear(...)): values and every gradient bit-identical.
   for (DType dt : {kFloat32, kBFloat16}) {
-    for (const std::string act : {"relu", "gelu", "gelu_tanh"}) {
-      SCOPED_TRACE(act + " " + std::string(dtype_name(dt)));
+    for (const Activation act : kActivations) {
+      SCOPED_TRACE(activation_name(act) + std::string(" ") + std::string(dtype_name(dt)));
       auto leaves = [&] {
         return std::vector<Tensor>{uniform({3, 5, 24}, dt, -2, 2, 311).requires_grad_(),
                                    uniform({40, 24}, dt, -0.5, 0.5, 312).requires_grad_(),
@@ -841,11 +843,11 @@ TEST(LinearActivation, WithAGraphItIsTheComposition) {
 
 TEST(LinearActivation, Errors) {
   const Tensor x = zeros({2, 4}), w = zeros({3, 4});
-  expect_exact_error([&] { linear_activation(x, w, Tensor(), "tanh"); },
-                     "[linear_activation] activation must be \"relu\", \"gelu\" or \"gelu_tanh\", got \"tanh\"");
+  expect_exact_error([&] { linear_activation(x, w, Tensor(), static_cast<Activation>(7)); },
+                     "[linear_activation] activation must be Activation::kRelu, kGelu or kGeluTanh, got the value 7");
   expect_exact_error(
       [&] {
-        linear_activation(x, zeros({3, 5}), Tensor(), "relu");
+        linear_activation(x, zeros({3, 5}), Tensor(), Activation::kRelu);
       },
       "[linear_activation] shapes (2, 4) and (3, 5) cannot be multiplied");
 }
@@ -881,7 +883,7 @@ TEST(MatmulEpilogue, MultiplyByATensorIsOneGemm) {
   });
 }
 
-Tensor composed_mlp(const std::vector<Tensor>& p, const std::string& act) {
+Tensor composed_mlp(const std::vector<Tensor>& p, Activation act) {
   return linear(composed(p[0], p[1], p[2], act), p[3], p[4]);
 }
 
@@ -891,8 +893,8 @@ TEST(Mlp, RecordedMatchesTheFloat64Composition) {
   // float32 and each 16-bit dtype on each of its kernels, at sizes oneDNN's GEMMs run (not
   // the matrix-vector kernel). Dropping the act' factor fails every input's gradient but w2's.
   for_each_gemm_kernel([](DType dt, Gemm16) {
-    for (const std::string act : {"relu", "gelu", "gelu_tanh"}) {
-      SCOPED_TRACE(act);
+    for (const Activation act : kActivations) {
+      SCOPED_TRACE(activation_name(act));
       const std::vector<Tensor> init{uniform({4, 16, 24}, dt, -2, 2, 411), uniform({40, 24}, dt, -0.5, 0.5, 412),
                                      uniform({40}, dt, -1, 1, 413), uniform({16, 40}, dt, -0.5, 0.5, 414),
                                      uniform({16}, dt, -1, 1, 415)};
@@ -930,7 +932,7 @@ TEST(Mlp, TrainingIsOneNodeWithoutAnActivationPass) {
   for (Tensor& t : p) t.requires_grad_();
   const Tensor g = uniform({rows, out}, kBFloat16, -1, 1, 426);
   profiler::Profile prof;
-  mlp(p[0], p[1], p[2], p[3], p[4], "gelu").backward(g);
+  mlp(p[0], p[1], p[2], p[3], p[4], Activation::kGelu).backward(g);
   prof.stop();
   std::map<std::string, profiler::OpStat> stats;
   for (const profiler::OpStat& st : prof.key_averages()) stats[st.name] = st;
@@ -945,8 +947,8 @@ TEST(Mlp, TrainingIsOneNodeWithoutAnActivationPass) {
 
 TEST(Mlp, WithoutAGraphItIsLinearActivationThenLinear) {
   for (DType dt : {kFloat32, kBFloat16})
-    for (const std::string act : {"relu", "gelu", "gelu_tanh"}) {
-      SCOPED_TRACE(act + " " + std::string(dtype_name(dt)));
+    for (const Activation act : kActivations) {
+      SCOPED_TRACE(activation_name(act) + std::string(" ") + std::string(dtype_name(dt)));
       const Tensor x = uniform({3, 20, 24}, dt, -2, 2, 431), w1 = uniform({40, 24}, dt, -0.5, 0.5, 432),
                    b1 = uniform({40}, dt, -1, 1, 433), w2 = uniform({16, 40}, dt, -0.5, 0.5, 434);
       EXPECT_TRUE(testing::equal(mlp(x, w1, b1, w2, Tensor(), act), linear(linear_activation(x, w1, b1, act), w2)));
@@ -955,16 +957,16 @@ TEST(Mlp, WithoutAGraphItIsLinearActivationThenLinear) {
 
 TEST(Mlp, Errors) {
   const Tensor x = zeros({2, 4}), w1 = zeros({3, 4}), w2 = zeros({5, 3});
-  expect_exact_error([&] { mlp(x, w1, Tensor(), w2, Tensor(), "silu"); },
-                     "[mlp] activation must be \"relu\", \"gelu\" or \"gelu_tanh\", got \"silu\"");
+  expect_exact_error([&] { mlp(x, w1, Tensor(), w2, Tensor(), static_cast<Activation>(3)); },
+                     "[mlp] activation must be Activation::kRelu, kGelu or kGeluTanh, got the value 3");
   expect_exact_error(
       [&] {
-        mlp(x, w1, Tensor(), zeros({5, 4}), Tensor(), "gelu");
+        mlp(x, w1, Tensor(), zeros({5, 4}), Tensor(), Activation::kGelu);
       },
       "[mlp] expected a 2-D proj_weight (out_features, 3) for fc_weight (3, 4), got (5, 4)");
-  expect_exact_error([&] { mlp(x, w1, Tensor(), w2.to(kBFloat16), Tensor(), "gelu"); },
+  expect_exact_error([&] { mlp(x, w1, Tensor(), w2.to(kBFloat16), Tensor(), Activation::kGelu); },
                      "[mlp] expected both inputs to have the same dtype, got float32 and bfloat16");
-  expect_exact_error([&] { mlp(x, w1, Tensor(), w2, zeros({3}), "gelu"); },
+  expect_exact_error([&] { mlp(x, w1, Tensor(), w2, zeros({3}), Activation::kGelu); },
                      "[mlp] expected bias of shape (5,), got (3,)");
 }
 

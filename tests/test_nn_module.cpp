@@ -3,7 +3,10 @@
 // determinism), train/eval, to(dtype), state_dict round trips and errors, holders,
 // and clip_grad_norm_ (alone and between GradScaler::unscale_ and step).
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "common/testing.h"
@@ -429,17 +432,20 @@ TEST(NNModule, BatchNormBatchCountIsExactAndSaturates) {
   EXPECT_EQ(count.data_ptr<int64_t>()[0], std::numeric_limits<int64_t>::max());
 }
 
-TEST(NNModule, SequentialRunsLinearAndGeluAsOneOpWithTheSameBits) {
-  // Linear then GELU run as linear_activation where it gives the pair's bits (16-bit
-  // products: under autocast, or of bfloat16 input), with and without a graph (recorded:
-  // the composition, the same gradients); the profile shows which ran. 512 rows: the AMX kernel's epilogue looks the
-  // GELU up where the CPU has AMX and the weights' tiles are kept (the later forward passes).
-  tc::manual_seed(31);
-  nn::Sequential model(nn::Linear(64, 96), nn::GELU(), nn::Linear(96, 64),
-                       nn::GELU(nn::GELUOptions().approximate("tanh")), nn::Linear(64, 8));
-  auto modules_one_by_one = [&](const Tensor& x) {  // forward with a callback runs them so
-    return model->forward(x, [](size_t, const Tensor& y) { return y; });
+TEST(NNModule, FusedSequentialGivesItsModulesBits) {
+  // fuse_linear_activation gives each Linear the GELU after it, and the Linear runs
+  // linear_activation where that gives the pair's bits (16-bit products: under autocast,
+  // or of bfloat16 input), with and without a graph (recorded: the composition, the same
+  // gradients); the profile shows which ran. The same Sequential unfused runs its modules
+  // one by one. 512 rows: the AMX kernel's epilogue looks the GELU up where the CPU has AMX
+  // and the weights' tiles are kept (the later forward passes).
+  auto make = [] {
+    tc::manual_seed(31);
+    return nn::Sequential(nn::Linear(64, 96), nn::GELU(), nn::Linear(96, 64),
+                          nn::GELU(nn::GELUOptions().approximate("tanh")), nn::Linear(64, 8));
   };
+  nn::Sequential model = make(), unfused = make();
+  EXPECT_EQ(nn::fuse_linear_activation(*model), 2u);
   auto ran = [](const std::function<Tensor()>& f, Tensor* out) {
     tc::profiler::Profile prof;
     *out = f();
@@ -447,6 +453,9 @@ TEST(NNModule, SequentialRunsLinearAndGeluAsOneOpWithTheSameBits) {
     std::map<std::string, int64_t> calls;
     for (const tc::profiler::OpStat& st : prof.key_averages()) calls[st.name] = st.calls;
     return calls;
+  };
+  auto count = [](const std::map<std::string, int64_t>& calls, const std::string& op) {
+    return calls.count(op) ? calls.at(op) : 0;
   };
   const Tensor x = uniform({512, 64}, kFloat32, -2, 2, 32);
   for (bool grad : {false, true})
@@ -456,29 +465,119 @@ TEST(NNModule, SequentialRunsLinearAndGeluAsOneOpWithTheSameBits) {
       if (!grad) no_grad.emplace();
       std::optional<tc::amp::AutocastGuard> autocast;
       if (mode == 1) autocast.emplace(tc::kCPU, tc::kBFloat16);
-      if (mode == 2) model->to(tc::kBFloat16);
+      if (mode == 2) {
+        model->to(tc::kBFloat16);
+        unfused->to(tc::kBFloat16);
+      }
       const Tensor in = mode == 2 ? x.to(tc::kBFloat16) : x;
       for (int pass = 0; pass < 3; ++pass) {
         Tensor fused, separate;
         const auto calls = ran([&] { return model->forward(in); }, &fused);
-        ran([&] { return modules_one_by_one(in); }, &separate);
+        const auto separate_calls = ran([&] { return unfused->forward(in); }, &separate);
         EXPECT_TRUE(tc::testing::bits_equal(fused, separate)) << "pass " << pass;
         if (grad) {  // recorded, the op is the composition: the same gradients
           std::vector<Tensor> grads[2];
           for (int which = 0; which < 2; ++which) {
-            model->zero_grad();
+            nn::SequentialImpl& m = which == 0 ? *model : *unfused;
+            m.zero_grad();
             (which == 0 ? fused : separate).to(tc::kFloat32).sum().backward();
-            for (const Tensor& p : model->parameters()) grads[which].push_back(p.grad().clone());
+            for (const Tensor& p : m.parameters()) grads[which].push_back(p.grad().clone());
           }
           for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_TRUE(tc::testing::bits_equal(grads[0][i], grads[1][i]));
         }
         const bool one_op = mode != 0;
-        EXPECT_EQ(calls.count("linear_activation") ? calls.at("linear_activation") : 0, one_op ? 2 : 0);
-        EXPECT_EQ(calls.count("gelu") ? calls.at("gelu") : 0, one_op ? 0 : 2);
+        EXPECT_EQ(count(calls, "linear_activation"), one_op ? 2 : 0);
+        EXPECT_EQ(count(calls, "gelu"), one_op ? 0 : 2);
+        EXPECT_EQ(count(separate_calls, "linear_activation"), 0);  // Sequential fuses nothing by itself
+        EXPECT_EQ(count(separate_calls, "gelu"), 2);
       }
-      if (mode == 2) model->to(tc::kFloat32);
+      if (mode == 2) {
+        model->to(tc::kFloat32);
+        unfused->to(tc::kFloat32);
+      }
     }
   // Input of the wrong width or dtype: Linear's own errors.
   expect_error([&] { model->forward(uniform({4, 63}, kFloat32, -1, 1, 33)); }, {"Linear(64, 96) expects input"});
   expect_error([&] { model->forward(uniform({4, 64}, tc::kBFloat16, -1, 1, 34)); }, {"[linear]"});
+}
+
+// ---- fusing a Linear with its activation
+
+namespace {
+
+// The names of the ops f runs (their profiler records).
+std::set<std::string> ops_run(const std::function<void()>& f) {
+  profiler::Profile prof;
+  f();
+  prof.stop();
+  std::set<std::string> names;
+  for (const profiler::OpStat& st : prof.key_averages()) names.insert(st.name);
+  return names;
+}
+
+}  // namespace
+
+// A Linear with an activation gives the bits of Linear then the activation module, in
+// float32 and bfloat16, under autocast or not, recorded or not; it runs the fused op
+// exactly where that gives the same bits (a GELU of a 16-bit product).
+TEST(LinearWithActivation, EqualsTheTwoLayersBitForBit) {
+  for (const Activation act : {Activation::kRelu, Activation::kGelu, Activation::kGeluTanh})
+    for (const DType dt : {kFloat32, kBFloat16})
+      for (const bool autocast : {false, true})
+        for (const bool record : {false, true}) {
+          SCOPED_TRACE(std::string(activation_name(act)) + " " + std::string(dtype_name(dt)) +
+                       (autocast ? " autocast" : "") + (record ? " recorded" : ""));
+          nn::Linear fused(nn::LinearOptions(48, 96).activation(act)), plain(48, 96);
+          plain->load_state_dict(fused->state_dict());
+          fused->to(dt);
+          plain->to(dt);
+          nn::ReLU relu;
+          nn::GELU gelu(nn::GELUOptions().approximate(act == Activation::kGeluTanh ? "tanh" : "none"));
+          const Tensor x = uniform({64, 48}, dt, -2, 2, 501);
+          amp::AutocastGuard guard(kCPU, kBFloat16, autocast);
+          std::optional<NoGradGuard> no_grad;
+          if (!record) no_grad.emplace();
+          Tensor y, want;
+          const std::set<std::string> ops = ops_run([&] { y = fused->forward(x); });
+          want = act == Activation::kRelu ? relu->forward(plain->forward(x)) : gelu->forward(plain->forward(x));
+          EXPECT_TRUE(tc::testing::bits_equal(y, want));
+          const bool fusable = act != Activation::kRelu && (autocast || dt == kBFloat16);
+          EXPECT_EQ(ops.count("linear_activation"), fusable ? 1u : 0u);
+          EXPECT_EQ(ops.count("linear"), fusable ? 0u : 1u);
+        }
+}
+
+// Sequential runs each module as it is; fuse_linear_activation folds each ReLU and GELU
+// into the Linear before it, keeping the other modules' names and the same results.
+TEST(Sequential, FusesALinearAndItsActivationOnlyWhenAsked) {
+  manual_seed(5);
+  nn::Sequential net(nn::Linear(24, 40), nn::GELU(), nn::Linear(40, 40), nn::ReLU(), nn::Flatten(), nn::Linear(40, 8),
+                     nn::GELU(nn::GELUOptions().approximate("tanh")));
+  net->to(kBFloat16);
+  const Tensor x = uniform({32, 24}, kBFloat16, -2, 2, 502);
+  NoGradGuard no_grad;
+  Tensor before, after;
+  const std::set<std::string> unfused = ops_run([&] { before = net->forward(x); });
+  EXPECT_EQ(unfused.count("linear_activation"), 0u);
+  EXPECT_EQ(unfused.count("gelu"), 1u);
+  const StateDict weights = net->state_dict();
+
+  EXPECT_EQ(nn::fuse_linear_activation(*net), 3u);
+  std::vector<std::string> names;
+  for (const auto& [name, module] : net->named_children()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"0", "2", "4", "5"}));
+  EXPECT_EQ(net->size(), 4u);
+  EXPECT_EQ(net->at<nn::LinearImpl>(0)->options.activation(), Activation::kGelu);
+  EXPECT_EQ(net->at<nn::LinearImpl>(1)->options.activation(), Activation::kRelu);
+  EXPECT_EQ(net->at<nn::LinearImpl>(3)->options.activation(), Activation::kGeluTanh);
+  std::ostringstream repr;
+  repr << *net->ptr(0);
+  EXPECT_EQ(repr.str(), "Linear(in_features=24, out_features=40, bias=true, activation=gelu)");
+  EXPECT_TRUE(tc::testing::dicts_equal(net->state_dict(), weights));
+
+  const std::set<std::string> fused = ops_run([&] { after = net->forward(x); });
+  EXPECT_EQ(fused.count("linear_activation"), 1u);
+  EXPECT_EQ(fused.count("gelu"), 0u);
+  EXPECT_TRUE(tc::testing::bits_equal(after, before));
+  EXPECT_EQ(nn::fuse_linear_activation(*net), 0u);  // nothing left to fuse
 }

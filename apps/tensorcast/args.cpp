@@ -66,12 +66,18 @@ void ArgParser::string(const std::string& name, std::string* out, const std::str
 
 void ArgParser::choice(const std::string& name, std::string* out, std::vector<std::string> choices,
                        const std::string& help) {
+  indexed_choice(
+      name, choices, [out, choices](size_t i) { *out = choices[i]; }, help);
+}
+
+void ArgParser::indexed_choice(const std::string& name, std::vector<std::string> choices,
+                               std::function<void(size_t)> set, const std::string& help) {
   std::string list;
   for (size_t i = 0; i < choices.size(); ++i) list += (i ? "|" : "") + choices[i];
-  specs_.push_back({name, list, help, true, [name, out, choices, list](const std::string& v) {
-                      for (const auto& c : choices)
-                        if (c == v) {
-                          *out = v;
+  specs_.push_back({name, list, help, true, [name, choices, list, set](const std::string& v) {
+                      for (size_t i = 0; i < choices.size(); ++i)
+                        if (choices[i] == v) {
+                          set(i);
                           return;
                         }
                       throw UsageError(name + " expects one of " + list + ", got " + quoted(v));

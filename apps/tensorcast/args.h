@@ -15,6 +15,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tcli {
@@ -31,6 +32,16 @@ class ArgParser {
   void flag(const std::string& name, bool* out, const std::string& help);
   void string(const std::string& name, std::string* out, const std::string& metavar, const std::string& help);
   void choice(const std::string& name, std::string* out, std::vector<std::string> choices, const std::string& help);
+  // A choice stored as an enum: `choices` pairs each accepted text with its value
+  // (settings.h's setting_choices).
+  template <class E>
+  void choice(const std::string& name, E* out, const std::vector<std::pair<std::string, E>>& choices,
+              const std::string& help) {
+    std::vector<std::string> texts;
+    for (const auto& c : choices) texts.push_back(c.first);
+    indexed_choice(
+        name, std::move(texts), [out, choices](size_t i) { *out = choices[i].second; }, help);
+  }
   void positive_int(const std::string& name, int64_t* out, const std::string& metavar, const std::string& help,
                     int64_t max = std::numeric_limits<int64_t>::max());
   void nonnegative_int(const std::string& name, int64_t* out, const std::string& metavar, const std::string& help);
@@ -54,6 +65,9 @@ class ArgParser {
     std::function<void(const std::string&)> set;  // throws UsageError
   };
   const Spec* find(const std::string& name) const;
+  // A flag whose value must be one of `choices`; set(i) takes the index of the one given.
+  void indexed_choice(const std::string& name, std::vector<std::string> choices, std::function<void(size_t)> set,
+                      const std::string& help);
 
   std::string command_, summary_, epilog_;
   std::vector<Spec> specs_;

@@ -33,7 +33,6 @@ BenchResult run_bench(const BenchConfig& cfg) {
   // A plan is of a CPU run (the meta device follows the CPU's autocast state).
   const Precision prec = resolve_precision(cfg.precision, cfg.meta ? tc::Device(tc::kCPU) : device);
   const bool use_scaler = prec.compute == tc::kFloat16 && cfg.scaler && !cfg.inference && !cfg.meta;
-  const tc::DeviceType autocast_device = cfg.meta ? tc::kCPU : device.type;
   auto counted = [&] { return tc::memory_stats(device).current_bytes; };
   const int64_t before_model = counted();
   tc::manual_seed(0);
@@ -70,8 +69,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
   auto one = [&] {
     if (cfg.inference) {
       tc::NoGradGuard no_grad;
-      tc::amp::AutocastGuard autocast(autocast_device, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
-                                      prec.compute != tc::kFloat32);
+      const AutocastRegion autocast(prec, device);
       tc::Tensor logits = model.forward(batch.data);
       if (!cfg.meta) (void)logits.sum().item<double>();  // make sure the work is done (CPU: it is; GPUs: a sync)
       return;
@@ -79,8 +77,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
     optimizer.zero_grad(true);
     tc::Tensor loss;
     {
-      tc::amp::AutocastGuard autocast(autocast_device, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
-                                      prec.compute != tc::kFloat32);
+      const AutocastRegion autocast(prec, device);
       loss = model_loss(model, model.forward(batch.data), batch.target);
     }
     scaler.scale(loss).backward();
@@ -135,10 +132,10 @@ BenchResult run_bench(const BenchConfig& cfg) {
     r.profile = prof.key_averages();
     r.profile_table = prof.table(40, cfg.steps);
   }
-  r.model = cfg.model;
+  r.model = setting_name(cfg.model);
   r.description = model.description;
   r.size = cfg.size;
-  r.precision = prec.name;
+  r.precision = prec.name();
   r.device = cfg.device;
   r.batch_size = cfg.batch_size;
   r.steps = cfg.steps;
@@ -320,8 +317,9 @@ int cmd_bench(int argc, char** argv) {
       "bench",
       "Times training steps (forward, backward, GradScaler, AdamW) or, with --inference, forward passes\n"
       "of a model on a synthetic batch: warm-up steps, then the median of --steps, and the peak tensor memory.");
-  p.choice("--model", &c.model, {"cnn", "mlp", "mlp-large", "gpt"}, "model (default cnn)");
-  p.choice("--precision", &c.precision, {"auto", "fp32", "bf16", "fp16"}, "compute precision (default auto)");
+  p.choice("--model", &c.model, setting_choices<ModelKind>(), "model (default cnn)");
+  p.choice("--precision", &c.precision, setting_choices<PrecisionChoice>({PrecisionChoice::kBf16Pure}),
+           "compute precision (default auto)");
   p.string("--device", &c.device, "D", "cpu (default), cuda or cuda:N");
   p.positive_int("--batch-size", &c.batch_size, "B", "batch size (default 128)");
   p.positive_int("--width", &c.size.width, "W",

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "settings.h"
+
 namespace tcli {
 
 struct Model {
@@ -47,14 +49,13 @@ struct ModelSize {
   bool is_default() const { return width == 0 && layers == 0 && context == 0 && vocab == 0; }
 };
 
-const std::vector<std::string>& model_names();  // cnn, mlp, mlp-large, gpt
-Model build_model(const std::string& name, const ModelSize& size = {});
+Model build_model(ModelKind kind, const ModelSize& size = {});
 
 // Cross-entropy of the model's logits (flattening (B,T,V) for the language model).
 tc::Tensor model_loss(const Model& model, const tc::Tensor& logits, const tc::Tensor& target);
 
 // A random batch of the model's input shape and targets, for benchmarks.
-tc::data::Example synthetic_batch(const std::string& name, int64_t batch_size, const ModelSize& size = {});
+tc::data::Example synthetic_batch(ModelKind kind, int64_t batch_size, const ModelSize& size = {});
 
 inline constexpr int64_t kGptContext = 128;
 

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "bench.h"
 #include "commands.h"
 #include "json.h"
+#include "settings.h"
 
 namespace tcli {
 
@@ -32,12 +34,15 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-std::vector<std::string> precisions(const std::string& flag) {
-  std::vector<std::string> out = split_list(flag);
-  if (out.empty()) throw UsageError("--precision expects a list of fp32, bf16, fp16, got '" + flag + "'");
-  for (const std::string& p : out)
-    if (p != "fp32" && p != "bf16" && p != "fp16")
-      throw UsageError("--precision expects a comma-separated list of fp32, bf16 and fp16, got '" + p + "'");
+std::vector<PrecisionChoice> precisions(const std::string& flag) {
+  std::vector<PrecisionChoice> out;
+  for (const std::string& item : split_list(flag)) {
+    const std::optional<PrecisionChoice> p = parse_setting<PrecisionChoice>(item);
+    if (!p || *p == PrecisionChoice::kAuto || *p == PrecisionChoice::kBf16Pure)
+      throw UsageError("--precision expects a comma-separated list of fp32, bf16 and fp16, got '" + item + "'");
+    out.push_back(*p);
+  }
+  if (out.empty()) throw UsageError("--precision expects a comma-separated list of fp32, bf16 and fp16, got ''");
   return out;
 }
 
@@ -77,7 +82,7 @@ std::string plan_json(const BenchConfig& c, const std::vector<PlanRow>& rows) {
     list += (list.empty() ? "" : ", ") + o.str();
   }
   JsonObject o;
-  o.add("model", c.model)
+  o.add("model", setting_name(c.model))
       .add("batch_size", c.batch_size)
       .add("inference", c.inference)
       .add_raw("plans", "[" + list + "]");
@@ -129,7 +134,7 @@ int cmd_plan(int argc, char** argv) {
               "or, with --inference, a forward pass, per precision, and what it is made of: planned on the\n"
               "meta device (shapes without storage), so nothing is computed or allocated. With --memory-budget,\n"
               "the largest batch size whose step fits each budget.");
-  p.choice("--model", &c.model, {"cnn", "mlp", "mlp-large", "gpt"}, "model (default cnn)");
+  p.choice("--model", &c.model, setting_choices<ModelKind>(), "model (default cnn)");
   p.string("--precision", &precision_list, "LIST", "comma-separated fp32, bf16, fp16 (default all three)");
   p.positive_int("--batch-size", &c.batch_size, "B", "batch size (default 64)");
   p.positive_int("--width", &c.size.width, "W", "mlp-large or gpt: width (as tensorcast bench)", 1 << 20);
@@ -149,7 +154,7 @@ int cmd_plan(int argc, char** argv) {
       "--memory-budget 24576,40960,81920\n"
       "  tensorcast plan --model cnn --precision bf16 --measure --json\n");
   if (!p.parse(argc, argv, 2)) return 0;
-  const std::vector<std::string> precs = precisions(precision_list);
+  const std::vector<PrecisionChoice> precs = precisions(precision_list);
   if (p.given("--memory-budget") && (p.given("--batch-size") || measure))
     throw UsageError("--memory-budget finds the batch size itself; it does not combine with --batch-size or --measure");
   if (p.given("--max-batch-size") && !p.given("--memory-budget"))
@@ -161,8 +166,9 @@ int cmd_plan(int argc, char** argv) {
   if (!budgets.empty()) {
     std::string list;
     if (!json)
-      std::printf("%s: the largest batch size within each budget of peak tensor memory (planned)\n", c.model.c_str());
-    for (const std::string& prec : precs) {
+      std::printf("%s: the largest batch size within each budget of peak tensor memory (planned)\n",
+                  setting_name(c.model).c_str());
+    for (PrecisionChoice prec : precs) {
       c.precision = prec;
       for (double budget : budgets) {
         const MemoryBudgetResult m =
@@ -171,19 +177,19 @@ int cmd_plan(int argc, char** argv) {
           list += (list.empty() ? "" : ", ") + memory_budget_json(m);
           continue;
         }
-        std::printf("  %-5s %10.0f MiB: batch %lld (peak %.1f MiB)%s\n", prec.c_str(), budget,
+        std::printf("  %-5s %10.0f MiB: batch %lld (peak %.1f MiB)%s\n", setting_name(prec).c_str(), budget,
                     static_cast<long long>(m.max_batch_size), mib(m.peak_memory_bytes),
                     m.capped ? ", the --max-batch-size cap: the maximum may be larger" : "");
       }
     }
-    if (json) std::printf("{\"model\": \"%s\", \"budgets\": [%s]}\n", c.model.c_str(), list.c_str());
+    if (json) std::printf("{\"model\": \"%s\", \"budgets\": [%s]}\n", setting_name(c.model).c_str(), list.c_str());
     return 0;
   }
 
   std::vector<PlanRow> rows;
-  for (const std::string& prec : precs) {
+  for (PrecisionChoice prec : precs) {
     c.precision = prec;
-    PlanRow row{prec, run_bench(c)};
+    PlanRow row{setting_name(prec), run_bench(c)};
     if (measure) {
       BenchConfig cpu = c;
       cpu.meta = false;

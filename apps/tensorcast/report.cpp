@@ -31,7 +31,8 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Run {
-  std::string label, precision;
+  std::string label;
+  PrecisionChoice precision = PrecisionChoice::kFp32;
   bool scaler = true;
   TrainResult result;
   BenchResult inference;
@@ -220,13 +221,14 @@ void write_svg(const fs::path& dir, const std::string& name, const std::string& 
 }  // namespace
 
 int cmd_report(int argc, char** argv) {
-  std::string model = "cnn", data, out = "report", device = "cpu";
+  ModelKind model_kind = ModelKind::kCnn;
+  std::string data, out = "report", device = "cpu";
   int64_t epochs = 1, max_steps = 0, batch = 128, seed = 0, threads = 0, bench_steps = 10;
   ArgParser p("report",
               "Trains one model from one seed in fp32, bf16, fp16 with a GradScaler and fp16 without one,\n"
               "benchmarks forward passes, and writes DIR/report.md with SVG plots: loss curves, the loss scale\n"
               "with skipped steps, gradient zeros (underflow), time per step, peak memory and test accuracy.");
-  p.choice("--model", &model, {"cnn", "mlp", "mlp-large", "gpt"}, "model (default cnn)");
+  p.choice("--model", &model_kind, setting_choices<ModelKind>(), "model (default cnn)");
   p.string("--data", &data, "PATH", "dataset directory (or text file for gpt); default as for train");
   p.string("--device", &device, "D", "cpu (default), cuda or cuda:N: where every run trains and is benchmarked");
   p.positive_int("--epochs", &epochs, "N", "epochs per run (default 1)");
@@ -238,6 +240,7 @@ int cmd_report(int argc, char** argv) {
   p.string("--out", &out, "DIR", "output directory (default ./report; created)");
   p.epilog("example:\n  tensorcast report --model cnn --epochs 1 --out docs/report\n");
   if (!p.parse(argc, argv, 2)) return 0;
+  const std::string model = setting_name(model_kind);
   if (threads > 0) tc::set_num_threads(static_cast<int>(threads));
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_directory(out, ec))
@@ -248,22 +251,23 @@ int cmd_report(int argc, char** argv) {
   resolve_device(device);  // before the first run prints anything
   if (parse_only) return 0;
 
-  std::vector<Run> runs = {{"fp32", "fp32", true, {}, {}, {}},
-                           {"bf16", "bf16", true, {}, {}, {}},
-                           {"fp16 + GradScaler", "fp16", true, {}, {}, {}},
-                           {"fp16, no scaler", "fp16", false, {}, {}, {}}};
-  std::vector<Run> small = {{"fp32", "fp32", true, {}, {}, {}},
-                            {"fp16 + GradScaler", "fp16", true, {}, {}, {}},
-                            {"fp16, no scaler", "fp16", false, {}, {}, {}}};
+  using P = PrecisionChoice;
+  std::vector<Run> runs = {{"fp32", P::kFp32, true, {}, {}, {}},
+                           {"bf16", P::kBf16, true, {}, {}, {}},
+                           {"fp16 + GradScaler", P::kFp16, true, {}, {}, {}},
+                           {"fp16, no scaler", P::kFp16, false, {}, {}, {}}};
+  std::vector<Run> small = {{"fp32", P::kFp32, true, {}, {}, {}},
+                            {"fp16 + GradScaler", P::kFp16, true, {}, {}, {}},
+                            {"fp16, no scaler", P::kFp16, false, {}, {}, {}}};
   const size_t total_runs = runs.size() + small.size();
   auto config_for = [&](const Run& r) {  // what every run shares: same data, model, seed
     TrainConfig c;
-    c.model = model;
+    c.model = model_kind;
     c.data = data;
     c.device = device;
     c.precision = r.precision;
     c.scaler = r.scaler;
-    c.on_nonfinite = "continue";  // the report shows what each precision does, overflows included
+    c.on_nonfinite = OnNonfinite::kContinue;  // the report shows what each precision does, overflows included
     c.epochs = epochs;
     c.max_steps = max_steps;
     c.batch_size = batch;
@@ -283,7 +287,7 @@ int cmd_report(int argc, char** argv) {
     r.result = run_training(c);
     r.events = read_run_events(c.tensorboard_dir);
     BenchConfig bc;
-    bc.model = model;
+    bc.model = model_kind;
     bc.device = device;
     bc.precision = r.precision;
     bc.batch_size = batch;
@@ -304,7 +308,7 @@ int cmd_report(int argc, char** argv) {
     auto& r = small[i];
     TrainConfig c = config_for(r);
     c.loss_weight = kSmallLossWeight;
-    c.numerics_report = r.precision == "fp16";
+    c.numerics_report = r.precision == P::kFp16;
     c.numerics_every = 2;  // short report runs still get samples; these runs' timings are not reported
     std::printf("[%zu/%zu] training %s in %s, loss x %g ...\n", runs.size() + i + 1, total_runs, model.c_str(),
                 r.label.c_str(), kSmallLossWeight);
@@ -464,7 +468,8 @@ int cmd_report(int argc, char** argv) {
   md += std::string("## ") + (lm ? "Held-out loss" : "Test accuracy") + "\n\n![accuracy](accuracy.svg)\n";
   write_file_atomic(dir / "report.md", md);
   for (const auto& r : runs) {
-    std::string name = r.precision + (r.scaler || r.precision != "fp16" ? "" : "-noscaler");
+    std::string name =
+        setting_name(r.precision) + (r.scaler || r.precision != PrecisionChoice::kFp16 ? "" : "-noscaler");
     write_file_atomic(dir / ("summary-" + name + ".json"), summary_json(r.result));
   }
   std::printf(

@@ -73,16 +73,16 @@ TaskData text(const std::string& path) {
 
 }  // namespace
 
-std::string default_data_path(const std::string& model) {
-  if (model == "gpt") return "/usr/share/common-licenses/GPL-3";
-  if (model == "mlp-large") return "";
+std::string default_data_path(ModelKind model) {
+  if (model == ModelKind::kGpt) return "/usr/share/common-licenses/GPL-3";
+  if (model == ModelKind::kMlpLarge) return "";
   return "/usr/share/datasets/fashion-mnist";
 }
 
-TaskData load_task_data(const std::string& model, const std::string& data, uint64_t seed) {
+TaskData load_task_data(ModelKind model, const std::string& data, uint64_t seed) {
   const std::string path = data.empty() ? default_data_path(model) : data;
-  if (model == "mlp-large") return synthetic_task(seed);
-  if (model == "gpt") return text(path);
+  if (model == ModelKind::kMlpLarge) return synthetic_task(seed);
+  if (model == ModelKind::kGpt) return text(path);
   return fashion_mnist(path);
 }
 

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "settings.h"
+
 namespace tcli {
 
 struct TaskData {
@@ -16,7 +18,7 @@ struct TaskData {
 
 // `data` empty: the model's default (Fashion-MNIST's Debian location, the GPL-3 text for gpt).
 // Problems throw tc::Error with one line saying what is wrong and what to do.
-TaskData load_task_data(const std::string& model, const std::string& data, uint64_t seed);
-std::string default_data_path(const std::string& model);
+TaskData load_task_data(ModelKind model, const std::string& data, uint64_t seed);
+std::string default_data_path(ModelKind model);
 
 }  // namespace tcli

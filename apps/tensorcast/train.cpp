@@ -15,9 +15,13 @@ namespace tcli {
 
 int cmd_train(int argc, char** argv) {
   TrainConfig c;
-  std::string model = "cnn", precision = "auto", device = "cpu", lr_schedule = "cosine", data, checkpoint, resume,
-              metrics, summary;
-  std::string on_nonfinite = "stop", optimizer = "adamw", weight_update = "kahan", tensorboard, numerics_json;
+  ModelKind model = ModelKind::kCnn;
+  PrecisionChoice precision = PrecisionChoice::kAuto;
+  LrSchedule lr_schedule = LrSchedule::kCosine;
+  OnNonfinite on_nonfinite = OnNonfinite::kStop;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  WeightUpdate weight_update = WeightUpdate::kKahan;
+  std::string device = "cpu", data, checkpoint, resume, metrics, summary, tensorboard, numerics_json;
   int64_t epochs = 2, batch = 128, seed = 0, threads = 0, max_steps = 0, ck_every = 0, log_every = 10;
   int64_t numerics_every = 10;
   double lr = 1e-3, loss_weight = 1.0, dist_timeout = 300, bucket_mib = 25;
@@ -26,31 +30,31 @@ int cmd_train(int argc, char** argv) {
   ArgParser p("train",
               "Trains a model with automatic mixed precision (autocast + GradScaler + AdamW) and evaluates it\n"
               "after every epoch. With no flags: the CNN on Fashion-MNIST, --precision auto, 2 epochs.");
-  p.choice("--model", &model, {"cnn", "mlp", "mlp-large", "gpt"}, "model (default cnn)");
+  p.choice("--model", &model, setting_choices<ModelKind>(), "model (default cnn)");
   p.string("--data", &data, "PATH",
            "Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist); a text file for gpt");
-  p.choice("--precision", &precision, {"auto", "fp32", "bf16", "fp16", "bf16-pure"},
+  p.choice("--precision", &precision, setting_choices<PrecisionChoice>(),
            "compute precision (default auto: bf16 on CPUs with native bf16, else fp32); bf16-pure: bf16 weights "
            "and optimizer state, no fp32 master copy");
   p.string("--device", &device, "D",
            "cpu (default), cuda or cuda:N: where the model trains; on a GPU, --precision auto is bf16 (fp16 with "
            "a GradScaler before compute capability 8.0)");
-  p.choice("--weight-update", &weight_update, {"kahan", "nearest", "stochastic"},
+  p.choice("--weight-update", &weight_update, setting_choices<WeightUpdate>(),
            "bf16-pure: round each update to nearest with Kahan compensation (default), to nearest, or "
            "stochastically");
   p.flag("--no-scaler", &no_scaler, "fp16 without a GradScaler (shows gradient underflow)");
-  p.choice("--on-nonfinite", &on_nonfinite, {"stop", "skip", "continue"},
+  p.choice("--on-nonfinite", &on_nonfinite, setting_choices<OnNonfinite>(),
            "inf/NaN loss or gradients without a GradScaler: stop (default), skip the step, continue");
   p.positive_int("--epochs", &epochs, "N", "passes over the training set (default 2)");
   p.positive_int("--batch-size", &batch, "B", "examples per step (default 128)");
-  p.choice("--optimizer", &optimizer, {"adamw", "sgd"},
+  p.choice("--optimizer", &optimizer, setting_choices<OptimizerKind>(),
            "adamw (weight decay 0, the default) or sgd (momentum 0.9: gradients are not normalized, so fp16 "
            "underflow shows)");
   p.positive_double("--lr", &lr, "LR", "learning rate (default 1e-3 for adamw, 0.05 for sgd)");
   p.positive_double("--loss-weight", &loss_weight, "W",
                     "minimize loss x W (default 1): every gradient scales by W, as with an auxiliary-loss weight or "
                     "1/K gradient accumulation; small W shows fp16 underflow even under AdamW");
-  p.choice("--lr-schedule", &lr_schedule, {"cosine", "constant"},
+  p.choice("--lr-schedule", &lr_schedule, setting_choices<LrSchedule>(),
            "cosine: decay to 0 over the --epochs (default); constant: --lr throughout");
   p.nonnegative_int("--seed", &seed, "S", "seed of initialization, shuffling and synthetic data (default 0)");
   p.positive_int("--threads", &threads, "T", "CPU threads (default: the cores this process may use)", tc::kMaxThreads);
@@ -90,7 +94,7 @@ int cmd_train(int argc, char** argv) {
   if (p.given("--checkpoint-every") && checkpoint.empty())
     throw UsageError("--checkpoint-every needs --checkpoint DIR (where to save)");
 
-  if (p.given("--weight-update") && precision != "bf16-pure")
+  if (p.given("--weight-update") && precision != PrecisionChoice::kBf16Pure)
     throw UsageError("--weight-update applies to --precision bf16-pure only");
   for (const char* f : {"--model", "--precision", "--batch-size", "--seed", "--lr", "--lr-schedule", "--no-scaler",
                         "--data", "--weight-update", "--optimizer", "--loss-weight"})
@@ -104,7 +108,7 @@ int cmd_train(int argc, char** argv) {
   c.batch_size = batch;
   c.optimizer = optimizer;
   c.loss_weight = loss_weight;
-  c.lr = p.given("--lr") || optimizer != "sgd" ? lr : 0.05;
+  c.lr = p.given("--lr") || optimizer != OptimizerKind::kSgd ? lr : 0.05;
   c.lr_schedule = lr_schedule;
   c.seed = static_cast<uint64_t>(seed);
   c.max_steps = max_steps;

@@ -41,27 +41,34 @@ namespace tcli {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-Precision resolve_precision(const std::string& flag, tc::Device device) {
-  if (flag == "fp32") return {"fp32", tc::kFloat32, ""};
-  if (flag == "bf16") return {"bf16", tc::kBFloat16, ""};
-  if (flag == "fp16") return {"fp16", tc::kFloat16, ""};
-  if (flag == "bf16-pure") return {"bf16-pure", tc::kBFloat16, "", /*pure=*/true};
-  if (flag != "auto")
-    throw tc::Error("[cli] unknown precision '" + flag + "' (use auto, fp32, bf16, fp16 or bf16-pure)");
+Precision resolve_precision(PrecisionChoice choice, tc::Device device) {
+  using P = PrecisionChoice;
+  switch (choice) {
+    case P::kFp32:
+      return {P::kFp32, tc::kFloat32, ""};
+    case P::kBf16:
+      return {P::kBf16, tc::kBFloat16, ""};
+    case P::kFp16:
+      return {P::kFp16, tc::kFloat16, ""};
+    case P::kBf16Pure:
+      return {P::kBf16Pure, tc::kBFloat16, "", /*pure=*/true};
+    case P::kAuto:
+      break;
+  }
   if (device.is_cuda()) {
     if (tc::amp::is_bf16_supported(device.type))
-      return {"bf16", tc::kBFloat16,
+      return {P::kBf16, tc::kBFloat16,
               "this GPU has bf16 Tensor Cores: bf16 autocast runs the products at 16-bit speed with fp32's exponent "
               "range, so no loss scaler is needed"};
-    return {"fp16", tc::kFloat16,
+    return {P::kFp16, tc::kFloat16,
             "this GPU has no bf16 Tensor Cores (compute capability below 8.0): fp16 autocast with a GradScaler"};
   }
   if (tc::amp::is_bf16_supported(tc::kCPU))
-    return {"bf16", tc::kBFloat16,
+    return {P::kBf16, tc::kBFloat16,
             "this CPU has native bf16 math (AVX-512 BF16/AMX): bf16 autocast halves the activations' memory at fp32's "
             "speed or better (16-bit products run on the faster of the bf16 and fp32 kernels, tensorcast/gemm16.h); "
             "bf16 has fp32's exponent range and needs no loss scaler"};
-  return {"fp32", tc::kFloat32,
+  return {P::kFp32, tc::kFloat32,
           "this CPU has no native bf16 math, so 16-bit autocast would run slower than fp32 here (on a GPU, auto "
           "picks bf16, or fp16 with a GradScaler)"};
 }
@@ -145,6 +152,23 @@ int64_t checked_steps(int64_t a, int64_t b, const std::string& what) {
   return r;
 }
 
+// A setting of the checkpoint's metadata, by its name, or an error naming the key.
+template <class E>
+E meta_setting(const std::string& v, const std::string& key, const std::string& dir) {
+  if (const std::optional<E> value = parse_setting<E>(v)) return *value;
+  throw tc::Error("[cli] --resume " + dir + ": checkpoint metadata '" + key + "' is \"" + v + "\", expected " +
+                  setting_names_text<E>() + "; the checkpoint is damaged");
+}
+
+// adopt for an enum setting, stored in the metadata by its name.
+template <class E>
+void adopt_setting(const TrainConfig& c, const tc::io::Metadata& meta, const std::string& key, const std::string& flag,
+                   E& value, const std::string& dir) {
+  adopt(
+      c, meta, key, flag, setting_name(value), [&](const std::string& v) { value = meta_setting<E>(v, key, dir); },
+      dir);
+}
+
 // Resolves a user path for comparisons ("ck" and "./ck/" are the same directory).
 fs::path normalized(const std::string& p) {
   std::error_code ec;
@@ -176,18 +200,24 @@ void check_output_path(const std::string& path, const std::string& flag) {
 
 namespace {
 
+// ---------------------------------------------------------------- evaluation
+
 struct Evaluation {
   double accuracy = -1, loss = 0, bits_per_byte = -1;
 };
 
-Evaluation evaluate(Model& model, const tc::data::Dataset& test, const Precision& prec, tc::Device device) {
-  tc::NoGradGuard no_grad;
-  model.module->eval();
+// What evaluation adds up over the test batches: the loss weighted by targets, and the
+// correct predictions among `count` (classification).
+struct EvalSums {
+  double loss = 0, correct = 0, count = 0, weight = 0;
+};
+
+// This rank's sums: data parallel, rank r evaluates batches r, r + world, ...
+EvalSums evaluation_sums(Model& model, const tc::data::Dataset& test, const Precision& prec, tc::Device device) {
   // A non-owning handle: the loader only reads the dataset during this call.
   tc::data::DataLoader loader(std::shared_ptr<const tc::data::Dataset>(&test, [](const tc::data::Dataset*) {}),
                               tc::data::DataLoaderOptions(model.language_model ? 64 : 1000).prefetch(0));
-  double loss_sum = 0, correct = 0, count = 0, batches_weight = 0;
-  // Data parallel: rank r evaluates batches r, r + world, ...; the sums are added below.
+  EvalSums s;
   const int world = tc::dist::world_size(), rank = tc::dist::rank();
   int64_t k = -1;
   for (auto& batch : loader) {
@@ -195,35 +225,45 @@ Evaluation evaluate(Model& model, const tc::data::Dataset& test, const Precision
     tc::Tensor logits, loss;
     const tc::Tensor target = batch.target.to(device);
     {
-      tc::amp::AutocastGuard autocast(device.type, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
-                                      prec.compute != tc::kFloat32);
+      const AutocastRegion autocast(prec, device);
       logits = model.forward(batch.data.to(device));
       loss = model_loss(model, logits, target);
     }
     const double n = static_cast<double>(target.numel());
-    loss_sum += loss.item<double>() * n;
-    batches_weight += n;
+    s.loss += loss.item<double>() * n;
+    s.weight += n;
     if (!model.language_model) {
-      correct += (tc::argmax(logits, 1) == target).to(tc::kFloat32).sum().item<double>();
-      count += n;
+      s.correct += (tc::argmax(logits, 1) == target).to(tc::kFloat32).sum().item<double>();
+      s.count += n;
     }
   }
+  return s;
+}
+
+EvalSums sum_over_ranks(const EvalSums& s) {
+  if (tc::dist::world_size() == 1) return s;
+  const tc::Tensor sums = tc::tensor(std::vector<double>{s.loss, s.correct, s.count, s.weight}, {4}, tc::kFloat64);
+  tc::dist::all_reduce(sums);
+  const std::vector<double> v = sums.to_vector();
+  return {v[0], v[1], v[2], v[3]};
+}
+
+Evaluation evaluate(Model& model, const tc::data::Dataset& test, const Precision& prec, tc::Device device) {
+  tc::NoGradGuard no_grad;
+  model.module->eval();
+  EvalSums s = evaluation_sums(model, test, prec, device);
   model.module->train();
-  if (world > 1) {
-    const tc::Tensor sums =
-        tc::tensor(std::vector<double>{loss_sum, correct, count, batches_weight}, {4}, tc::kFloat64);
-    tc::dist::all_reduce(sums);
-    const std::vector<double> v = sums.to_vector();
-    loss_sum = v[0], correct = v[1], count = v[2], batches_weight = v[3];
-  }
+  s = sum_over_ranks(s);
   Evaluation e;
-  e.loss = batches_weight > 0 ? loss_sum / batches_weight : 0;
+  e.loss = s.weight > 0 ? s.loss / s.weight : 0;
   if (model.language_model)
     e.bits_per_byte = e.loss / std::numbers::ln2;
   else
-    e.accuracy = count > 0 ? correct / count : 0;
+    e.accuracy = s.count > 0 ? s.correct / s.count : 0;
   return e;
 }
+
+// ---------------------------------------------------------------- step statistics
 
 // The loss averaged over the data-parallel ranks: the loss of the global batch.
 double mean_over_ranks(const tc::Tensor& loss) {
@@ -253,10 +293,6 @@ int64_t weight_state_bytes(const std::vector<tc::Tensor>& params, const tc::opti
   return bytes;
 }
 
-tc::optim::WeightUpdate weight_update_mode(const std::string& name) {
-  return name == "kahan" ? tc::optim::WeightUpdate::PureKahan : tc::optim::WeightUpdate::Pure;
-}
-
 double zero_fraction(const std::vector<tc::Tensor>& params) {
   double zeros = 0, total = 0;
   for (const auto& p : params) {
@@ -278,7 +314,7 @@ bool nonfinite_step(double loss, const std::vector<tc::Tensor>& params, const tc
   for (const auto& p : params) grads.push_back(p.grad());
   const bool bad_loss = !std::isfinite(loss);
   if (!bad_loss && !tc::amp::found_nonfinite(grads)) return false;
-  if (cfg.on_nonfinite == "skip") return true;
+  if (cfg.on_nonfinite == OnNonfinite::kSkip) return true;
   std::string what = bad_loss ? "the loss is " + std::string(std::isnan(loss) ? "nan" : "inf") : "the loss is finite";
   const int64_t first = tc::amp::first_nonfinite(grads);
   if (first >= 0) {
@@ -291,6 +327,14 @@ bool nonfinite_step(double loss, const std::vector<tc::Tensor>& params, const tc
       "; the run diverged and was stopped before applying that step" +
       (cfg.checkpoint_dir.empty() ? "" : " (the last checkpoint in " + cfg.checkpoint_dir + " is untouched)") +
       ". Lower --lr, use fp16 with its GradScaler, or pass --on-nonfinite skip|continue");
+}
+
+// The LR schedule is a closed-form function of the step: a resumed run jumps to it.
+void replay_schedule(tc::optim::LRScheduler* scheduler, int64_t step) {
+  if (!scheduler) return;
+  tc::StateDict sd = scheduler->state_dict();
+  sd["last_epoch"] = tc::state_int(step);
+  scheduler->load_state_dict(sd);
 }
 
 }  // namespace
@@ -317,11 +361,7 @@ int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Modul
               std::to_string(tc::dist::world_size()) + ": model, optimizer and scaler resume exactly; the data " +
               "position restarts epoch " + std::to_string(epoch + 1);
     if (state.rng.defined()) tc::set_rng_state(state.rng);
-    if (scheduler) {
-      tc::StateDict sd = scheduler->state_dict();
-      sd["last_epoch"] = tc::state_int(state.step);
-      scheduler->load_state_dict(sd);
-    }
+    replay_schedule(scheduler, state.step);
     return state.step;
   }
   if (position.count("rank")) position["rank"] = tc::state_int(tc::dist::rank());
@@ -336,455 +376,653 @@ int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Modul
                     std::to_string(loader.batch_index()) + " of " + std::to_string(loader.size()) +
                     "); the checkpoint is damaged");
   if (state.rng.defined()) tc::set_rng_state(state.rng);
-  if (scheduler) {  // the lr is a closed-form function of the step: jump to it
-    tc::StateDict sd = scheduler->state_dict();
-    sd["last_epoch"] = tc::state_int(state.step);
-    scheduler->load_state_dict(sd);
-  }
+  replay_schedule(scheduler, state.step);
   return state.step;
 }
 
-TrainResult run_training(const TrainConfig& config) {
-  TrainConfig cfg = config;
+namespace {
+
+// ---------------------------------------------------------------- the run
+
+// Everything a training run holds, filled in order by the steps of run_training below.
+struct TrainingRun {
+  TrainConfig cfg;
   TrainResult result;
-  if (tc::dist::rank() != 0) {  // data parallel: rank 0 alone prints and writes files
+  std::optional<tc::io::TrainingState> resume;  // --resume's checkpoint
+  double previous_seconds = 0;                  // training time of the resumed run before this process
+  tc::Device device;
+  Precision prec;
+  bool use_scaler = false;
+  TaskData data;
+  int64_t data_bytes = 0;  // the dataset, in memory for the whole run (the reported peak leaves it out)
+  Model model;
+  std::vector<tc::Tensor> params;
+  tc::nn::NamedTensors named;
+  std::unique_ptr<tc::optim::Optimizer> optimizer;
+  std::optional<tc::amp::GradScaler> scaler;
+  int world = 1;  // data-parallel processes
+  std::optional<tc::data::DataLoader> loader;
+  std::optional<tc::dist::DistributedDataParallel> ddp;
+  std::unique_ptr<tc::optim::LRScheduler> scheduler;  // null: constant lr
+  int64_t planned_steps = 0;                          // --epochs' steps
+  int64_t total_steps = 0;                            // what this run will reach: --max-steps may stop it sooner
+  int64_t step = 0;                                   // steps done, resumed ones included
+  std::string resume_note;
+  bool check_nonfinite = false;  // no GradScaler watches the gradients, and --on-nonfinite is not continue
+  Clock::time_point t_start;
+  double step_seconds = 0;  // time spent in training steps in this process
+  int64_t steps_here = 0;   // steps run in this process
+
+  bool limit_reached() const { return cfg.max_steps > 0 && step >= cfg.max_steps; }
+  // The peak the report gives: what training adds on its device (the dataset stays on the CPU).
+  int64_t training_peak_bytes() const {
+    return device.is_cuda() ? tc::memory_stats(device).peak_bytes : tc::memory_stats().peak_bytes - data_bytes;
+  }
+  double elapsed_seconds() const { return std::chrono::duration<double>(Clock::now() - t_start).count(); }
+  double samples_per_second() const {
+    const double elapsed = elapsed_seconds();
+    return elapsed > 0 ? steps_here * double(cfg.batch_size) / elapsed : 0;
+  }
+};
+
+// Where a run reports: the console (progress bar and messages), --metrics, --tensorboard
+// and the numerics report.
+struct RunLog {
+  explicit RunLog(const TrainConfig& cfg)
+      : quiet(cfg.quiet), progress(cfg.progress && !cfg.quiet && stdout_is_terminal(), 100) {}
+  void say(const std::string& s) {
+    if (!quiet) progress.message(s);
+  }
+  // Opens the output files (appending to a resumed run's metrics).
+  void open_outputs(const TrainConfig& cfg, bool resumed) {
+    if (!cfg.metrics_path.empty()) metrics = JsonLinesWriter(cfg.metrics_path, /*append=*/resumed);
+    if (!cfg.tensorboard_dir.empty()) tensorboard.emplace(cfg.tensorboard_dir);
+    if (cfg.numerics_report) numerics.emplace(cfg.numerics_every);
+  }
+
+  bool quiet;
+  Progress progress;
+  JsonLinesWriter metrics;
+  std::optional<TensorBoardLog> tensorboard;
+  std::optional<tc::amp::NumericsReport> numerics;
+};
+
+// ---------------------------------------------------------------- set-up, in order:
+// everything that can fail on bad input comes before anything is written.
+
+// Data parallel: rank 0 alone prints and writes files.
+TrainConfig config_for_this_rank(const TrainConfig& config) {
+  TrainConfig cfg = config;
+  if (tc::dist::rank() != 0) {
     cfg.quiet = true;
     cfg.metrics_path.clear();
     cfg.tensorboard_dir.clear();
     cfg.numerics_json.clear();
   }
+  return cfg;
+}
 
-  // ---- everything that can fail on bad input, before anything is written
-  std::optional<tc::io::TrainingState> resume;
-  double previous_seconds = 0;
-  if (!cfg.resume_dir.empty()) {
-    std::error_code ec;
-    if (!fs::exists(cfg.resume_dir, ec))
-      throw tc::Error("[cli] --resume " + cfg.resume_dir +
-                      ": no such directory; pass the --checkpoint DIR of an earlier run");
-    if (fs::is_directory(cfg.resume_dir, ec) && !tc::io::has_checkpoint(cfg.resume_dir))
-      throw tc::Error("[cli] --resume " + cfg.resume_dir + " holds no " + tc::io::kCheckpointFileName +
-                      "; pass the --checkpoint DIR of an earlier run");
-    try {
-      resume = tc::io::load_checkpoint(cfg.resume_dir);
-    } catch (const tc::Error& e) {
-      throw tc::Error(std::string(e.what()) +
-                      " (a damaged checkpoint.safetensors may have an intact checkpoint.prev.safetensors " +
-                      "beside it: move it into place, or pass another --resume directory)");
-    }
-    const auto& meta = resume->metadata;
-    const std::string& dir = cfg.resume_dir;
-    adopt(
-        cfg, meta, "model", "--model", cfg.model, [&](const std::string& v) { cfg.model = v; }, dir);
-    adopt(
-        cfg, meta, "precision", "--precision", resolve_precision(cfg.precision, resolve_device(cfg.device)).name,
-        [&](const std::string& v) { cfg.precision = v; }, dir);
-    adopt(
-        cfg, meta, "batch_size", "--batch-size", std::to_string(cfg.batch_size),
-        [&](const std::string& v) { cfg.batch_size = meta_int(v, "batch_size", dir, 1, INT32_MAX); }, dir);
-    adopt(
-        cfg, meta, "seed", "--seed", std::to_string(cfg.seed),
-        [&](const std::string& v) {
-          cfg.seed = static_cast<uint64_t>(meta_int(v, "seed", dir, 0, std::numeric_limits<int64_t>::max()));
-        },
-        dir);
-    adopt(
-        cfg, meta, "lr", "--lr", fmt_double(cfg.lr),
-        [&](const std::string& v) {
-          cfg.lr = meta_double(v, "lr", dir);
-          if (cfg.lr <= 0)
-            throw tc::Error("[cli] --resume " + dir + ": checkpoint metadata 'lr' is " + v + ", expected > 0");
-        },
-        dir);
-    adopt(
-        cfg, meta, "lr_schedule", "--lr-schedule", cfg.lr_schedule, [&](const std::string& v) { cfg.lr_schedule = v; },
-        dir);
-    adopt(
-        cfg, meta, "loss_weight", "--loss-weight", fmt_double(cfg.loss_weight),
-        [&](const std::string& v) { cfg.loss_weight = meta_double(v, "loss_weight", dir); }, dir);
-    adopt(
-        cfg, meta, "optimizer", "--optimizer", cfg.optimizer, [&](const std::string& v) { cfg.optimizer = v; }, dir);
-    adopt(
-        cfg, meta, "weight_update", "--weight-update", cfg.weight_update,
-        [&](const std::string& v) { cfg.weight_update = v; }, dir);
-    adopt(
-        cfg, meta, "scaler", "--no-scaler", cfg.scaler ? "1" : "0",
-        [&](const std::string& v) { cfg.scaler = v == "1"; }, dir);
-    if (!is_explicit(cfg, "--data"))
-      if (const auto it = meta.find("data"); it != meta.end()) cfg.data = it->second;
-    if (const auto it = meta.find("train_seconds"); it != meta.end())
-      previous_seconds = meta_double(it->second, "train_seconds", dir);
-    result.resumed = true;
-    result.resumed_from_step = resume->step;
+tc::io::TrainingState read_resume_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec))
+    throw tc::Error("[cli] --resume " + dir + ": no such directory; pass the --checkpoint DIR of an earlier run");
+  if (fs::is_directory(dir, ec) && !tc::io::has_checkpoint(dir))
+    throw tc::Error("[cli] --resume " + dir + " holds no " + tc::io::kCheckpointFileName +
+                    "; pass the --checkpoint DIR of an earlier run");
+  try {
+    return tc::io::load_checkpoint(dir);
+  } catch (const tc::Error& e) {
+    throw tc::Error(std::string(e.what()) +
+                    " (a damaged checkpoint.safetensors may have an intact checkpoint.prev.safetensors " +
+                    "beside it: move it into place, or pass another --resume directory)");
   }
-  if (!cfg.checkpoint_dir.empty()) {
-    std::error_code ec;
-    if (fs::exists(cfg.checkpoint_dir, ec) && !fs::is_directory(cfg.checkpoint_dir, ec))
-      throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir + " is a file; pass a directory");
-    const bool same_run = !cfg.resume_dir.empty() && normalized(cfg.resume_dir) == normalized(cfg.checkpoint_dir);
-    if (fs::is_directory(cfg.checkpoint_dir, ec) && tc::io::has_checkpoint(cfg.checkpoint_dir) && !same_run &&
-        !cfg.overwrite)
-      throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir +
-                      " already holds a checkpoint of another run; pass --resume " + cfg.checkpoint_dir +
-                      " to continue it, --overwrite to replace it, or another directory");
-    const fs::path parent = absolute_path(cfg.checkpoint_dir, "--checkpoint").parent_path();
-    if (!fs::is_directory(parent, ec))
-      throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir + ": directory " + parent.string() +
-                      " does not exist; create it first");
-  }
-  check_output_path(cfg.metrics_path, "--metrics");
-  check_output_path(cfg.numerics_json, "--numerics-json");
-  if (cfg.optimizer != "adamw" && cfg.optimizer != "sgd")
-    throw tc::Error("[cli] --optimizer expects adamw or sgd, got '" + cfg.optimizer + "'");
-  if (cfg.weight_update != "kahan" && cfg.weight_update != "nearest" && cfg.weight_update != "stochastic")
-    throw tc::Error("[cli] --weight-update expects kahan, nearest or stochastic, got '" + cfg.weight_update + "'");
+}
 
-  const tc::Device device = resolve_device(cfg.device);
-  const Precision prec = resolve_precision(cfg.precision, device);
-  if (device.is_cuda()) {
-    if (prec.pure)
-      throw tc::Error(
-          "[cli] --precision bf16-pure runs on the CPU only for now (the CUDA optimizers keep float32 "
-          "master weights); use --precision bf16 with --device " +
-          cfg.device);
-  }
-  const bool use_scaler = prec.compute == tc::kFloat16 && cfg.scaler;
+// A resumed run is the same run: its settings come from the checkpoint, and a flag that
+// contradicts them is an error.
+void adopt_checkpoint_settings(TrainConfig& cfg, const tc::io::Metadata& meta, const std::string& dir) {
+  adopt_setting(cfg, meta, "model", "--model", cfg.model, dir);
+  // Compared resolved: a run started with auto stored what auto chose.
+  adopt(
+      cfg, meta, "precision", "--precision", resolve_precision(cfg.precision, resolve_device(cfg.device)).name(),
+      [&](const std::string& v) { cfg.precision = meta_setting<PrecisionChoice>(v, "precision", dir); }, dir);
+  adopt(
+      cfg, meta, "batch_size", "--batch-size", std::to_string(cfg.batch_size),
+      [&](const std::string& v) { cfg.batch_size = meta_int(v, "batch_size", dir, 1, INT32_MAX); }, dir);
+  adopt(
+      cfg, meta, "seed", "--seed", std::to_string(cfg.seed),
+      [&](const std::string& v) {
+        cfg.seed = static_cast<uint64_t>(meta_int(v, "seed", dir, 0, std::numeric_limits<int64_t>::max()));
+      },
+      dir);
+  adopt(
+      cfg, meta, "lr", "--lr", fmt_double(cfg.lr),
+      [&](const std::string& v) {
+        cfg.lr = meta_double(v, "lr", dir);
+        if (cfg.lr <= 0)
+          throw tc::Error("[cli] --resume " + dir + ": checkpoint metadata 'lr' is " + v + ", expected > 0");
+      },
+      dir);
+  adopt_setting(cfg, meta, "lr_schedule", "--lr-schedule", cfg.lr_schedule, dir);
+  adopt(
+      cfg, meta, "loss_weight", "--loss-weight", fmt_double(cfg.loss_weight),
+      [&](const std::string& v) { cfg.loss_weight = meta_double(v, "loss_weight", dir); }, dir);
+  adopt_setting(cfg, meta, "optimizer", "--optimizer", cfg.optimizer, dir);
+  adopt_setting(cfg, meta, "weight_update", "--weight-update", cfg.weight_update, dir);
+  adopt(
+      cfg, meta, "scaler", "--no-scaler", cfg.scaler ? "1" : "0", [&](const std::string& v) { cfg.scaler = v == "1"; },
+      dir);
+  if (!is_explicit(cfg, "--data"))
+    if (const auto it = meta.find("data"); it != meta.end()) cfg.data = it->second;
+}
+
+void load_resume(TrainingRun& run) {
+  TrainConfig& cfg = run.cfg;
+  if (cfg.resume_dir.empty()) return;
+  run.resume = read_resume_checkpoint(cfg.resume_dir);
+  const tc::io::Metadata& meta = run.resume->metadata;
+  adopt_checkpoint_settings(cfg, meta, cfg.resume_dir);
+  if (const auto it = meta.find("train_seconds"); it != meta.end())
+    run.previous_seconds = meta_double(it->second, "train_seconds", cfg.resume_dir);
+  run.result.resumed = true;
+  run.result.resumed_from_step = run.resume->step;
+}
+
+// --checkpoint names a directory that can be made, and that holds no other run's checkpoint.
+void check_checkpoint_dir(const TrainConfig& cfg) {
+  if (cfg.checkpoint_dir.empty()) return;
+  std::error_code ec;
+  if (fs::exists(cfg.checkpoint_dir, ec) && !fs::is_directory(cfg.checkpoint_dir, ec))
+    throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir + " is a file; pass a directory");
+  const bool same_run = !cfg.resume_dir.empty() && normalized(cfg.resume_dir) == normalized(cfg.checkpoint_dir);
+  if (fs::is_directory(cfg.checkpoint_dir, ec) && tc::io::has_checkpoint(cfg.checkpoint_dir) && !same_run &&
+      !cfg.overwrite)
+    throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir +
+                    " already holds a checkpoint of another run; pass --resume " + cfg.checkpoint_dir +
+                    " to continue it, --overwrite to replace it, or another directory");
+  const fs::path parent = absolute_path(cfg.checkpoint_dir, "--checkpoint").parent_path();
+  if (!fs::is_directory(parent, ec))
+    throw tc::Error("[cli] --checkpoint " + cfg.checkpoint_dir + ": directory " + parent.string() +
+                    " does not exist; create it first");
+}
+
+void choose_device_and_precision(TrainingRun& run) {
+  run.device = resolve_device(run.cfg.device);
+  run.prec = resolve_precision(run.cfg.precision, run.device);
+  if (run.device.is_cuda() && run.prec.pure)
+    throw tc::Error(
+        "[cli] --precision bf16-pure runs on the CPU only for now (the CUDA optimizers keep float32 "
+        "master weights); use --precision bf16 with --device " +
+        run.cfg.device);
+  run.use_scaler = run.prec.compute == tc::kFloat16 && run.cfg.scaler;
+}
+
+void load_data(TrainingRun& run) {
   const int64_t bytes_before_data = tc::memory_stats().current_bytes;
-  TaskData data = load_task_data(cfg.model, cfg.data, cfg.seed);
-  // The dataset stays in memory for the whole run; the peak we report is what training adds.
-  const int64_t data_bytes = tc::memory_stats().current_bytes - bytes_before_data;
+  run.data = load_task_data(run.cfg.model, run.cfg.data, run.cfg.seed);
+  run.data_bytes = tc::memory_stats().current_bytes - bytes_before_data;
+}
 
+std::unique_ptr<tc::optim::Optimizer> make_optimizer(const TrainConfig& cfg, const std::vector<tc::Tensor>& params) {
+  switch (cfg.optimizer) {
+    case OptimizerKind::kSgd:
+      return std::make_unique<tc::optim::SGD>(params, tc::optim::SGDOptions(cfg.lr).momentum(0.9));
+    case OptimizerKind::kAdamW:
+      break;
+  }
+  return std::make_unique<tc::optim::AdamW>(params, tc::optim::AdamWOptions(cfg.lr).weight_decay(0.0));
+}
+
+// bf16-pure: how the optimizer rounds each update into the bf16 weights.
+void set_weight_update(tc::optim::Optimizer& optimizer, WeightUpdate mode, uint64_t seed) {
+  optimizer.set_weight_update(mode == WeightUpdate::kKahan ? tc::optim::WeightUpdate::PureKahan
+                                                           : tc::optim::WeightUpdate::Pure);
+  if (mode == WeightUpdate::kStochastic) optimizer.set_rounding(tc::optim::Rounding::Stochastic, seed);
+}
+
+// The model from the seed, where and as it trains, then its optimizer and scaler.
+void build_model_and_optimizer(TrainingRun& run) {
+  const TrainConfig& cfg = run.cfg;
   tc::manual_seed(cfg.seed);
-  Model model = build_model(cfg.model);
-  tc::amp::set_autocast_cache_keeps_training_copies(model.keeps_weight_copies);
+  run.model = build_model(cfg.model);
+  tc::amp::set_autocast_cache_keeps_training_copies(run.model.keeps_weight_copies);
   // Before the optimizer: it makes its state where, and as, the parameters are.
-  if (device.is_cuda()) model.module->to(device);
-  if (prec.pure) model.module->to(tc::kBFloat16);
-  std::vector<tc::Tensor> params = model.module->parameters();
-  std::unique_ptr<tc::optim::Optimizer> optimizer_holder;
-  if (cfg.optimizer == "sgd")
-    optimizer_holder = std::make_unique<tc::optim::SGD>(params, tc::optim::SGDOptions(cfg.lr).momentum(0.9));
-  else
-    optimizer_holder = std::make_unique<tc::optim::AdamW>(params, tc::optim::AdamWOptions(cfg.lr).weight_decay(0.0));
-  tc::optim::Optimizer& optimizer = *optimizer_holder;
-  if (prec.pure) {
-    optimizer.set_weight_update(weight_update_mode(cfg.weight_update));
-    if (cfg.weight_update == "stochastic") optimizer.set_rounding(tc::optim::Rounding::Stochastic, cfg.seed);
-    result.weight_update = cfg.weight_update;
+  if (run.device.is_cuda()) run.model.module->to(run.device);
+  if (run.prec.pure) run.model.module->to(tc::kBFloat16);
+  run.params = run.model.module->parameters();
+  run.optimizer = make_optimizer(cfg, run.params);
+  if (run.prec.pure) {
+    set_weight_update(*run.optimizer, cfg.weight_update, cfg.seed);
+    run.result.weight_update = setting_name(cfg.weight_update);
   }
-  tc::amp::GradScaler scaler(tc::amp::GradScalerOptions().enabled(use_scaler));
+  run.scaler.emplace(tc::amp::GradScalerOptions().enabled(run.use_scaler));
+}
+
+// --batch-size is the global batch: each of the world's processes takes 1/world of it,
+// so N processes follow the same trajectory as one (up to summation order).
+void check_data_and_world(TrainingRun& run) {
+  const TrainConfig& cfg = run.cfg;
   const std::string data_name = cfg.data.empty() ? "the default data" : cfg.data;
-  if (data.train->size() == 0 || data.test->size() == 0)
-    throw tc::Error("[cli] " + data_name + ": the " + (data.train->size() == 0 ? "training" : "test") +
+  if (run.data.train->size() == 0 || run.data.test->size() == 0)
+    throw tc::Error("[cli] " + data_name + ": the " + (run.data.train->size() == 0 ? "training" : "test") +
                     " set has 0 examples; pass --data with a non-empty data set");
-  // --batch-size is the global batch: each of the world's processes takes 1/world of it,
-  // so N processes follow the same trajectory as one (up to summation order).
-  const int world = tc::dist::world_size();
-  if (world > 1 && device.is_cuda())
+  run.world = tc::dist::world_size();
+  if (run.world > 1 && run.device.is_cuda())
     throw tc::Error("[cli] data-parallel runs (mpirun) train on the CPU only for now; drop --device " + cfg.device);
-  if (cfg.batch_size % world != 0)
+  if (cfg.batch_size % run.world != 0)
     throw tc::Error("[cli] --batch-size " + std::to_string(cfg.batch_size) +
-                    " is the global batch; it must divide by " + "the " + std::to_string(world) +
-                    " processes (e.g. --batch-size " + std::to_string((cfg.batch_size / world + 1) * world) + ")");
-  tc::data::DataLoader loader(data.train, tc::data::DataLoaderOptions(cfg.batch_size / world)
-                                              .shuffle(true)
-                                              .seed(cfg.seed)
-                                              .prefetch(2)
-                                              .pin_memory(device.is_cuda())
-                                              .num_replicas(world)
-                                              .rank(tc::dist::rank()));
-  std::optional<tc::dist::DistributedDataParallel> ddp;
-  if (world > 1) {
-    ddp.emplace(model.module, tc::dist::DistributedDataParallelOptions().bucket_cap_bytes(cfg.bucket_cap_bytes));
-    tc::dist::sync_grad_scaler(scaler);
+                    " is the global batch; it must divide by " + "the " + std::to_string(run.world) +
+                    " processes (e.g. --batch-size " + std::to_string((cfg.batch_size / run.world + 1) * run.world) +
+                    ")");
+}
+
+void make_loader(TrainingRun& run) {
+  const TrainConfig& cfg = run.cfg;
+  run.loader.emplace(run.data.train, tc::data::DataLoaderOptions(cfg.batch_size / run.world)
+                                         .shuffle(true)
+                                         .seed(cfg.seed)
+                                         .prefetch(2)
+                                         .pin_memory(run.device.is_cuda())
+                                         .num_replicas(run.world)
+                                         .rank(tc::dist::rank()));
+  if (run.world > 1) {
+    run.ddp.emplace(run.model.module,
+                    tc::dist::DistributedDataParallelOptions().bucket_cap_bytes(cfg.bucket_cap_bytes));
+    tc::dist::sync_grad_scaler(*run.scaler);
   }
-  const int64_t planned_steps = checked_steps(
-      cfg.epochs, loader.size(),
-      "--epochs " + std::to_string(cfg.epochs) + " x " + std::to_string(loader.size()) + " steps per epoch");
-  // Cosine decay over the planned epochs (not --max-steps, which only stops a run early, so
-  // a run cut short and resumed follows the same schedule as one that was not).
-  std::unique_ptr<tc::optim::LRScheduler> scheduler;
-  if (cfg.lr_schedule == "cosine")
-    scheduler = std::make_unique<tc::optim::CosineAnnealingLR>(optimizer, std::max<int64_t>(1, planned_steps));
-  int64_t step = 0;
-  std::string resume_note;
-  if (resume) {
-    try {
-      step = restore_training_state(*resume, *model.module, optimizer, scaler, use_scaler, loader, scheduler.get(),
-                                    &resume_note);
-    } catch (const tc::Error& e) {  // name the file: the parts' own errors name only the key
-      throw tc::Error("[cli] --resume " + cfg.resume_dir + " (" + tc::io::kCheckpointFileName + "): " + e.what());
-    }
+}
+
+// Cosine decay over the planned epochs (not --max-steps, which only stops a run early, so
+// a run cut short and resumed follows the same schedule as one that was not); then the
+// checkpoint's state, when resuming.
+void make_schedule_and_restore(TrainingRun& run) {
+  const TrainConfig& cfg = run.cfg;
+  const int64_t per_epoch = run.loader->size();
+  run.planned_steps =
+      checked_steps(cfg.epochs, per_epoch,
+                    "--epochs " + std::to_string(cfg.epochs) + " x " + std::to_string(per_epoch) + " steps per epoch");
+  if (cfg.lr_schedule == LrSchedule::kCosine)
+    run.scheduler =
+        std::make_unique<tc::optim::CosineAnnealingLR>(*run.optimizer, std::max<int64_t>(1, run.planned_steps));
+  if (!run.resume) return;
+  try {
+    run.step = restore_training_state(*run.resume, *run.model.module, *run.optimizer, *run.scaler, run.use_scaler,
+                                      *run.loader, run.scheduler.get(), &run.resume_note);
+  } catch (const tc::Error& e) {  // name the file: the parts' own errors name only the key
+    throw tc::Error("[cli] --resume " + cfg.resume_dir + " (" + tc::io::kCheckpointFileName + "): " + e.what());
   }
+}
 
-  result.model = cfg.model;
-  result.device = cfg.device;
-  result.precision = prec.name;
-  result.precision_reason = prec.reason;
-  result.data_description = data.description;
-  result.scaler = use_scaler;
-  result.batch_size = cfg.batch_size;
-  result.parameters = tc::nn::parameter_count(*model.module);
-  result.world_size = world;
+void describe_run(TrainingRun& run) {
+  TrainResult& r = run.result;
+  r.model = setting_name(run.cfg.model);
+  r.device = run.cfg.device;
+  r.precision = run.prec.name();
+  r.precision_reason = run.prec.reason;
+  r.data_description = run.data.description;
+  r.scaler = run.use_scaler;
+  r.batch_size = run.cfg.batch_size;
+  r.parameters = tc::nn::parameter_count(*run.model.module);
+  r.world_size = run.world;
+}
 
-  Progress progress(cfg.progress && !cfg.quiet && stdout_is_terminal(), 100);
-  auto say = [&](const std::string& s) {
-    if (!cfg.quiet) progress.message(s);
-  };
-  {
-    char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "tensorcast train: %s (%lld parameters), %s%s, batch %lld, %s lr %g (%s), seed %llu, %d threads",
-                  model.description.c_str(), static_cast<long long>(result.parameters), prec.name.c_str(),
-                  use_scaler ? " + GradScaler" : "", static_cast<long long>(cfg.batch_size),
-                  cfg.optimizer == "sgd" ? "SGD (momentum 0.9)" : "AdamW", cfg.lr,
-                  cfg.lr_schedule == "cosine" ? "cosine decay" : "constant", static_cast<unsigned long long>(cfg.seed),
-                  tc::get_num_threads());
-    say(buf);
-    if (cfg.precision == "auto") say("precision auto -> " + prec.name + ": " + prec.reason);
-    if (prec.pure)
-      say("bf16-pure: bf16 weights and optimizer state, no float32 master copy; updates rounded " +
-          std::string(cfg.weight_update == "kahan"     ? "to nearest with Kahan compensation"
-                      : cfg.weight_update == "nearest" ? "to nearest (small updates are lost)"
-                                                       : "stochastically"));
-    if (prec.compute == tc::kFloat16 && !cfg.scaler)
-      say("fp16 without a GradScaler: small gradients may underflow to zero (this run shows what the scaler prevents)");
-    if (prec.compute != tc::kFloat16 && !cfg.scaler)
-      say("note: --no-scaler has no effect in " + prec.name + " (only fp16 uses a GradScaler)");
-    say("data: " + data.description);
-    if (world > 1)
-      say("data parallel: " + std::to_string(world) + " processes (MPI), " + std::to_string(cfg.batch_size / world) +
-          " examples each per step, gradients all-reduced in " + std::to_string(ddp->bucket_parameter_names().size()) +
-          " bucket(s) during backward");
-    if (resume)
-      say("resumed from " + cfg.resume_dir + " at step " + std::to_string(step) + " (epoch " +
-          std::to_string(loader.epoch() + 1) + ", batch " + std::to_string(loader.batch_index()) + ")");
-    if (!resume_note.empty()) say(resume_note);
+// ---------------------------------------------------------------- the console
+
+std::string weight_update_text(WeightUpdate mode) {
+  switch (mode) {
+    case WeightUpdate::kKahan:
+      return "to nearest with Kahan compensation";
+    case WeightUpdate::kNearest:
+      return "to nearest (small updates are lost)";
+    case WeightUpdate::kStochastic:
+      break;
   }
+  return "stochastically";
+}
 
-  JsonLinesWriter metrics;
-  if (!cfg.metrics_path.empty()) metrics = JsonLinesWriter(cfg.metrics_path, /*append=*/resume.has_value());
-  std::optional<TensorBoardLog> tensorboard;
-  if (!cfg.tensorboard_dir.empty()) tensorboard.emplace(cfg.tensorboard_dir);
-  std::optional<tc::amp::NumericsReport> numerics;
-  if (cfg.numerics_report) numerics.emplace(cfg.numerics_every);
+std::string run_line(const TrainingRun& run) {
+  const TrainConfig& cfg = run.cfg;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "tensorcast train: %s (%lld parameters), %s%s, batch %lld, %s lr %g (%s), seed %llu, %d threads",
+                run.model.description.c_str(), static_cast<long long>(run.result.parameters), run.prec.name().c_str(),
+                run.use_scaler ? " + GradScaler" : "", static_cast<long long>(cfg.batch_size),
+                cfg.optimizer == OptimizerKind::kSgd ? "SGD (momentum 0.9)" : "AdamW", cfg.lr,
+                cfg.lr_schedule == LrSchedule::kCosine ? "cosine decay" : "constant",
+                static_cast<unsigned long long>(cfg.seed), tc::get_num_threads());
+  return buf;
+}
 
-  auto save = [&](int64_t epoch_done) {
-    if (cfg.checkpoint_dir.empty() || tc::dist::rank() != 0) return;
-    tc::io::TrainingState st;
-    st.model = model.module->state_dict();
-    st.optimizer = optimizer.state_dict();
-    st.scaler = scaler.state_dict();
-    st.data_loader = loader.state();
-    st.rng = tc::get_rng_state();
-    st.epoch = epoch_done;
-    st.step = step;
-    const std::string data_path =
-        cfg.data.empty() ? cfg.data : absolute_path(cfg.data, "--data").lexically_normal().string();
-    st.metadata = {{"model", cfg.model},
-                   {"precision", prec.name},
-                   {"scaler", cfg.scaler ? "1" : "0"},  // the choice (--no-scaler), not whether fp16 used it
-                   {"weight_update", cfg.weight_update},
-                   {"optimizer", cfg.optimizer},
-                   {"loss_weight", fmt_double(cfg.loss_weight)},
-                   {"batch_size", std::to_string(cfg.batch_size)},
-                   {"lr", fmt_double(cfg.lr)},
-                   {"lr_schedule", cfg.lr_schedule},
-                   {"seed", std::to_string(cfg.seed)},
-                   {"data", data_path},
-                   {"train_seconds", fmt_double(previous_seconds + result.train_seconds)}};
-    tc::io::save_checkpoint(cfg.checkpoint_dir, st);
-    // The weights alone, for PyTorch / safetensors users (and byte comparisons).
-    tc::io::save_safetensors(fs::path(cfg.checkpoint_dir) / "model.safetensors", model.module->state_dict(),
-                             {{"model", cfg.model}, {"step", std::to_string(step)}});
-  };
+// What the run is, and what it makes of its flags, before the first step.
+void print_header(const TrainingRun& run, RunLog& log) {
+  const TrainConfig& cfg = run.cfg;
+  const Precision& prec = run.prec;
+  log.say(run_line(run));
+  if (cfg.precision == PrecisionChoice::kAuto) log.say("precision auto -> " + prec.name() + ": " + prec.reason);
+  if (prec.pure)
+    log.say("bf16-pure: bf16 weights and optimizer state, no float32 master copy; updates rounded " +
+            weight_update_text(cfg.weight_update));
+  if (prec.compute == tc::kFloat16 && !cfg.scaler)
+    log.say(
+        "fp16 without a GradScaler: small gradients may underflow to zero (this run shows what the scaler prevents)");
+  if (prec.compute != tc::kFloat16 && !cfg.scaler)
+    log.say("note: --no-scaler has no effect in " + prec.name() + " (only fp16 uses a GradScaler)");
+  log.say("data: " + run.data.description);
+  if (run.world > 1)
+    log.say("data parallel: " + std::to_string(run.world) + " processes (MPI), " +
+            std::to_string(cfg.batch_size / run.world) + " examples each per step, gradients all-reduced in " +
+            std::to_string(run.ddp->bucket_parameter_names().size()) + " bucket(s) during backward");
+  if (run.resume)
+    log.say("resumed from " + cfg.resume_dir + " at step " + std::to_string(run.step) + " (epoch " +
+            std::to_string(run.loader->epoch() + 1) + ", batch " + std::to_string(run.loader->batch_index()) + ")");
+  if (!run.resume_note.empty()) log.say(run.resume_note);
+}
 
+// ---------------------------------------------------------------- checkpoints
+
+tc::io::Metadata checkpoint_metadata(const TrainingRun& run) {
+  const TrainConfig& cfg = run.cfg;
+  const std::string data_path =
+      cfg.data.empty() ? cfg.data : absolute_path(cfg.data, "--data").lexically_normal().string();
+  return {{"model", setting_name(cfg.model)},
+          {"precision", run.prec.name()},
+          {"scaler", cfg.scaler ? "1" : "0"},  // the choice (--no-scaler), not whether fp16 used it
+          {"weight_update", setting_name(cfg.weight_update)},
+          {"optimizer", setting_name(cfg.optimizer)},
+          {"loss_weight", fmt_double(cfg.loss_weight)},
+          {"batch_size", std::to_string(cfg.batch_size)},
+          {"lr", fmt_double(cfg.lr)},
+          {"lr_schedule", setting_name(cfg.lr_schedule)},
+          {"seed", std::to_string(cfg.seed)},
+          {"data", data_path},
+          {"train_seconds", fmt_double(run.previous_seconds + run.result.train_seconds)}};
+}
+
+// --checkpoint: the whole training state (rank 0 writes it), and the weights alone.
+void save_checkpoint(const TrainingRun& run, int64_t epoch_done) {
+  const TrainConfig& cfg = run.cfg;
+  if (cfg.checkpoint_dir.empty() || tc::dist::rank() != 0) return;
+  tc::io::TrainingState st;
+  st.model = run.model.module->state_dict();
+  st.optimizer = run.optimizer->state_dict();
+  st.scaler = run.scaler->state_dict();
+  st.data_loader = run.loader->state();
+  st.rng = tc::get_rng_state();
+  st.epoch = epoch_done;
+  st.step = run.step;
+  st.metadata = checkpoint_metadata(run);
+  tc::io::save_checkpoint(cfg.checkpoint_dir, st);
+  // The weights alone, for PyTorch / safetensors users (and byte comparisons).
+  tc::io::save_safetensors(fs::path(cfg.checkpoint_dir) / "model.safetensors", run.model.module->state_dict(),
+                           {{"model", setting_name(cfg.model)}, {"step", std::to_string(run.step)}});
+}
+
+// ---------------------------------------------------------------- one training step
+
+// The loss of one batch, forward pass in the run's autocast region; with the numerics
+// report, every layer's output passes through it.
+tc::Tensor forward_loss(TrainingRun& run, RunLog& log, const tc::data::Example& batch) {
+  const AutocastRegion autocast(run.prec, run.device);
+  const tc::Tensor logits = log.numerics ? run.model.forward_hooked(batch.data,
+                                                                    [&](const std::string& layer, const tc::Tensor& y) {
+                                                                      return log.numerics->watch(y, layer);
+                                                                    })
+                                         : run.model.forward(batch.data);
+  return model_loss(run.model, logits, batch.target);
+}
+
+// Whether step `step` (1-based) is logged to --metrics and TensorBoard: every
+// --log-every steps, the last planned step and the last one --max-steps allows.
+bool is_log_step(const TrainingRun& run, int64_t step) {
+  return step % run.cfg.log_every == 0 || step == run.total_steps ||
+         (run.cfg.max_steps > 0 && step >= run.cfg.max_steps);
+}
+
+// Applies the gradients unless they hold inf/NaN: the scaler skips such a step itself;
+// without one, --on-nonfinite says (stop throws, skip drops it). Returns whether the
+// weights were updated.
+bool apply_gradients(TrainingRun& run, RunLog& log, double loss) {
+  const int64_t step = run.step + 1;
+  if (run.check_nonfinite && nonfinite_step(loss, run.params, run.named, step, run.cfg)) {
+    ++run.result.nonfinite_steps;
+    if (log.numerics) log.numerics->record_overflow(step, run.named);
+    run.optimizer->zero_grad(/*set_to_none=*/true);
+    return false;
+  }
+  run.scaler->step(*run.optimizer);
+  run.scaler->update();
+  const bool stepped = !run.scaler->last_step().skipped;  // on CUDA, waits for the device's answer
+  if (log.numerics && stepped) log.numerics->after_update(run.named);
+  if (log.numerics && !stepped)
+    log.say("step " + std::to_string(step) +
+            ": inf/NaN, step skipped; first non-finite: " + log.numerics->record_overflow(step, run.named));
+  return stepped;
+}
+
+// One optimizer step on `batch`, recorded; `norm` gets the gradient norm when the step is
+// logged to TensorBoard, else -1.
+StepRecord train_step(TrainingRun& run, RunLog& log, tc::data::Example& batch, int64_t epoch, double& norm) {
+  const auto t0 = Clock::now();
+  // From pinned memory: the copies queue behind the previous step without waiting.
+  if (run.device.is_cuda()) batch = {batch.data.to(run.device, true), batch.target.to(run.device, true)};
+  run.optimizer->zero_grad(/*set_to_none=*/true);
+  if (log.numerics) log.numerics->begin_step(run.step + 1);
+  const tc::Tensor loss = forward_loss(run, log, batch);
+  // --loss-weight scales the objective (as an auxiliary-loss weight or 1/K gradient
+  // accumulation does) and so every gradient; the logged loss stays unweighted.
+  run.scaler->scale(run.cfg.loss_weight == 1.0 ? loss : loss * run.cfg.loss_weight).backward();
+  if (log.numerics) {
+    log.numerics->record_gradients(run.named);
+    log.numerics->before_update(run.named);
+  }
+  StepRecord rec;
+  if (run.cfg.track_zero_grads) rec.zero_grad_fraction = zero_fraction(run.params);
+  rec.loss_scale = run.scaler->get_scale();                     // the scale this step's gradients carry
+  rec.lr = run.optimizer->param_groups()[0].options->get_lr();  // the lr of this step
+  rec.loss = run.world > 1 ? mean_over_ranks(loss) : loss.item<double>();
+  norm = log.tensorboard && is_log_step(run, run.step + 1) ? grad_norm(run.params, rec.loss_scale) : -1;
+  const bool stepped = apply_gradients(run, log, rec.loss);
+  if (run.scheduler) run.scheduler->step();
+  const auto t1 = Clock::now();
+  ++run.step;
+  ++run.steps_here;
+  rec.step = run.step;
+  rec.epoch = epoch + 1;
+  rec.skipped = !stepped;
+  rec.skipped_total = run.scaler->steps_skipped() + run.result.nonfinite_steps;
+  rec.step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  run.step_seconds += std::chrono::duration<double>(t1 - t0).count();
+  run.result.train_seconds = run.step_seconds;
+  rec.seconds = run.previous_seconds + run.step_seconds;
+  run.result.steps_log.push_back(rec);
+  return rec;
+}
+
+// ---------------------------------------------------------------- logging a step
+
+void write_metrics(RunLog& log, const StepRecord& rec) {
+  JsonObject o;
+  o.add("step", rec.step)
+      .add("epoch", rec.epoch)
+      .add("loss", rec.loss)
+      .add("loss_scale", rec.loss_scale)
+      .add("skipped", rec.skipped_total)
+      .add("skipped_step", rec.skipped)
+      .add("lr", rec.lr)
+      .add("seconds", rec.seconds);
+  if (rec.zero_grad_fraction >= 0) o.add("zero_grad_fraction", rec.zero_grad_fraction);
+  log.metrics.write(o);
+}
+
+void show_progress(const TrainingRun& run, RunLog& log, const StepRecord& rec, int64_t epoch) {
+  const tc::data::DataLoader& loader = *run.loader;
   const int64_t per_epoch = loader.size();
-  const int64_t total_steps = cfg.max_steps > 0 ? std::min(cfg.max_steps, planned_steps) : planned_steps;
-  const bool check_nonfinite = !use_scaler && cfg.on_nonfinite != "continue";
-  const auto named = model.module->named_parameters();
-  // The peak the report gives: what training adds on its device (the dataset stays on the CPU).
-  auto training_peak_bytes = [&] {
-    return device.is_cuda() ? tc::memory_stats(device).peak_bytes : tc::memory_stats().peak_bytes - data_bytes;
-  };
-  tc::reset_peak_memory_stats(device);
-  const auto t_start = Clock::now();
-  double step_seconds = 0;  // time spent in training steps in this process
-  int64_t steps_here = 0;
-  auto limit_reached = [&] { return cfg.max_steps > 0 && step >= cfg.max_steps; };
+  ProgressInfo pi;
+  pi.epoch = epoch + 1;
+  pi.epochs = run.cfg.epochs;
+  pi.step = loader.batch_index() == 0 && loader.epoch() != epoch ? per_epoch : loader.batch_index();
+  pi.steps_in_epoch = per_epoch;
+  pi.global_step = run.step;
+  pi.loss = rec.loss;
+  pi.loss_scale = rec.loss_scale;
+  pi.scaler = run.use_scaler;
+  pi.skipped = rec.skipped_total;
+  const double elapsed = run.elapsed_seconds();
+  pi.samples_per_s = elapsed > 0 ? run.steps_here * double(run.cfg.batch_size) / elapsed : 0;
+  pi.eta_s = run.steps_here > 0 ? elapsed / run.steps_here * double(run.total_steps - run.step) : -1;
+  log.progress.update(pi);
+}
 
-  while (loader.epoch() < cfg.epochs && !limit_reached()) {
-    const int64_t epoch = loader.epoch();  // 0-based
-    double loss_sum = 0;
-    int64_t loss_count = 0;
-    for (auto& batch : loader) {
-      const auto t0 = Clock::now();
-      // From pinned memory: the copies queue behind the previous step without waiting.
-      if (device.is_cuda()) batch = {batch.data.to(device, true), batch.target.to(device, true)};
-      optimizer.zero_grad(/*set_to_none=*/true);
-      if (numerics) numerics->begin_step(step + 1);
-      tc::Tensor loss;
-      {
-        tc::amp::AutocastGuard autocast(device.type, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute,
-                                        prec.compute != tc::kFloat32);
-        const tc::Tensor logits =
-            numerics ? model.forward_hooked(batch.data, [&](const std::string& layer,
-                                                            const tc::Tensor& y) { return numerics->watch(y, layer); })
-                     : model.forward(batch.data);
-        loss = model_loss(model, logits, batch.target);
-      }
-      // --loss-weight scales the objective (as an auxiliary-loss weight or 1/K gradient
-      // accumulation does) and so every gradient; the logged loss stays unweighted.
-      scaler.scale(cfg.loss_weight == 1.0 ? loss : loss * cfg.loss_weight).backward();
-      const bool log_now = (step + 1) % cfg.log_every == 0 || step + 1 == total_steps ||
-                           (cfg.max_steps > 0 && step + 1 >= cfg.max_steps);
-      if (numerics) {
-        numerics->record_gradients(named);
-        numerics->before_update(named);
-      }
-      StepRecord rec;
-      if (cfg.track_zero_grads) rec.zero_grad_fraction = zero_fraction(params);
-      rec.loss_scale = scaler.get_scale();                     // the scale this step's gradients carry
-      rec.lr = optimizer.param_groups()[0].options->get_lr();  // the lr of this step
-      rec.loss = world > 1 ? mean_over_ranks(loss) : loss.item<double>();
-      const double norm = tensorboard && log_now ? grad_norm(params, rec.loss_scale) : -1;
-      bool stepped = false;
-      if (check_nonfinite && nonfinite_step(rec.loss, params, named, step + 1, cfg)) {
-        ++result.nonfinite_steps;  // --on-nonfinite skip: drop the step, as a scaler would
-        if (numerics) numerics->record_overflow(step + 1, named);
-        optimizer.zero_grad(/*set_to_none=*/true);
-      } else {
-        scaler.step(optimizer);
-        scaler.update();
-        stepped = !scaler.last_step().skipped;  // on CUDA, waits for the device's answer
-        if (numerics && stepped) numerics->after_update(named);
-        if (numerics && !stepped)
-          say("step " + std::to_string(step + 1) +
-              ": inf/NaN, step skipped; first non-finite: " + numerics->record_overflow(step + 1, named));
-      }
-      if (scheduler) scheduler->step();
-      const auto t1 = Clock::now();
-      ++step;
-      ++steps_here;
-      rec.step = step;
-      rec.epoch = epoch + 1;
-      rec.skipped = !stepped;
-      rec.skipped_total = scaler.steps_skipped() + result.nonfinite_steps;
-      rec.step_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-      step_seconds += std::chrono::duration<double>(t1 - t0).count();
-      result.train_seconds = step_seconds;
-      rec.seconds = previous_seconds + step_seconds;
-      result.steps_log.push_back(rec);
-      loss_sum += rec.loss;
-      ++loss_count;
+void log_step(const TrainingRun& run, RunLog& log, const StepRecord& rec, double norm, int64_t epoch) {
+  const bool logged = is_log_step(run, run.step);
+  if (log.metrics.is_open() && logged) write_metrics(log, rec);
+  if (log.tensorboard && logged)
+    log.tensorboard->step(run.step, rec.loss, rec.lr, rec.loss_scale, rec.skipped_total, norm, run.samples_per_second(),
+                          run.training_peak_bytes());
+  if (!run.cfg.quiet) show_progress(run, log, rec, epoch);
+}
 
-      if (metrics.is_open() && (step % cfg.log_every == 0 || step == total_steps || limit_reached())) {
-        JsonObject o;
-        o.add("step", step)
-            .add("epoch", rec.epoch)
-            .add("loss", rec.loss)
-            .add("loss_scale", rec.loss_scale)
-            .add("skipped", rec.skipped_total)
-            .add("skipped_step", rec.skipped)
-            .add("lr", rec.lr)
-            .add("seconds", rec.seconds);
-        if (rec.zero_grad_fraction >= 0) o.add("zero_grad_fraction", rec.zero_grad_fraction);
-        metrics.write(o);
-      }
-      if (tensorboard && log_now) {
-        const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
-        tensorboard->step(step, rec.loss, rec.lr, rec.loss_scale, rec.skipped_total, norm,
-                          elapsed > 0 ? steps_here * double(cfg.batch_size) / elapsed : 0, training_peak_bytes());
-      }
-      if (!cfg.quiet) {
-        ProgressInfo pi;
-        pi.epoch = epoch + 1;
-        pi.epochs = cfg.epochs;
-        pi.step = loader.batch_index() == 0 && loader.epoch() != epoch ? per_epoch : loader.batch_index();
-        pi.steps_in_epoch = per_epoch;
-        pi.global_step = step;
-        pi.loss = rec.loss;
-        pi.loss_scale = rec.loss_scale;
-        pi.scaler = use_scaler;
-        pi.skipped = rec.skipped_total;
-        const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
-        pi.samples_per_s = elapsed > 0 ? steps_here * double(cfg.batch_size) / elapsed : 0;
-        pi.eta_s = steps_here > 0 ? elapsed / steps_here * double(total_steps - step) : -1;
-        progress.update(pi);
-      }
-      if (cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0 && !limit_reached()) save(epoch);
-      if (limit_reached()) break;
-    }
-    // An epoch is complete when the loader has no batch of it left.
-    const bool complete = loader.epoch() != epoch || loader.batch_index() >= per_epoch;
-    if (complete && loader.epoch() == epoch) loader.set_epoch(epoch + 1);
-    if (complete || limit_reached()) {
-      const Evaluation ev = evaluate(model, *data.test, prec, device);  // sharded across ranks
-      EpochRecord er;
-      er.epoch = epoch + 1;
-      er.step = step;
-      er.train_loss = loss_count ? loss_sum / loss_count : 0;
-      er.test_accuracy = ev.accuracy;
-      er.test_loss = ev.loss;
-      er.test_bits_per_byte = ev.bits_per_byte;
-      result.epochs_log.push_back(er);
-      result.test_accuracy = ev.accuracy;
-      result.test_loss = ev.loss;
-      result.test_bits_per_byte = ev.bits_per_byte;
-      if (tensorboard) {
-        tensorboard->epoch(step, ev.accuracy, ev.loss, ev.bits_per_byte);
-        tensorboard->flush();
-      }
-      if (!cfg.quiet) {
-        progress.finish();
-        char buf[512];
-        const double secs = previous_seconds + step_seconds;
-        if (model.language_model)
-          std::snprintf(buf, sizeof buf, "epoch %lld%s  step %lld  train loss %.4f  held-out %.4f bits/byte  %s%.1f s",
-                        static_cast<long long>(epoch + 1), complete ? "" : " (stopped early)",
-                        static_cast<long long>(step), er.train_loss, ev.bits_per_byte,
-                        use_scaler ? ("loss scale " + std::to_string(int64_t(scaler.get_scale())) + "  skipped " +
-                                      std::to_string(scaler.steps_skipped()) + "  ")
-                                         .c_str()
-                                   : "",
-                        secs);
-        else
-          std::snprintf(buf, sizeof buf, "epoch %lld%s  step %lld  train loss %.4f  test accuracy %.2f%%  %s%.1f s",
-                        static_cast<long long>(epoch + 1), complete ? "" : " (stopped early)",
-                        static_cast<long long>(step), er.train_loss, 100 * ev.accuracy,
-                        use_scaler ? ("loss scale " + std::to_string(int64_t(scaler.get_scale())) + "  skipped " +
-                                      std::to_string(scaler.steps_skipped()) + "  ")
-                                         .c_str()
-                                   : "",
-                        secs);
-        say(buf);
-      }
-      save(complete ? epoch + 1 : epoch);
-    }
-  }
-  if (steps_here == 0 && !cfg.quiet)
-    say("nothing to do: the run already reached --epochs/--max-steps (" + std::to_string(step) + " steps)");
+// ---------------------------------------------------------------- epochs
 
-  result.epochs = std::min<int64_t>(loader.epoch(), cfg.epochs);
-  result.steps = step;
-  result.skipped_steps = scaler.steps_skipped() + result.nonfinite_steps;
-  result.final_loss_scale = scaler.get_scale();
-  result.final_loss = result.steps_log.empty() ? 0 : result.steps_log.back().loss;
-  result.train_seconds = previous_seconds + step_seconds;
-  result.peak_memory_bytes = std::max<int64_t>(0, training_peak_bytes());
-  if (!result.steps_log.empty()) {
-    std::vector<double> ms;
-    for (const auto& r : result.steps_log) ms.push_back(r.step_ms);
-    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-    result.median_step_ms = ms[ms.size() / 2];
+struct EpochLoss {
+  double sum = 0;
+  int64_t count = 0;
+};
+
+// The steps of one epoch, or up to --max-steps; each logged, with --checkpoint-every's saves.
+EpochLoss train_epoch(TrainingRun& run, RunLog& log, int64_t epoch) {
+  EpochLoss loss;
+  for (auto& batch : *run.loader) {
+    double norm = -1;
+    const StepRecord rec = train_step(run, log, batch, epoch, norm);
+    loss.sum += rec.loss;
+    ++loss.count;
+    log_step(run, log, rec, norm, epoch);
+    if (run.cfg.checkpoint_every > 0 && run.step % run.cfg.checkpoint_every == 0 && !run.limit_reached())
+      save_checkpoint(run, epoch);
+    if (run.limit_reached()) break;
   }
-  result.weight_state_bytes = weight_state_bytes(params, optimizer);
-  if (numerics) {
-    result.numerics_table = numerics->table();
-    result.numerics = numerics->stats();
-    if (!cfg.numerics_json.empty()) write_file_atomic(cfg.numerics_json, numerics_json(*numerics));
+  return loss;
+}
+
+std::string epoch_line(const TrainingRun& run, const EpochRecord& er, bool complete) {
+  char head[160], metric[80], seconds[40];
+  std::snprintf(head, sizeof head, "epoch %lld%s  step %lld  train loss %.4f  ", static_cast<long long>(er.epoch),
+                complete ? "" : " (stopped early)", static_cast<long long>(er.step), er.train_loss);
+  if (run.model.language_model)
+    std::snprintf(metric, sizeof metric, "held-out %.4f bits/byte  ", er.test_bits_per_byte);
+  else
+    std::snprintf(metric, sizeof metric, "test accuracy %.2f%%  ", 100 * er.test_accuracy);
+  std::snprintf(seconds, sizeof seconds, "%.1f s", run.previous_seconds + run.step_seconds);
+  const std::string scale = run.use_scaler ? "loss scale " + std::to_string(int64_t(run.scaler->get_scale())) +
+                                                 "  skipped " + std::to_string(run.scaler->steps_skipped()) + "  "
+                                           : "";
+  return std::string(head) + metric + scale + seconds;
+}
+
+EpochRecord record_epoch(TrainingRun& run, int64_t epoch, const EpochLoss& loss, const Evaluation& ev) {
+  EpochRecord er;
+  er.epoch = epoch + 1;
+  er.step = run.step;
+  er.train_loss = loss.count ? loss.sum / loss.count : 0;
+  er.test_accuracy = ev.accuracy;
+  er.test_loss = ev.loss;
+  er.test_bits_per_byte = ev.bits_per_byte;
+  run.result.epochs_log.push_back(er);
+  run.result.test_accuracy = ev.accuracy;
+  run.result.test_loss = ev.loss;
+  run.result.test_bits_per_byte = ev.bits_per_byte;
+  return er;
+}
+
+// After an epoch's steps: an epoch is complete when the loader has no batch of it left.
+// A complete epoch, or one --max-steps stopped, is evaluated, logged and checkpointed.
+void finish_epoch(TrainingRun& run, RunLog& log, int64_t epoch, const EpochLoss& loss) {
+  tc::data::DataLoader& loader = *run.loader;
+  const bool complete = loader.epoch() != epoch || loader.batch_index() >= loader.size();
+  if (complete && loader.epoch() == epoch) loader.set_epoch(epoch + 1);
+  if (!complete && !run.limit_reached()) return;
+  const Evaluation ev = evaluate(run.model, *run.data.test, run.prec, run.device);  // sharded across ranks
+  const EpochRecord er = record_epoch(run, epoch, loss, ev);
+  if (log.tensorboard) {
+    log.tensorboard->epoch(run.step, ev.accuracy, ev.loss, ev.bits_per_byte);
+    log.tensorboard->flush();
   }
-  return result;
+  if (!run.cfg.quiet) {
+    log.progress.finish();
+    log.say(epoch_line(run, er, complete));
+  }
+  save_checkpoint(run, complete ? epoch + 1 : epoch);
+}
+
+void start_clock(TrainingRun& run) {
+  run.total_steps = run.cfg.max_steps > 0 ? std::min(run.cfg.max_steps, run.planned_steps) : run.planned_steps;
+  run.check_nonfinite = !run.use_scaler && run.cfg.on_nonfinite != OnNonfinite::kContinue;
+  run.named = run.model.module->named_parameters();
+  tc::reset_peak_memory_stats(run.device);
+  run.t_start = Clock::now();
+}
+
+void train_epochs(TrainingRun& run, RunLog& log) {
+  while (run.loader->epoch() < run.cfg.epochs && !run.limit_reached()) {
+    const int64_t epoch = run.loader->epoch();  // 0-based
+    const EpochLoss loss = train_epoch(run, log, epoch);
+    finish_epoch(run, log, epoch, loss);
+  }
+  if (run.steps_here == 0 && !run.cfg.quiet)
+    log.say("nothing to do: the run already reached --epochs/--max-steps (" + std::to_string(run.step) + " steps)");
+}
+
+double median_step_ms(const std::vector<StepRecord>& steps) {
+  if (steps.empty()) return 0;
+  std::vector<double> ms;
+  for (const auto& r : steps) ms.push_back(r.step_ms);
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return ms[ms.size() / 2];
+}
+
+TrainResult summarize(TrainingRun& run, RunLog& log) {
+  TrainResult& r = run.result;
+  r.epochs = std::min<int64_t>(run.loader->epoch(), run.cfg.epochs);
+  r.steps = run.step;
+  r.skipped_steps = run.scaler->steps_skipped() + r.nonfinite_steps;
+  r.final_loss_scale = run.scaler->get_scale();
+  r.final_loss = r.steps_log.empty() ? 0 : r.steps_log.back().loss;
+  r.train_seconds = run.previous_seconds + run.step_seconds;
+  r.peak_memory_bytes = std::max<int64_t>(0, run.training_peak_bytes());
+  r.median_step_ms = median_step_ms(r.steps_log);
+  r.weight_state_bytes = weight_state_bytes(run.params, *run.optimizer);
+  if (log.numerics) {
+    r.numerics_table = log.numerics->table();
+    r.numerics = log.numerics->stats();
+    if (!run.cfg.numerics_json.empty()) write_file_atomic(run.cfg.numerics_json, numerics_json(*log.numerics));
+  }
+  return std::move(r);
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& config) {
+  TrainingRun run;
+  run.cfg = config_for_this_rank(config);
+  load_resume(run);
+  check_checkpoint_dir(run.cfg);
+  check_output_path(run.cfg.metrics_path, "--metrics");
+  check_output_path(run.cfg.numerics_json, "--numerics-json");
+  choose_device_and_precision(run);
+  load_data(run);
+  build_model_and_optimizer(run);
+  check_data_and_world(run);
+  make_loader(run);
+  make_schedule_and_restore(run);
+  describe_run(run);
+
+  RunLog log(run.cfg);
+  print_header(run, log);
+  log.open_outputs(run.cfg, run.resume.has_value());
+  start_clock(run);
+  train_epochs(run, log);
+  return summarize(run, log);
 }
 
 std::string numerics_json(const tc::amp::NumericsReport& report) {

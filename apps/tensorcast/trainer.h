@@ -2,6 +2,7 @@
 // (an autocast region around forward + loss, a GradScaler for fp16, AdamW), evaluation
 // at each epoch end, checkpoints, exact resume, metrics and the progress display.
 #pragma once
+#include <tensorcast/amp/autocast.h>
 #include <tensorcast/amp/numerics.h>
 #include <tensorcast/device.h>
 #include <tensorcast/dtype.h>
@@ -12,6 +13,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "settings.h"
 
 namespace tc {
 namespace io {
@@ -36,35 +39,49 @@ namespace tcli {
 
 // The precision a run uses and why (for --precision auto).
 struct Precision {
-  std::string name;  // fp32, bf16, fp16, bf16-pure
+  PrecisionChoice choice = PrecisionChoice::kFp32;  // resolved: never kAuto
   tc::DType compute = tc::kFloat32;
   std::string reason;  // filled for auto
   bool pure = false;   // bf16-pure: the weights and optimizer state themselves are bf16
+  std::string name() const { return setting_name(choice); }  // fp32, bf16, fp16, bf16-pure
 };
-// "auto" on the CPU -> bf16 where it has native bf16 math, else fp32; on a GPU -> bf16
+
+// The autocast region of every forward pass of the CLI (training, evaluation, benchmarks):
+// the precision's 16-bit dtype; fp32 runs with autocast off.
+class AutocastRegion {
+ public:
+  AutocastRegion(const Precision& prec, tc::Device device)
+      : guard_(device.type, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute, prec.compute != tc::kFloat32) {
+  }
+
+ private:
+  tc::amp::AutocastGuard guard_;
+};
+
+// kAuto on the CPU -> bf16 where it has native bf16 math, else fp32; on a GPU -> bf16
 // where it has bf16 Tensor Cores (compute capability 8.0 on), else fp16 with a GradScaler.
-// "bf16-pure": bf16 autocast over bf16 weights with bf16 optimizer state
+// kBf16Pure: bf16 autocast over bf16 weights with bf16 optimizer state
 // (TrainConfig::weight_update says how updates are rounded), no float32 master copy.
-Precision resolve_precision(const std::string& flag, tc::Device device = {});
+Precision resolve_precision(PrecisionChoice choice, tc::Device device = {});
 
 // --device: "cpu", "cuda" or "cuda:N", checked here: a CUDA device this machine or build
 // does not have is a one-line tc::Error saying why.
 tc::Device resolve_device(const std::string& flag);
 
 struct TrainConfig {
-  std::string model = "cnn";
+  ModelKind model = ModelKind::kCnn;
   std::string data;  // empty: the model's default
-  std::string precision = "auto";
+  PrecisionChoice precision = PrecisionChoice::kAuto;
   std::string device = "cpu";  // cpu, cuda or cuda:N: where the model trains (the data is read on the CPU)
   bool scaler = true;          // fp16 only: false = --no-scaler
-  // bf16-pure only: "kahan" (compensated, the default), "nearest" or "stochastic".
-  std::string weight_update = "kahan";
+  // bf16-pure only: compensated (the default), to nearest or stochastic.
+  WeightUpdate weight_update = WeightUpdate::kKahan;
   int64_t epochs = 2;
   int64_t batch_size = 128;
-  std::string optimizer = "adamw";  // adamw (weight decay 0) or sgd (momentum 0.9)
+  OptimizerKind optimizer = OptimizerKind::kAdamW;  // AdamW (weight decay 0) or SGD (momentum 0.9)
   double lr = 1e-3;
-  double loss_weight = 1.0;            // the objective is loss * loss_weight (every gradient scales with it)
-  std::string lr_schedule = "cosine";  // cosine (to 0 over the planned epochs) or constant
+  double loss_weight = 1.0;                      // the objective is loss * loss_weight (every gradient scales with it)
+  LrSchedule lr_schedule = LrSchedule::kCosine;  // cosine (to 0 over the planned epochs) or constant
   uint64_t seed = 0;
   int64_t max_steps = 0;         // 0: no limit (total steps, counting resumed ones)
   std::string checkpoint_dir;    // empty: no checkpoints
@@ -78,10 +95,10 @@ struct TrainConfig {
   bool quiet = false;                            // only errors (report runs)
   int64_t bucket_cap_bytes = int64_t{25} << 20;  // data parallel: gradient bucket size
   bool track_zero_grads = false;                 // fraction of exactly-zero gradient values per step (report)
-  // A non-finite loss or gradient that no GradScaler handles: "stop" (an error naming the
-  // step and the first non-finite gradient, nothing applied or saved), "skip" (drop the
-  // step, as a scaler would) or "continue" (apply it anyway).
-  std::string on_nonfinite = "stop";
+  // A non-finite loss or gradient that no GradScaler handles: kStop (an error naming the
+  // step and the first non-finite gradient, nothing applied or saved), kSkip (drop the
+  // step, as a scaler would) or kContinue (apply it anyway).
+  OnNonfinite on_nonfinite = OnNonfinite::kStop;
   // The numerics report (tc::amp::NumericsReport): sampled every N steps, printed at the
   // end, written as JSON when numerics_json is set.
   bool numerics_report = false;

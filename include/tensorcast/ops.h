@@ -36,6 +36,22 @@ inline constexpr Reduction kMean = Reduction::Mean;
 /// Reduction::Sum, as libtorch's torch::kSum.
 inline constexpr Reduction kSum = Reduction::Sum;
 
+/// The activation of the fused linear ops (linear_activation, mlp): ReLU, GELU (erf: gelu's
+/// approximate "none") or GELU's tanh approximation (approximate "tanh").
+enum class Activation : uint8_t { kRelu, kGelu, kGeluTanh };
+/// The activation's name: "relu", "gelu" or "gelu_tanh" ("invalid" for a value outside the enum).
+constexpr const char* activation_name(Activation act) noexcept {
+  switch (act) {
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kGeluTanh:
+      return "gelu_tanh";
+  }
+  return "invalid";
+}
+
 #define TC_DEFAULT(...) = __VA_ARGS__
 #define TC_POLICY(op, policy, pytorch, note)
 #define TC_OP(ret, op, params, args) ret op params;

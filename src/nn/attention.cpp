@@ -49,8 +49,7 @@ MLPImpl::MLPImpl(int64_t width, double dropout) : Module("MLP") {
 // recorded, and without a pass of its own in training; the same value as
 // proj->forward(act->forward(fc->forward(x))) but for the 16-bit rounding.
 Tensor MLPImpl::forward(const Tensor& x) {
-  const Tensor h = tc::mlp(x, fc->weight, fc->bias, proj->weight, proj->bias,
-                           act->options.approximate() == "tanh" ? "gelu_tanh" : "gelu");
+  const Tensor h = tc::mlp(x, fc->weight, fc->bias, proj->weight, proj->bias, act->activation());
   return drop->forward(h);
 }
 

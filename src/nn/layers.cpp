@@ -1,8 +1,9 @@
 // Linear, Flatten, Conv2d, pooling, activations, Dropout, Embedding and Sequential:
 // the layers that are one op plus their parameters.
 #include <cmath>
+#include <cstddef>
+#include <optional>
 #include <ostream>
-#include <string_view>
 #include <typeinfo>
 
 #include "tensorcast/amp/autocast.h"
@@ -36,16 +37,54 @@ void LinearImpl::reset_parameters() {
   }
 }
 
+namespace {
+
+// The activation as its own op, as the ReLU and GELU modules run it.
+Tensor activate(Activation act, const Tensor& h) {
+  switch (act) {
+    case Activation::kRelu:
+      return tc::relu(h);
+    case Activation::kGelu:
+      return tc::gelu(h, "none");
+    case Activation::kGeluTanh:
+      return tc::gelu(h, "tanh");
+  }
+  TC_FAIL("nn", "Linear: activation must be Activation::kRelu, kGelu or kGeluTanh, got the value ",
+          static_cast<int>(act));
+}
+
+// Whether tc::linear_activation gives the bits of tc::linear then `act`'s op for input x: a
+// GELU of a 16-bit product (under CPU autocast, or of 16-bit input with weight and bias of
+// its dtype) is looked up in the table the gelu op reads. A float32 GELU in the GEMM's
+// epilogue is oneDNN's erf, and ReLU on the float32 accumulators is rounded after the
+// activation rather than before: neither is promised to give the two ops' bits.
+bool fused_gives_same_bits(Activation act, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (act == Activation::kRelu) return false;
+  if (x.device().is_cpu() && amp::is_autocast_enabled(kCPU)) return true;
+  const bool same_dtypes = x.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == weight.dtype());
+  return is_reduced_float(x.dtype()) && same_dtypes;
+}
+
+}  // namespace
+
+// Fused where that changes no bit: without a graph the GELU is then looked up as the AMX
+// kernel writes the product (no pass of its own over it), or in place after it; recorded
+// it is the composition either way.
 Tensor LinearImpl::forward(const Tensor& input) {
   TC_CHECK(input.defined() && input.dim() >= 1 && input.size(-1) == options.in_features(), "nn", "Linear(",
            options.in_features(), ", ", options.out_features(), ") expects input of shape (*, ", options.in_features(),
            "), got ", input.defined() ? shape_str(input.sizes()) : "an undefined tensor");
-  return tc::linear(input, weight, bias);
+  const std::optional<Activation> act = options.activation();
+  if (!act) return tc::linear(input, weight, bias);
+  if (fused_gives_same_bits(*act, input, weight, bias)) return tc::linear_activation(input, weight, bias, *act);
+  return activate(*act, tc::linear(input, weight, bias));
 }
 
 void LinearImpl::pretty_print(std::ostream& os) const {
   os << "Linear(in_features=" << options.in_features() << ", out_features=" << options.out_features()
-     << ", bias=" << (options.bias() ? "true" : "false") << ")";
+     << ", bias=" << (options.bias() ? "true" : "false");
+  if (options.activation()) os << ", activation=" << activation_name(*options.activation());
+  os << ")";
 }
 
 void FlattenImpl::pretty_print(std::ostream& os) const {
@@ -148,43 +187,10 @@ void EmbeddingImpl::pretty_print(std::ostream& os) const {
 }
 
 // ---------------------------------------------------------------- Sequential
-namespace {
-
-// For a Linear at `at` followed by a GELU (exactly those classes, whose forwards are the
-// linear and gelu ops): the GELU's linear_activation name where that op gives the pair's
-// bits for input x (a 16-bit product, under autocast or of 16-bit input, whose GELU is
-// looked up in the table the gelu op reads; a float32 GELU would be oneDNN's erf), else
-// empty. x of another width or dtype is left to Linear's forward, which says what is wrong.
-std::string_view fusable(const std::vector<std::shared_ptr<Module>>& modules, size_t at, const Tensor& x) {
-  if (at + 1 >= modules.size() || typeid(*modules[at]) != typeid(LinearImpl) ||
-      typeid(*modules[at + 1]) != typeid(GELUImpl))
-    return {};
-  const auto& linear = static_cast<const LinearImpl&>(*modules[at]);
-  if (!x.defined() || x.dim() < 1 || x.size(-1) != linear.options.in_features()) return {};
-  const bool autocast = x.device().is_cpu() && amp::is_autocast_enabled(kCPU);
-  const bool same_dtypes =
-      x.dtype() == linear.weight.dtype() && (!linear.bias.defined() || linear.bias.dtype() == linear.weight.dtype());
-  if (!autocast && !(is_reduced_float(x.dtype()) && same_dtypes)) return {};
-  return static_cast<const GELUImpl&>(*modules[at + 1]).options.approximate() == "tanh" ? "gelu_tanh" : "gelu";
-}
-
-}  // namespace
-
-// A Linear and the GELU after it run as one linear_activation: without a graph the GELU is
-// looked up as the AMX kernel writes the product (no pass of its own over it), or in place
-// after it; recorded it is the composition.
 Tensor SequentialImpl::forward(const Tensor& input) {
   TC_CHECK(!forwards_.empty(), "nn", "Sequential::forward called on an empty Sequential");
   Tensor x = input;
-  for (size_t i = 0; i < forwards_.size(); ++i) {
-    if (const std::string_view act = fusable(modules_, i, x); !act.empty()) {
-      const auto& linear = static_cast<const LinearImpl&>(*modules_[i]);
-      x = tc::linear_activation(x, linear.weight, linear.bias, act);
-      ++i;
-      continue;
-    }
-    x = forwards_[i](x);
-  }
+  for (const auto& forward : forwards_) x = forward(x);
   return x;
 }
 
@@ -193,6 +199,44 @@ Tensor SequentialImpl::forward(const Tensor& input, const std::function<Tensor(s
   Tensor x = input;
   for (size_t i = 0; i < forwards_.size(); ++i) x = after(i, forwards_[i](x));
   return x;
+}
+
+void SequentialImpl::erase(size_t index) {
+  const std::shared_ptr<Module>& module = ptr(index);
+  for (const auto& [name, child] : named_children())
+    if (child == module) {
+      unregister_module(name);
+      break;
+    }
+  modules_.erase(modules_.begin() + static_cast<std::ptrdiff_t>(index));
+  forwards_.erase(forwards_.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+namespace {
+
+// The activation `module` computes when it is exactly a ReLU or a GELU (whose forwards are
+// the relu and gelu ops); a subclass may compute something else.
+std::optional<Activation> activation_module(const Module& module) {
+  if (typeid(module) == typeid(ReLUImpl)) return Activation::kRelu;
+  if (typeid(module) == typeid(GELUImpl)) return static_cast<const GELUImpl&>(module).activation();
+  return std::nullopt;
+}
+
+}  // namespace
+
+size_t fuse_linear_activation(SequentialImpl& sequential) {
+  size_t fused = 0;
+  for (size_t i = 0; i + 1 < sequential.size(); ++i) {
+    Module& module = *sequential.ptr(i);
+    if (typeid(module) != typeid(LinearImpl)) continue;
+    auto& linear = static_cast<LinearImpl&>(module);
+    const std::optional<Activation> act = activation_module(*sequential.ptr(i + 1));
+    if (linear.options.activation() || !act) continue;
+    linear.options.activation(*act);
+    sequential.erase(i + 1);
+    ++fused;
+  }
+  return fused;
 }
 
 const std::shared_ptr<Module>& SequentialImpl::ptr(size_t index) const {

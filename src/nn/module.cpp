@@ -1,6 +1,7 @@
 // tc::nn::Module: registration, traversal, to(dtype), state_dict / load_state_dict.
 #include "tensorcast/nn/module.h"
 
+#include <algorithm>
 #include <ostream>
 #include <set>
 #include <sstream>
@@ -85,6 +86,12 @@ void Module::add_child(std::string name, std::shared_ptr<Module> module) {
   TC_CHECK(module != nullptr, "nn", "submodule '", name, "' is empty (nullptr)");
   for (const auto& [n, m] : children_) TC_CHECK(n != name, "nn", name_, " already has a submodule named '", name, "'");
   children_.emplace_back(std::move(name), std::move(module));
+}
+
+void Module::unregister_module(const std::string& name) {
+  const auto it = std::find_if(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; });
+  TC_CHECK(it != children_.end(), "nn", name_, " has no submodule named '", name, "'");
+  children_.erase(it);
 }
 
 void Module::collect(const std::string& prefix, bool recurse, bool buffers, NamedTensors& out) const {

@@ -273,11 +273,18 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 
 namespace {
 
-cpu::Activation parse_activation(const char* op, std::string_view activation) {
-  if (activation == "relu") return cpu::Activation::kRelu;
-  if (activation == "gelu") return cpu::Activation::kGelu;
-  if (activation == "gelu_tanh") return cpu::Activation::kGeluTanh;
-  TC_FAIL(op, "activation must be \"relu\", \"gelu\" or \"gelu_tanh\", got \"", activation, "\"");
+// The public activation as the backend's, whose enum also has kNone (no post-op). A value
+// outside the enum (a cast integer) is refused here, before any kernel sees it.
+cpu::Activation backend_activation(const char* op, Activation activation) {
+  switch (activation) {
+    case Activation::kRelu:
+      return cpu::Activation::kRelu;
+    case Activation::kGelu:
+      return cpu::Activation::kGelu;
+    case Activation::kGeluTanh:
+      return cpu::Activation::kGeluTanh;
+  }
+  TC_FAIL(op, "activation must be Activation::kRelu, kGelu or kGeluTanh, got the value ", static_cast<int>(activation));
 }
 
 // The activation as its own (recorded) op.
@@ -289,14 +296,15 @@ Tensor apply(cpu::Activation act, const Tensor& h) {
 
 // The composition (what autograd records, and what every path computes) is
 // activation(linear(input, weight, bias)). Without a graph to record, a device with the
-// activation kernels (the CPU) runs ReLU, and GELU on float32, as the GEMM's post-op on the float32 accumulators: one
-// pass over the output instead of two. A 16-bit GELU is looked up in the GEMM's rounded output (activation.h's table: a
-// load per value, where an erf in the epilogue costs a sizeable share of the GEMM at gpt's shape), which gives the
-// training forward's bits, rounded twice as PyTorch's linear then gelu: by the AMX kernel's epilogue as it writes each
-// block (no pass of its own), else in place after the product.
-Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor& bias, std::string_view activation) {
+// activation kernels (the CPU) runs ReLU, and GELU on float32, as the GEMM's post-op on the
+// float32 accumulators: one pass over the output instead of two. A 16-bit GELU is looked
+// up in the GEMM's rounded output (activation.h's table: a load per value, where an erf in
+// the epilogue costs a sizeable share of the GEMM at gpt's shape), which gives the training
+// forward's bits, rounded twice as PyTorch's linear then gelu: by the AMX kernel's epilogue
+// as it writes each block (no pass of its own), else in place after the product.
+Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor& bias, Activation activation) {
   const char* op = "linear_activation";
-  const cpu::Activation act = parse_activation(op, activation);
+  const cpu::Activation act = backend_activation(op, activation);
   check_linear(op, input, weight, bias);
   const backend::Kernels& kernels = backend::kernels_for(input.device());
   if (!kernels.activation_value || autograd::will_record({input, weight, bias}))
@@ -317,14 +325,16 @@ Tensor linear_activation(const Tensor& input, const Tensor& weight, const Tensor
 
 // linear(activation(linear(x, W1, b1)), W2, b2). Without a graph: linear_activation then
 // linear. Recorded on a device with the activation kernels (the CPU), one node whose
-// backward needs no pass of its own for the activation: the forward's one pass over h = x W1^T + b1 writes y = act(h)
-// and, over h, d = act'(h); the backward's product g W2 takes "* d" as a oneDNN post-op, so dL/dh = (g W2) * d comes
-// out of the GEMM (where oneDNN cannot fuse it, one multiply). It saves x, d, y and the weights, as the composition
-// saves x, h and y. d is rounded to h's dtype (a 16-bit gradient differs from the composition's by its rounding order).
+// backward needs no pass of its own for the activation: the forward's one pass over
+// h = x W1^T + b1 writes y = act(h) and, over h, d = act'(h); the backward's product g W2
+// takes "* d" as a oneDNN post-op, so dL/dh = (g W2) * d comes out of the GEMM (where
+// oneDNN cannot fuse it, one multiply). It saves x, d, y and the weights, as the
+// composition saves x, h and y. d is rounded to h's dtype (a 16-bit gradient differs from
+// the composition's by its rounding order).
 Tensor mlp(const Tensor& input, const Tensor& fc_weight, const Tensor& fc_bias, const Tensor& proj_weight,
-           const Tensor& proj_bias, std::string_view activation) {
+           const Tensor& proj_bias, Activation activation) {
   const char* op = "mlp";
-  const cpu::Activation act = parse_activation(op, activation);
+  const cpu::Activation act = backend_activation(op, activation);
   check_linear(op, input, fc_weight, fc_bias);
   TC_CHECK(proj_weight.defined() && proj_weight.dim() == 2 && proj_weight.size(1) == fc_weight.size(0), op,
            "expected a 2-D proj_weight (out_features, ", fc_weight.size(0), ") for fc_weight ",

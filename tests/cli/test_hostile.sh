@@ -34,6 +34,11 @@ expect_fail 1 "checkpoint step 9223372036854775807 does not match its data loade
 damaged badbatch --meta batch_size=abc
 expect_fail 1 "^tensorcast: error: \[cli\] --resume badbatch: checkpoint metadata 'batch_size' is \"abc\", expected an integer" -- \
   "$TC" train --resume badbatch
+damaged badschedule --meta lr_schedule=linear
+expect_fail 1 "^tensorcast: error: \[cli\] --resume badschedule: checkpoint metadata 'lr_schedule' is \"linear\", expected cosine or constant; the checkpoint is damaged" -- \
+  "$TC" train --resume badschedule
+damaged badmodel --meta model=resnet
+expect_fail 1 "checkpoint metadata 'model' is \"resnet\", expected cnn, mlp, mlp-large or gpt" -- "$TC" train --resume badmodel
 damaged hugeseed --meta seed=99999999999999999999999
 expect_fail 1 "checkpoint metadata 'seed' is \"99999999999999999999999\", expected an integer" -- "$TC" train --resume hugeseed
 damaged nansecs --meta train_seconds=nan

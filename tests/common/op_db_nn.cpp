@@ -134,17 +134,18 @@ void add_linalg(std::vector<OpInfo>& db) {
   }));
   // linear + activation: the forward samples run without a graph, so they check the GEMM's
   // fused epilogue; gradcheck runs the recorded composition.
-  const std::pair<const char*, double (*)(double)> acts[] = {
-      {"relu", [](double v) { return std::max(v, 0.0); }},
-      {"gelu", [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
-      {"gelu_tanh",
+  const std::pair<Activation, double (*)(double)> acts[] = {
+      {Activation::kRelu, [](double v) { return std::max(v, 0.0); }},
+      {Activation::kGelu, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
+      {Activation::kGeluTanh,
        [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); }}};
-  for (const auto& [name, fn] : acts) {
-    db.push_back(entry("linear_activation", name, L, {0, 1, 2}, [name, fn](DType dt) {
+  for (const auto& [act, fn] : acts) {
+    const char* name = activation_name(act);
+    db.push_back(entry("linear_activation", name, L, {0, 1, 2}, [act, fn](DType dt) {
       std::vector<Sample> s;
       auto add = [&](const std::string& desc, const Tensor& x, const Tensor& w, const Tensor& b) {
         s.push_back(make(
-            desc, {x, w, b}, [name](const Ts& in) { return Ts{linear_activation(in[0], in[1], in[2], name)}; },
+            desc, {x, w, b}, [act](const Ts& in) { return Ts{linear_activation(in[0], in[1], in[2], act)}; },
             [fn](const Ts& in) {
               RefOut r = ref_linear(in[0], in[1], in[2]);
               for (double& v : r.values) v = fn(v);
@@ -169,7 +170,7 @@ void add_linalg(std::vector<OpInfo>& db) {
     // mlp: linear(activation(linear(x, w1, b1)), w2, b2). The forward samples run without a
     // graph (linear_activation then linear); gradcheck runs the recorded one-node path (its
     // fused GEMM epilogue is checked at larger sizes in test_linalg).
-    db.push_back(entry("mlp", name, L, {0, 1, 2, 3, 4}, [name, fn](DType dt) {
+    db.push_back(entry("mlp", name, L, {0, 1, 2, 3, 4}, [act, fn](DType dt) {
       std::vector<Sample> s;
       auto add = [&](const std::string& desc, const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
                      const Tensor& b2) {
@@ -192,8 +193,7 @@ void add_linalg(std::vector<OpInfo>& db) {
             spread = std::max(spread, sum);
           }
         Sample sm = make(
-            desc, {x, w1, b1, w2, b2},
-            [name](const Ts& in) { return Ts{mlp(in[0], in[1], in[2], in[3], in[4], name)}; },
+            desc, {x, w1, b1, w2, b2}, [act](const Ts& in) { return Ts{mlp(in[0], in[1], in[2], in[3], in[4], act)}; },
             [hidden](const Ts& in) {
               const RefOut r = hidden(in);
               const Tensor y = tensor(r.values, {static_cast<int64_t>(r.values.size())}, kFloat64).reshape(r.shape);

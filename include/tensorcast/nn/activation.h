@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tensorcast/nn/module.h"
+#include "tensorcast/ops.h"
 
 namespace tc::nn {
 
@@ -29,6 +30,11 @@ class GELUImpl : public Module {
   /// GELU(input), elementwise.
   Tensor forward(const Tensor& input);
   void pretty_print(std::ostream& os) const override;
+  /// The activation it computes, for the fused linear ops: kGeluTanh for approximate
+  /// "tanh", else kGelu.
+  Activation activation() const noexcept {
+    return options.approximate() == "tanh" ? Activation::kGeluTanh : Activation::kGelu;
+  }
   GELUOptions options;  ///< as constructed
 };
 TC_MODULE(GELU);

@@ -67,13 +67,12 @@ class SequentialImpl : public Module {
     push_back(holder.ptr());
   }
 
-  /// Each module's forward in turn; a Linear followed by a GELU runs as one
-  /// linear_activation where that gives the pair's bits (a 16-bit product: under autocast
-  /// or of 16-bit input), so that without a graph the GELU is applied as the product is
-  /// written (the profiler then shows linear_activation, not linear and gelu).
+  /// Each module's forward in turn, nothing else: fusing a Linear with the activation
+  /// after it is the caller's explicit choice (fuse_linear_activation, or
+  /// LinearOptions::activation).
   Tensor forward(const Tensor& input);
   /// forward, passing each module's output through after(index, output) before the next
-  /// module (e.g. tc::amp::NumericsReport::watch on every layer's output); nothing fused.
+  /// module (e.g. tc::amp::NumericsReport::watch on every layer's output).
   Tensor forward(const Tensor& input, const std::function<Tensor(size_t, const Tensor&)>& after);
 
   /// The number of modules.
@@ -98,9 +97,27 @@ class SequentialImpl : public Module {
   auto end() const { return modules_.end(); }
 
  private:
+  /// Removes the activations it folds into their Linear layers.
+  friend size_t fuse_linear_activation(SequentialImpl& sequential);
+  // Removes the module at `index`; the others keep their names.
+  void erase(size_t index);
+
   std::vector<std::shared_ptr<Module>> modules_;
   std::vector<std::function<Tensor(const Tensor&)>> forwards_;
 };
 TC_MODULE(Sequential);
+
+/// Fuses each Linear (without an activation of its own) that is followed by a ReLU or a
+/// GELU into one layer: the Linear takes the activation (LinearOptions::activation, so it
+/// runs tc::linear_activation where that gives the same bits) and the activation module is
+/// removed. The other modules keep their names, so state_dict keys do not change (the
+/// activations hold no parameters). Only these exact classes are fused: a subclass may
+/// compute something else. Returns the number of pairs fused.
+///
+/// \code{.cpp}
+///   tc::nn::Sequential net(tc::nn::Linear(1024, 4096), tc::nn::GELU(), tc::nn::Linear(4096, 10));
+///   tc::nn::fuse_linear_activation(*net);  // "0": Linear with GELU, "2": Linear
+/// \endcode
+size_t fuse_linear_activation(SequentialImpl& sequential);
 
 }  // namespace tc::nn

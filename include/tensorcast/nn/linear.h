@@ -1,7 +1,10 @@
 /// \file
 /// Linear, Identity and Flatten.
 #pragma once
+#include <optional>
+
 #include "tensorcast/nn/module.h"
+#include "tensorcast/ops.h"
 
 namespace tc::nn {
 
@@ -12,16 +15,31 @@ struct LinearOptions {
   TC_ARG(int64_t, in_features);   ///< the input's last dimension
   TC_ARG(int64_t, out_features);  ///< the output's last dimension
   TC_ARG(bool, bias) = true;      ///< whether to learn an additive bias
+  /// An activation applied to the output: activation(x W^T + b), through the fused op
+  /// tc::linear_activation where that gives the bits of the two ops in turn (see
+  /// LinearImpl::forward). Unset: the plain linear layer.
+  TC_ARG(std::optional<Activation>, activation) = std::nullopt;
 };
 
-/// y = x W^T + b; weight (out, in) and bias U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch.
+/// y = x W^T + b, or activation(x W^T + b) with LinearOptions::activation; weight (out, in)
+/// and bias U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch.
+///
+/// \code{.cpp}
+///   tc::nn::Linear fc(tc::nn::LinearOptions(1024, 4096).activation(tc::Activation::kGelu));
+/// \endcode
 class LinearImpl : public Module {
  public:
   /// A layer from in_features to out_features, with bias.
   LinearImpl(int64_t in_features, int64_t out_features) : LinearImpl(LinearOptions(in_features, out_features)) {}
   /// From options.
   explicit LinearImpl(const LinearOptions& options);
-  /// input (..., in) -> input weight^T + bias (..., out).
+  /// input (..., in) -> input weight^T + bias (..., out), then the activation if set. With an
+  /// activation the layer runs tc::linear_activation where that op gives the same bits as
+  /// tc::linear then the activation's op (a GELU of a 16-bit product: under CPU autocast, or
+  /// of 16-bit input and weights, its GELU is looked up in the table the gelu op reads), and
+  /// the two ops otherwise (a float32 GELU in the GEMM's epilogue is oneDNN's erf, whose
+  /// bits differ from the gelu op's). Without a graph to record, the fused op applies the
+  /// GELU as the product is written instead of in a pass of its own.
   Tensor forward(const Tensor& input);
   /// Weight and bias drawn again as PyTorch's (uniform in +-1/sqrt(in_features)).
   void reset_parameters();

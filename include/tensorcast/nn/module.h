@@ -86,6 +86,10 @@ class Module : public std::enable_shared_from_this<Module> {
     return std::forward<H>(holder);
   }
 
+  /// Removes the child module registered under `name` ("[nn]" error when there is none),
+  /// as libtorch's unregister_module.
+  void unregister_module(const std::string& name);
+
   /// Every registered parameter that is defined, children's too unless recurse is false.
   std::vector<Tensor> parameters(bool recurse = true) const;
   /// parameters() with their dotted names ("fc.weight").
