@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/amp_kernels.h"
+#include "backend/cpu/loops/amp_kernels.h"
 #include "tensorcast/amp/grad_scaler.h"
 #include "tensorcast/optim/sgd.h"
 #include "tensorcast/tensorcast.h"

@@ -1,4 +1,4 @@
-// tensorcast's own AMX kernels (backend/cpu/matmul_amx.h: products by a weight;
+// tensorcast's own AMX kernels (backend/cpu/x86/matmul_amx.h: products by a weight;
 // weight_grad.h: weight gradients) against oneDNN, in one process, alternating: on a host
 // whose AMX unit is shared with another tenant the rate drifts 2-4x over minutes, so only
 // side-by-side figures compare. Plain C++ (no Google Benchmark); internal headers, hence the
@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/dnnl_matmul.h"
-#include "backend/cpu/matmul_amx.h"
-#include "backend/cpu/weight_grad.h"
+#include "backend/cpu/onednn/matmul.h"
+#include "backend/cpu/x86/matmul_amx.h"
+#include "backend/cpu/x86/weight_grad.h"
 #include "tensorcast/convert.h"
 #include "tensorcast/tensorcast.h"
 

@@ -1,6 +1,6 @@
 // What a tile product costs in the loop orders a 16-bit product can take on AMX, against
 // the same products with every tile in L1: the ceiling of the products-by-a-weight kernel
-// (backend/cpu/matmul_amx_kernel.cpp) and of the variants tried against it. One thread
+// (backend/cpu/x86/amx/matmul_amx_kernel.cpp) and of the variants tried against it. One thread
 // (pin it: `taskset -c 0`), one process, the loops alternating round by round, since on a
 // shared host (a cloud guest) the AMX unit's rate can drift several-fold within minutes
 // (another tenant's work): the ratio of each round's loop to that round's L1 rate

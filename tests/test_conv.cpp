@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cpu/dnnl_conv.h"
+#include "backend/cpu/onednn/conv.h"
 #include "common/testing.h"
 #include "tensorcast/amp/autocast.h"
 #include "tensorcast/gemm16.h"

@@ -10,12 +10,16 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <ostream>
 #include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "tensorcast/convert.h"
+#include "tensorcast/cpu_features.h"
 #include "tensorcast/half.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -178,6 +182,46 @@ void check_reference_narrow(const std::vector<float>& in, const char* what) {
     if (got != want) m.add(std::bit_cast<uint32_t>(f), 8, got, want, 4);
   }
   EXPECT_EQ(m.count, 0) << "half.h float->" << Format<T>::kName << " vs exact rounding, " << what << ":" << m.first;
+}
+
+// tc::cpu_features() against the kernel's own reading of CPUID: the flags and vendor of the
+// first CPU in /proc/cpuinfo (Linux lists an extension only where the OS enables its state).
+// AMX also needs this process's permission for the tile data, so it may be off where the
+// flag is listed, never on where it is not.
+TEST(CpuFeatures, AgreeWithTheKernelsCpuinfo) {
+  std::ifstream in("/proc/cpuinfo");
+  if (!in) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::set<std::string> flags;
+  std::string vendor, line;
+  while (std::getline(in, line) && (flags.empty() || vendor.empty())) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, line.find_first_of(" \t"));
+    std::istringstream values(line.substr(colon + 1));
+    if (key == "flags") {
+      for (std::string f; values >> f;) flags.insert(f);
+    } else if (key == "vendor_id") {
+      values >> vendor;
+    }
+  }
+  if (flags.empty()) GTEST_SKIP() << "/proc/cpuinfo lists no flags (not x86?)";
+  const tc::CpuFeatures& f = tc::cpu_features();
+  const auto has = [&](const char* name) { return flags.count(name) == 1; };
+  EXPECT_EQ(f.sse4_2, has("sse4_2"));
+  EXPECT_EQ(f.avx2, has("avx2"));
+  EXPECT_EQ(f.f16c, has("f16c"));
+  EXPECT_EQ(f.fma, has("fma"));
+  EXPECT_EQ(f.avx512f, has("avx512f"));
+  EXPECT_EQ(f.avx512bw, has("avx512bw"));
+  EXPECT_EQ(f.avx512vl, has("avx512vl"));
+  EXPECT_EQ(f.avx512_bf16, has("avx512_bf16"));
+  EXPECT_EQ(f.avx512_fp16, has("avx512_fp16"));
+  if (f.amx_bf16) EXPECT_TRUE(has("amx_bf16") && has("amx_tile"));
+  const tc::CpuVendor expected = vendor == "GenuineIntel"   ? tc::CpuVendor::kIntel
+                                 : vendor == "AuthenticAMD" ? tc::CpuVendor::kAmd
+                                                            : tc::CpuVendor::kOther;
+  EXPECT_EQ(f.vendor, expected) << "vendor_id " << vendor;
+  EXPECT_EQ(f.fast_gather, f.avx512f && expected == tc::CpuVendor::kIntel);
 }
 
 TEST(ConvertReference, NarrowMatchesExactRoundingOnStructuredInputs) {

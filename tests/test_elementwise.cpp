@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/activation.h"
-#include "backend/cpu/activation_kernels.h"
-#include "backend/cpu/fast_math.h"
+#include "backend/cpu/loops/activation.h"
+#include "backend/cpu/loops/fast_math.h"
+#include "backend/cpu/x86/activation_kernels.h"
 #include "common/testing.h"
 
 namespace tc {

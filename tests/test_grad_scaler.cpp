@@ -7,7 +7,7 @@
 #include <limits>
 #include <set>
 
-#include "backend/cpu/amp_kernels.h"
+#include "backend/cpu/loops/amp_kernels.h"
 #include "common/testing.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/amp/grad_scaler.h"

@@ -11,11 +11,11 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cpu/activation.h"
-#include "backend/cpu/dnnl_matmul.h"
-#include "backend/cpu/gemv.h"
-#include "backend/cpu/matmul_amx.h"
-#include "backend/cpu/weight_grad.h"
+#include "backend/cpu/loops/activation.h"
+#include "backend/cpu/loops/gemv.h"
+#include "backend/cpu/onednn/matmul.h"
+#include "backend/cpu/x86/matmul_amx.h"
+#include "backend/cpu/x86/weight_grad.h"
 #include "common/references.h"
 #include "common/testing.h"
 #include "tensorcast/allocator.h"
@@ -238,7 +238,7 @@ TEST(Linalg, Bf16IsOneRoundingOfFloat32Accumulation) {
 
 TEST(Linalg, LargeProductOfATransposedSixteenBitMatrix) {
   // A weight gradient's shape, g^T x with 2^19 outputs: on AMX the product reads a row-major
-  // copy of g^T (dnnl_matmul.cpp), elsewhere the view; both the float64 product's values,
+  // copy of g^T (onednn/matmul.cpp), elsewhere the view; both the float64 product's values,
   // in the 16-bit dtype and in float32 (an autocast weight's gradient).
   for (DType dt : {kBFloat16, kFloat16}) {
     if (!cpu::native_matmul(dt)) continue;
@@ -253,7 +253,7 @@ TEST(Linalg, LargeProductOfATransposedSixteenBitMatrix) {
   }
 }
 
-// ---- weight gradients on AMX (backend/cpu/weight_grad.cpp) --------------------------------
+// ---- weight gradients on AMX (backend/cpu/x86/weight_grad.cpp) --------------------------------
 
 // g^T x with float32 c, as linear's backward asks for an autocast weight's gradient.
 Tensor weight_grad(const Tensor& g, const Tensor& x) {
@@ -352,7 +352,7 @@ TEST(WeightGrad, LinearBackwardUnderAutocastMatchesTheFloat64Product) {
                           1024, 1, 1));
 }
 
-// ---- products by a weight on AMX (backend/cpu/matmul_amx.cpp) -----------------------------
+// ---- products by a weight on AMX (backend/cpu/x86/matmul_amx.cpp) -----------------------------
 
 // c = a @ b (+ bias) (* mul) through matmul_into as linear's forward (b = w^T: transposed)
 // and its input's gradient (b = w) ask for it, against float64: the float32 sum plus the

@@ -581,3 +581,28 @@ TEST(Sequential, FusesALinearAndItsActivationOnlyWhenAsked) {
   EXPECT_TRUE(tc::testing::bits_equal(after, before));
   EXPECT_EQ(nn::fuse_linear_activation(*net), 0u);  // nothing left to fuse
 }
+
+// A subclass that computes something else, pushed as itself, runs its own forward and is
+// not fused; the fuse step goes by the type Sequential runs, never by names or the object's
+// class. Pushed as a ReLUImpl, the same object runs ReLU's forward and is fused.
+struct HalvedReluImpl : nn::ReLUImpl {
+  Tensor forward(const Tensor& input) { return relu(input) * 0.5; }
+};
+
+TEST(Sequential, FusesOnlyTheActivationItRuns) {
+  manual_seed(6);
+  const auto halved = std::make_shared<HalvedReluImpl>();
+  nn::Sequential own(nn::Linear(6, 4), halved);
+  const Tensor x = uniform({3, 6}, kFloat32, -2, 2, 503);
+  NoGradGuard no_grad;
+  const Tensor expected = relu(own->at<nn::LinearImpl>(0)->forward(x)) * 0.5;
+  EXPECT_EQ(nn::fuse_linear_activation(*own), 0u);
+  EXPECT_TRUE(tc::testing::bits_equal(own->forward(x), expected));
+
+  nn::Sequential as_relu(own->at<nn::LinearImpl>(0), std::shared_ptr<nn::ReLUImpl>(halved));
+  const Tensor unfused = as_relu->forward(x);
+  EXPECT_TRUE(tc::testing::bits_equal(unfused, relu(own->at<nn::LinearImpl>(0)->forward(x))));
+  EXPECT_EQ(nn::fuse_linear_activation(*as_relu), 1u);
+  EXPECT_EQ(as_relu->at<nn::LinearImpl>(0)->options.activation(), Activation::kRelu);
+  EXPECT_TRUE(tc::testing::bits_equal(as_relu->forward(x), unfused));
+}

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "backend/cpu/attention.h"
+#include "backend/cpu/loops/attention.h"
 #include "common/testing.h"
 #include "tensorcast/allocator.h"
 #include "tensorcast/convert.h"

@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-#include "backend/cpu/fast_math.h"
+#include "backend/cpu/loops/fast_math.h"
 #include "common/references.h"
 #include "common/testing.h"
 

@@ -1,5 +1,5 @@
 /// \file
-/// Bulk dtype conversion of contiguous buffers, and the CPU features that pick its paths.
+/// Bulk dtype conversion of contiguous buffers.
 ///
 /// float <-> bfloat16 / float16 have vector paths chosen at run time (AVX-512 BF16,
 /// AVX-512F, F16C) and a portable path; every path is bit-identical to the scalar
@@ -8,24 +8,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include "tensorcast/cpu_features.h"  // the features that pick the paths
 #include "tensorcast/dtype.h"
 
 namespace tc {
-
-/// What this CPU supports, as the dispatchers read it (CPUID).
-struct CpuFeatures {
-  /// \name Instruction sets
-  /// @{
-
-  /// The instruction set extensions present (and enabled by the OS).
-  bool avx2 = false, f16c = false, fma = false;
-  bool avx512f = false, avx512bw = false, avx512vl = false, avx512_bf16 = false;
-  bool avx512_fp16 = false, amx_bf16 = false;
-  /// @}
-  bool fast_gather = false;  ///< AVX-512 gathers at about an element a cycle (Intel; AMD microcodes them)
-};
-/// This CPU's features, read once.
-const CpuFeatures& cpu_features();
 
 /// The conversion paths, for tests and benchmarks. kAuto picks the best the CPU has.
 enum class ConvertPath : uint8_t { kAuto, kPortable, kF16C, kAVX512, kAVX512BF16 };

@@ -1,6 +1,6 @@
 // Defines tc::amp::GradScaler: the per-optimizer state machine, lazy scale init, the
 // unscale/step/update protocol of torch.amp.GradScaler, and its state dict. The numeric
-// work (fused unscale + inf check, scale update) is in backend/cpu/amp_kernels.cpp and
+// work (fused unscale + inf check, scale update) is in backend/cpu/loops/amp_kernels.cpp and
 // backend/cuda/amp_kernels.cu; the rule itself in scaler_rules.h.
 #include "tensorcast/amp/grad_scaler.h"
 
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "backend/cpu/amp_kernels.h"  // has_non_finite, on the host
+#include "backend/cpu/loops/amp_kernels.h"  // has_non_finite, on the host
 #include "backend/kernels.h"
 #include "core/async_read.h"
 #include "profiler/hooks.h"

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "backend/cpu/amp_kernels.h"
-#include "backend/cpu/numerics.h"
+#include "backend/cpu/loops/amp_kernels.h"
+#include "backend/cpu/loops/numerics.h"
 #include "tensorcast/autograd_function.h"
 #include "tensorcast/error.h"
 

@@ -8,17 +8,16 @@
 // The kernels are listed once, in kernels.def (and the elementwise functors in
 // pointwise_fns.h); a backend registers the ones it has in its own kernels.cpp. The
 // registry knows backends only by the device type they register for: the build lists
-// the backends it compiles in (CMake's TC_BACKENDS, backend_list.h).
+// the backends it compiles in (CMake's TC_BACKENDS, core/backend_list.h).
 #pragma once
 #include <cstdint>
 #include <utility>
 #include <vector>
 
 #include "backend/class_targets.h"
-#include "backend/cpu/activation.h"  // Activation
-#include "backend/cpu/dnnl_conv.h"   // ConvParams
-#include "backend/cpu/norm.h"        // BnGeometry
-#include "backend/cpu/pool_params.h"
+#include "backend/cpu/loops/activation.h"  // Activation
+#include "backend/cpu/loops/norm.h"        // BnGeometry
+#include "backend/cpu/window_params.h"     // ConvParams, PoolParams
 #include "backend/optim_fns.h"
 #include "backend/pointwise_fns.h"
 #include "tensorcast/amp/scaler_rules.h"

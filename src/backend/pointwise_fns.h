@@ -1,5 +1,5 @@
 // Internal: the scalar formulas of the pointwise ops and their fused backward formulas, one
-// functor each, shared by both backends: the CPU's loops (backend/cpu/loops.h) call them
+// functor each, shared by both backends: the CPU's loops (backend/cpu/loops/elementwise.h) call them
 // on float or double blocks, the CUDA kernels (backend/cuda/pointwise.cu) per element. A
 // functor computes in its argument type C (float, or double for float64/int64/int32 data)
 // and holds its op's parameters (alpha, an exponent, bounds) as members. The lists at the
@@ -199,7 +199,7 @@ struct IsFinite {
   }
 };
 
-// GELU, erf or tanh form. The CPU runs its own vectorized loops (backend/cpu/activation.cpp,
+// GELU, erf or tanh form. The CPU runs its own vectorized loops (backend/cpu/loops/activation.cpp,
 // the same GELU over fast_normal_cdf_pdf/fast_tanh); these are the device's, over the math library.
 struct Gelu {
   bool tanh_form;

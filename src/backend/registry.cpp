@@ -1,12 +1,12 @@
 // The registry of backends: a kernel table per device type, filled once, on first use, by
-// the backends the build lists (backend_list.h, from CMake). It names no device itself.
+// the backends the build lists (core/backend_list.h, from CMake). It names no device itself.
 #include "backend/registry.h"
 
 #include <array>
 #include <string>
 
-#include "backend/backend_list.h"
 #include "backend/kernels.h"
+#include "core/backend_list.h"
 #include "tensorcast/error.h"
 
 namespace tc::backend {

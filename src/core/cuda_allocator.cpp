@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/cuda_runtime.h"
+#include "core/device_memory.h"
 #include "core/tensor_impl.h"
 
 namespace tc::cuda::detail {
@@ -210,4 +211,30 @@ void keep_alive_until(std::shared_ptr<Storage> storage, Device device, cudaStrea
 }
 
 }  // namespace tc::cuda::detail
+
+namespace tc::detail {
+
+DeviceMemory cuda_memory() {
+  DeviceMemory m;
+  m.type = DeviceType::CUDA;
+  m.name = "cuda";
+  m.allocate = [](size_t n, Device d, void** stream) {
+    const cudaStream_t s = cuda::detail::raw_stream(d);
+    *stream = s;
+    return cuda::detail::allocate(n, d, s);
+  };
+  m.release = [](void* p, size_t, Device d, void* stream) {
+    cuda::detail::release(p, d, static_cast<cudaStream_t>(stream));
+  };
+  // A device the machine does not have holds nothing (memory_stats of cuda:3 on one GPU).
+  m.cached_bytes = [](Device d) { return d.index < cuda::device_count() ? cuda::detail::cached_bytes(d) : 0; };
+  m.reserved_bytes = [](Device d) { return d.index < cuda::device_count() ? cuda::detail::reserved_bytes(d) : 0; };
+  m.empty_cache = cuda::detail::empty_cache;
+  m.allocate_pinned = cuda::detail::allocate_pinned;
+  m.release_pinned = cuda::detail::release_pinned;
+  m.empty_pinned_cache = cuda::detail::empty_pinned_cache;
+  return m;
+}
+
+}  // namespace tc::detail
 #endif

@@ -1,7 +1,7 @@
 // Dense memory layouts (declared in core/tensor_impl.h): PyTorch's memory-format
 // preservation, so channels-last activations stay channels-last through casts and
 // elementwise ops. Geometry only; the layout-preserving cast that copies through them is
-// the backend's (backend/cpu/cast_dense.cpp).
+// the backend's (backend/cpu/loops/cast_dense.cpp).
 #include <algorithm>
 
 #include "core/tensor_impl.h"

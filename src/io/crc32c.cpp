@@ -6,6 +6,8 @@
 #include <array>
 #include <cstring>
 
+#include "tensorcast/cpu_features.h"
+
 namespace tc::io {
 
 namespace {
@@ -57,7 +59,7 @@ uint32_t crc32c_portable(uint32_t crc, const void* data, size_t size) {
 }
 
 uint32_t crc32c(uint32_t crc, const void* data, size_t size) {
-  static const bool sse42 = __builtin_cpu_supports("sse4.2");
+  static const bool sse42 = cpu_features().sse4_2;
   const auto* p = static_cast<const unsigned char*>(data);
   return sse42 ? crc32c_sse42(crc, p, size) : crc32c_portable(crc, p, size);
 }

@@ -4,7 +4,6 @@
 #include <cstddef>
 #include <optional>
 #include <ostream>
-#include <typeinfo>
 
 #include "tensorcast/amp/autocast.h"
 #include "tensorcast/nn/activation.h"
@@ -210,29 +209,16 @@ void SequentialImpl::erase(size_t index) {
     }
   modules_.erase(modules_.begin() + static_cast<std::ptrdiff_t>(index));
   forwards_.erase(forwards_.begin() + static_cast<std::ptrdiff_t>(index));
+  fusions_.erase(fusions_.begin() + static_cast<std::ptrdiff_t>(index));
 }
-
-namespace {
-
-// The activation `module` computes when it is exactly a ReLU or a GELU (whose forwards are
-// the relu and gelu ops); a subclass may compute something else.
-std::optional<Activation> activation_module(const Module& module) {
-  if (typeid(module) == typeid(ReLUImpl)) return Activation::kRelu;
-  if (typeid(module) == typeid(GELUImpl)) return static_cast<const GELUImpl&>(module).activation();
-  return std::nullopt;
-}
-
-}  // namespace
 
 size_t fuse_linear_activation(SequentialImpl& sequential) {
   size_t fused = 0;
   for (size_t i = 0; i + 1 < sequential.size(); ++i) {
-    Module& module = *sequential.ptr(i);
-    if (typeid(module) != typeid(LinearImpl)) continue;
-    auto& linear = static_cast<LinearImpl&>(module);
-    const std::optional<Activation> act = activation_module(*sequential.ptr(i + 1));
-    if (linear.options.activation() || !act) continue;
-    linear.options.activation(*act);
+    LinearImpl* linear = sequential.fusions_[i].linear;
+    const auto& activation = sequential.fusions_[i + 1].activation;
+    if (linear == nullptr || !activation || linear->options.activation()) continue;
+    linear->options.activation(activation());
     sequential.erase(i + 1);
     ++fused;
   }

@@ -1,4 +1,4 @@
-// scaled_dot_product_attention: the fused kernel (backend/cpu/attention.h) with its
+// scaled_dot_product_attention: the fused kernel (backend/cpu/loops/attention.h) with its
 // recomputing backward, or PyTorch's math composite where the kernel does not apply. On
 // CPUs with AVX-512 BF16, bfloat16 runs on its dot products (attention_bf16 below). On
 // CUDA, and on CPUs with a native 16-bit GEMM otherwise (float16 on AMX-FP16 or
@@ -301,7 +301,7 @@ Tensor attention_products(const Tensor& q, const Tensor& k, const Tensor& v, con
 }
 
 // bfloat16 on a CPU with AVX-512 BF16, rows of unit stride: both directions on its dot
-// products (backend/cpu/attention.h), with the product path's rounding points and no
+// products (backend/cpu/loops/attention.h), with the product path's rounding points and no
 // (L, S) matrix in memory at any length. Undefined where the kernels do not apply.
 Tensor attention_bf16(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
   const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach();

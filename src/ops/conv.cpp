@@ -5,7 +5,7 @@
 // PyTorch's channels_last. The kernels: oneDNN and direct loops on the CPU
 // (backend/cpu/conv2d.h), cuDNN on CUDA.
 #include "autograd/nodes.h"
-#include "backend/cpu/dnnl_plan.h"  // is_channels_last
+#include "backend/cpu/onednn/plan.h"  // is_channels_last
 #include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/conv_common.h"

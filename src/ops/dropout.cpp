@@ -1,7 +1,7 @@
 // dropout: inverted dropout with a mask drawn from the seeded global generator.
 //
 // One 64-bit key is taken from the generator per call and the kernel hashes it with the
-// element index (backend/cpu/dropout.h), so the mask depends only on the seed and the
+// element index (backend/cpu/loops/dropout.h), so the mask depends only on the seed and the
 // element index, never on the thread count or the device (backend/cuda/dropout.h hashes the
 // same way).
 #include "backend/kernels.h"

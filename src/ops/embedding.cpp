@@ -1,5 +1,5 @@
 // embedding: row gather from a (V, D) table; backward scatter-adds gradient rows into a
-// zero (V, D) table (backend/cpu/embedding.h; recorded with create_graph), accumulating
+// zero (V, D) table (backend/cpu/loops/embedding.h; recorded with create_graph), accumulating
 // 16-bit gradients in float32 and rounding once. On CUDA the range check reports at the
 // next call instead (backend/cuda/embedding.h).
 #include "backend/kernels.h"

@@ -8,7 +8,7 @@
 #include <locale>
 #include <sstream>
 
-#include "backend/cpu/loops.h"
+#include "backend/cpu/loops/elementwise.h"
 #include "backend/kernels.h"
 #include "core/random.h"
 #include "core/tensor_impl.h"

@@ -1,5 +1,5 @@
 // Matrix products: matmul (NumPy semantics), mm, bmm and linear, with their backward
-// formulas. Every product is one call to the CPU batched GEMM (backend/cpu/dnnl_matmul.h),
+// formulas. Every product is one call to the CPU batched GEMM (backend/cpu/onednn/matmul.h),
 // which reads transposed and broadcast operands through strides, so no op here copies its
 // inputs; the bias of linear is fused into the GEMM. bfloat16 gradients are bfloat16 GEMMs with float32 accumulation;
 // linear writes its gradients in the dtype they are consumed in (float32 for an autocast copy of an fp32 weight:
@@ -214,7 +214,7 @@ struct LinearSaved {
     std::vector<Tensor> r(3);
     if (need_x) r[0] = product(g2, w, Tensor(), op, gx_dt);  // g @ W
     // On AMX the weight's and the bias's float32 gradients come out of one pass over g's
-    // tiles where the weight-gradient kernel takes the product (backend/cpu/weight_grad.h).
+    // tiles where the weight-gradient kernel takes the product (backend/cpu/x86/weight_grad.h).
     const backend::Kernels& kernels = backend::kernels_for(w.device());
     if (need_w && has_bias && need_b && kernels.weight_and_bias_grads && gw_dt == kFloat32 && gb_dt == kFloat32) {
       std::tie(r[1], r[2]) = kernels.weight_and_bias_grads(g2.t(), x2);

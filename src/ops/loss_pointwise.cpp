@@ -1,5 +1,5 @@
 // Elementwise losses: mse_loss and binary_cross_entropy_with_logits (PyTorch semantics).
-// 'mean' and 'sum' are fused reductions in the backend (backend/cpu/loss_pointwise.h,
+// 'mean' and 'sum' are fused reductions in the backend (backend/cpu/loops/loss_pointwise.h,
 // backend/cuda/loss_pointwise.h), deterministic for any thread count.
 #include "backend/kernels.h"
 #include "core/tensor_impl.h"

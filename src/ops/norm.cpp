@@ -1,7 +1,7 @@
 // Normalization ops: layer_norm and batch_norm. The fused forward and backward kernels
-// are in backend/cpu/norm.cpp (on CUDA: backend/cuda/norm.cu); saved statistics are float32 (float64 for float64
+// are in backend/cpu/loops/norm.cpp (on CUDA: backend/cuda/norm.cu); saved statistics are float32 (float64 for float64
 // input).
-#include "backend/cpu/norm.h"
+#include "backend/cpu/loops/norm.h"
 
 #include <algorithm>
 #include <optional>

@@ -7,7 +7,7 @@
 #include <array>
 #include <initializer_list>
 
-#include "backend/cpu/loops.h"
+#include "backend/cpu/loops/elementwise.h"
 #include "backend/kernels.h"
 #include "tensorcast/ops.h"
 

@@ -3,7 +3,7 @@
 // again) when backward runs with create_graph. The device's kernels (backend/kernels.def)
 // compute; channels-last inputs (NHWC memory) give channels-last outputs and input
 // gradients, as PyTorch's channels_last.
-#include "backend/cpu/dnnl_plan.h"  // is_channels_last
+#include "backend/cpu/onednn/plan.h"  // is_channels_last
 #include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/conv_common.h"

@@ -1,6 +1,6 @@
 // Reduction ops: sum, mean, var, max/min (all elements or along a dim, with indices),
 // argmax/argmin and sum_to_size, with their backward formulas. Argument checks and
-// autograd live here; the loops are in backend/cpu/reduce.cpp and backend/cuda/reduce.cu.
+// autograd live here; the loops are in backend/cpu/loops/reduce.cpp and backend/cuda/reduce.cu.
 #include <cmath>
 
 #include "backend/kernels.h"

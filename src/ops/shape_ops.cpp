@@ -1,5 +1,5 @@
 // cat and stack: joining tensors along a dimension, with dtype promotion across inputs;
-// the copy is backend/cpu/shape_ops.cpp. Backward narrows the gradient back.
+// the copy is backend/cpu/loops/shape_ops.cpp. Backward narrows the gradient back.
 #include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"

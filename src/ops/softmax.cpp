@@ -1,5 +1,5 @@
 // softmax and log_softmax along any dim, with their backward formulas; the row kernels
-// are in backend/cpu/softmax.cpp and backend/cuda/softmax.cu.
+// are in backend/cpu/loops/softmax.cpp and backend/cuda/softmax.cu.
 #include <vector>
 
 #include "autograd/nodes.h"

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "autograd/nodes.h"
-#include "backend/cpu/cast_dense.h"
-#include "backend/cpu/loops.h"
+#include "backend/cpu/loops/cast_dense.h"
+#include "backend/cpu/loops/elementwise.h"
 #include "backend/kernels.h"
 #include "core/tensor_impl.h"
 #include "ops/impl.h"

@@ -6,7 +6,7 @@
 #include <ostream>
 #include <sstream>
 
-#include "backend/cpu/loops.h"
+#include "backend/cpu/loops/elementwise.h"
 #include "core/tensor_impl.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/factories.h"

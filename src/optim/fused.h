@@ -18,8 +18,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "backend/cpu/fast_math.h"
-#include "backend/cpu/loops.h"
+#include "backend/cpu/loops/elementwise.h"
+#include "backend/cpu/loops/fast_math.h"
 #include "backend/kernels.h"
 #include "tensorcast/convert.h"
 #include "tensorcast/half.h"

@@ -10,12 +10,19 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tensorcast/nn/module.h"
+#include "tensorcast/ops.h"  // Activation
 
 namespace tc::nn {
+
+class LinearImpl;
+class ReLUImpl;
+class GELUImpl;
 
 namespace detail {
 template <class T>
@@ -50,6 +57,13 @@ class SequentialImpl : public Module {
     M* raw = module.get();
     register_module(std::move(name), module);
     forwards_.push_back([raw](const Tensor& x) -> Tensor { return raw->forward(x); });
+    // What the fuse step may fold, by the type whose forward runs here (M::forward, which
+    // is not virtual: a ReLU is run as a ReLU whatever the object's own class).
+    Fusion fusion;
+    if constexpr (std::is_same_v<M, LinearImpl>) fusion.linear = raw;
+    if constexpr (std::is_same_v<M, ReLUImpl>) fusion.activation = [] { return Activation::kRelu; };
+    if constexpr (std::is_same_v<M, GELUImpl>) fusion.activation = [raw] { return raw->activation(); };
+    fusions_.push_back(std::move(fusion));
     modules_.push_back(std::move(module));
   }
   /// Appends `module`, named by its index.
@@ -102,8 +116,15 @@ class SequentialImpl : public Module {
   // Removes the module at `index`; the others keep their names.
   void erase(size_t index);
 
+  // A module fuse_linear_activation may fold: a Linear, or the activation it computes.
+  struct Fusion {
+    LinearImpl* linear = nullptr;
+    std::function<Activation()> activation;
+  };
+
   std::vector<std::shared_ptr<Module>> modules_;
   std::vector<std::function<Tensor(const Tensor&)>> forwards_;
+  std::vector<Fusion> fusions_;
 };
 TC_MODULE(Sequential);
 
@@ -111,8 +132,10 @@ TC_MODULE(Sequential);
 /// GELU into one layer: the Linear takes the activation (LinearOptions::activation, so it
 /// runs tc::linear_activation where that gives the same bits) and the activation module is
 /// removed. The other modules keep their names, so state_dict keys do not change (the
-/// activations hold no parameters). Only these exact classes are fused: a subclass may
-/// compute something else. Returns the number of pairs fused.
+/// activations hold no parameters). Only modules pushed as LinearImpl, ReLUImpl or GELUImpl
+/// are fused (Sequential runs the forward of the type it was given): one pushed as a
+/// subclass runs the subclass's forward, which may compute something else. Returns the
+/// number of pairs fused.
 ///
 /// \code{.cpp}
 ///   tc::nn::Sequential net(tc::nn::Linear(1024, 4096), tc::nn::GELU(), tc::nn::Linear(4096, 10));

@@ -1,7 +1,7 @@
 #include "backend/cpu/conv2d.h"
 
-#include "backend/cpu/conv_direct.h"
-#include "backend/cpu/dnnl_plan.h"
+#include "backend/cpu/loops/conv_direct.h"
+#include "backend/cpu/onednn/plan.h"
 
 namespace tc::cpu {
 

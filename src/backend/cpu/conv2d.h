@@ -4,7 +4,7 @@
 #pragma once
 #include <utility>
 
-#include "backend/cpu/dnnl_conv.h"
+#include "backend/cpu/onednn/conv.h"
 #include "tensorcast/tensor.h"
 
 namespace tc::cpu {

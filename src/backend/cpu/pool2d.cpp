@@ -1,8 +1,8 @@
 #include "backend/cpu/pool2d.h"
 
-#include "backend/cpu/conv_direct.h"
-#include "backend/cpu/dnnl_plan.h"
-#include "backend/cpu/dnnl_pool.h"
+#include "backend/cpu/loops/conv_direct.h"
+#include "backend/cpu/onednn/plan.h"
+#include "backend/cpu/onednn/pool.h"
 
 namespace tc::cpu {
 

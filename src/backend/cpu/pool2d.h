@@ -5,7 +5,7 @@
 #pragma once
 #include <utility>
 
-#include "backend/cpu/pool_params.h"
+#include "backend/cpu/window_params.h"
 #include "tensorcast/tensor.h"
 
 namespace tc::cpu {

@@ -7,7 +7,7 @@
 
 namespace tc::gpu {
 
-// cpu::amp_non_finite_check_and_unscale_'s contract (backend/cpu/amp_kernels.h) on one
+// cpu::amp_non_finite_check_and_unscale_'s contract (backend/cpu/loops/amp_kernels.h) on one
 // CUDA device: found_inf and inv_scale are 0-d float32 tensors on that device and are read
 // and written there (no host sync). The gradients of a list go in few launches (up to 64
 // dense tensors each, PyTorch's multi_tensor_apply idea); a non-dense one is unscaled

@@ -51,7 +51,7 @@ bool nhwc_dense(const Tensor& t) {
   return true;
 }
 
-// cpu::is_channels_last (backend/cpu/dnnl_plan.h): NHWC memory that is not plainly
+// cpu::is_channels_last (backend/cpu/onednn/plan.h): NHWC memory that is not plainly
 // contiguous, or a contiguous one-channel tensor (both layouts are the same memory).
 bool is_channels_last(const Tensor& t) {
   return t.dim() == 4 && nhwc_dense(t) && (!t.is_contiguous() || t.size(1) == 1);

@@ -4,13 +4,13 @@
 #include <cstddef>
 #include <utility>
 
-#include "backend/cpu/dnnl_conv.h"  // ConvParams, conv_out_size
+#include "backend/cpu/window_params.h"  // ConvParams, conv_out_size
 #include "tensorcast/tensor.h"
 
 namespace tc::gpu {
 
 // cpu::dnnl_conv2d_forward / _backward_data / _backward_weights' contracts
-// (backend/cpu/dnnl_conv.h) on one CUDA device, for float32, bfloat16, float16 and float64.
+// (backend/cpu/onednn/conv.h) on one CUDA device, for float32, bfloat16, float16 and float64.
 // A channels-last input (NHWC memory) runs on cuDNN's NHWC kernels and gives a
 // channels-last output (and input gradient); other inputs run NCHW with contiguous NCHW
 // results. Operands in another layout are copied into the one the call runs in (the

@@ -1,5 +1,5 @@
 // Internal (nvcc only): element conversions on the device with the CPU's rules
-// (backend/cpu/loops.cpp's load_block/store_block): values widen to a compute type C
+// (backend/cpu/loops/elementwise.cpp's load_block/store_block): values widen to a compute type C
 // (float, or double when a dtype is float64/int64/int32) and are stored with
 // tensorcast/half.h's rounding, so either device gives the same bits.
 #pragma once

@@ -9,7 +9,7 @@
 namespace tc::gpu {
 namespace {
 
-// backend/cpu/dropout.cpp's hash_uniform, operation for operation: uniform in [0, 1) from
+// backend/cpu/loops/dropout.cpp's hash_uniform, operation for operation: uniform in [0, 1) from
 // the i-th output of the splitmix64 stream keyed by `key` (53 bits, exact in double).
 __device__ __forceinline__ double hash_uniform(uint64_t key, uint64_t i) {
   uint64_t z = key + (i + 1) * 0x9E3779B97F4A7C15ull;

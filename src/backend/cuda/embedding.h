@@ -4,7 +4,7 @@
 
 namespace tc::gpu {
 
-// cpu::embedding_indices/gather/scatter_add's contracts (backend/cpu/embedding.h) on one
+// cpu::embedding_indices/gather/scatter_add's contracts (backend/cpu/loops/embedding.h) on one
 // CUDA device, with one difference: the range check does not synchronise. An out-of-range
 // index is recorded by the kernel (its row then reads as zeros and gets no gradient) and the
 // CPU's error, "[embedding] index 7 is out of range for 5 rows", is raised by the next CUDA

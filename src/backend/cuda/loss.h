@@ -23,7 +23,7 @@ ClassTargets class_targets(const Tensor& target, const Tensor& weight, int64_t c
                            int64_t ignore_index, const char* op);
 
 // cpu::cross_entropy_forward/backward and nll_loss_forward/backward's contracts
-// (backend/cpu/loss.h) on one CUDA device, with the reduction's divisor on the device:
+// (backend/cpu/loops/loss.h) on one CUDA device, with the reduction's divisor on the device:
 // - forward: with `reduce`, out (0-d) = the sum of the row losses (float64, fixed order)
 //   divided by 1, or with `divisor` defined (a float64 tensor of one element on the device:
 //   reduction='mean') by the summed weights of the counted targets, also summed in float64

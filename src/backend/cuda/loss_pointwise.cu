@@ -1,6 +1,6 @@
 // The elementwise losses on CUDA tensors (loss_pointwise.h): an N-operand pointwise kernel
 // for the per-element forms and the gradients, and a fused one that sums the losses as it
-// computes them. The formulas are the CPU's (backend/cpu/loss_pointwise.cpp), over CUDA's
+// computes them. The formulas are the CPU's (backend/cpu/loops/loss_pointwise.cpp), over CUDA's
 // exp/log1p; mse's squared difference is backend/pointwise_fns.h's, shared with the CPU.
 #include <algorithm>
 #include <array>

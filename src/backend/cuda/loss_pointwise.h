@@ -5,7 +5,7 @@
 namespace tc::gpu {
 
 // cpu::mse_loss_sum, bce_with_logits, bce_with_logits_sum and bce_with_logits_backward's
-// contracts (backend/cpu/loss_pointwise.h) on one CUDA device: any dtypes and strides,
+// contracts (backend/cpu/loops/loss_pointwise.h) on one CUDA device: any dtypes and strides,
 // operands broadcast, everything computed in out's compute type (float32; float64 for
 // float64). The "_sum" forms never store the per-element losses: a fixed number of blocks
 // for the size (grid-stride, float64 partial sums, a fixed tree) and reduce.cu's sum of

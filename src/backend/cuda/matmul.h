@@ -6,7 +6,7 @@
 
 namespace tc::gpu {
 
-// c = a @ b (+ bias), cpu::matmul_into's contract (backend/cpu/dnnl_matmul.h) on one CUDA
+// c = a @ b (+ bias), cpu::matmul_into's contract (backend/cpu/onednn/matmul.h) on one CUDA
 // device: a (..., n, k), b (..., k, m), c (..., n, m) with the same number of dims, batch
 // dims of a and b equal to c's or 1; bias undefined or 1-d of size m; a, b, bias of one
 // floating dtype, c that dtype or float32 for 16-bit inputs. Inputs may be transposed views

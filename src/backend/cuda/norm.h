@@ -1,11 +1,11 @@
 // Internal: layer_norm and batch_norm on CUDA tensors.
 #pragma once
-#include "backend/cpu/norm.h"
+#include "backend/cpu/loops/norm.h"
 #include "tensorcast/tensor.h"
 
 namespace tc::gpu {
 
-// cpu::layer_norm_forward/backward's contracts (backend/cpu/norm.h) on one CUDA device:
+// cpu::layer_norm_forward/backward's contracts (backend/cpu/loops/norm.h) on one CUDA device:
 // one block per row for the statistics and dx (sums in float64, as the CPU's double
 // lanes), one thread per column for dweight/dbias (rows summed in order).
 void layer_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,

@@ -2,13 +2,13 @@
 #pragma once
 #include <utility>
 
-#include "backend/cpu/pool_params.h"
+#include "backend/cpu/window_params.h"
 #include "tensorcast/tensor.h"
 
 namespace tc::gpu {
 
 // The pooling of (N, C, H, W) x of any floating dtype and any strides (read in place), on
-// x's device, with the CPU kernels' semantics (backend/cpu/conv_direct.cpp's windows,
+// x's device, with the CPU kernels' semantics (backend/cpu/loops/conv_direct.cpp's windows,
 // divisors and NaN rule). Outputs and input gradients are new tensors, NHWC in memory when
 // channels_last (the op passes cpu::is_channels_last of the forward input), else
 // contiguous; 16-bit data computes in float32 and rounds once, float64 in float64.

@@ -6,7 +6,7 @@
 
 namespace tc::gpu {
 
-// cpu::sum_kernel's contract (backend/cpu/reduce.h) on one CUDA device: out (contiguous,
+// cpu::sum_kernel's contract (backend/cpu/loops/reduce.h) on one CUDA device: out (contiguous,
 // numel = the kept elements) = the sum over the dims with reduced[d] of x, divided by
 // divisor; float inputs accumulate in float32 (float64 for float64), integer and bool
 // ones in int64. One block per output element sums its reduced elements in a strided

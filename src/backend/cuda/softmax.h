@@ -4,7 +4,7 @@
 
 namespace tc::gpu {
 
-// cpu::softmax_forward/backward's contracts (backend/cpu/softmax.h) on one CUDA device:
+// cpu::softmax_forward/backward's contracts (backend/cpu/loops/softmax.h) on one CUDA device:
 // any layouts, the rows along `dim`; one block per row, float32 math (float64 for float64)
 // with the max subtracted, rounding once.
 void softmax_forward(const Tensor& y, const Tensor& x, int64_t dim, bool log);

@@ -11,11 +11,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "backend/cpu/dnnl_conv.h"    // dnnl_conv2d_impl
-#include "backend/cpu/dnnl_matmul.h"  // matmul_widens, native_matmul
-#include "backend/cpu/dnnl_plan.h"    // is_channels_last
-#include "backend/cpu/dnnl_pool.h"    // dnnl_pool2d_plan_info
-#include "backend/cpu/gemv.h"         // kGemvMaxRows
+#include "backend/cpu/loops/gemv.h"     // kGemvMaxRows
+#include "backend/cpu/onednn/conv.h"    // dnnl_conv2d_impl
+#include "backend/cpu/onednn/matmul.h"  // matmul_widens, native_matmul
+#include "backend/cpu/onednn/plan.h"    // is_channels_last
+#include "backend/cpu/onednn/pool.h"    // dnnl_pool2d_plan_info
 #include "backend/registry.h"
 #include "tensorcast/error.h"
 #include "tensorcast/factories.h"
@@ -64,7 +64,7 @@ void through_float32(std::initializer_list<const Tensor*> operands, std::vector<
     if (t->defined()) held.push_back(meta_empty(t->sizes(), kFloat32));
 }
 
-// Where this CPU has no optimized 16-bit convolution (dnnl_conv.cpp), the 16-bit one runs
+// Where this CPU has no optimized 16-bit convolution (onednn/conv.cpp), the 16-bit one runs
 // on float32 copies of its operands and result.
 bool conv_through_float32(const Tensor& x, const Tensor& w, const cpu::ConvParams& p) {
   return is_reduced_float(x.dtype()) && cpu::dnnl_conv2d_impl(x, w, p).empty();
@@ -108,7 +108,7 @@ PairOfTensors conv2d_backward_weights(const Tensor& x, const Tensor& g, const Sh
 
 // The CPU saves argmax indices for float64 (the direct loops), else oneDNN's workspace, of
 // the size its plan asks for; a 16-bit input without an optimized kernel runs on float32
-// copies (dnnl_pool.cpp).
+// copies (onednn/pool.cpp).
 PairOfTensors max_pool2d_forward(const Tensor& x, const cpu::PoolParams& p, bool channels_last) {
   const Shape out = pooled(x.sizes(), p.out[0], p.out[1]);
   if (x.dtype() == kFloat64) return {activation(out, x.dtype(), channels_last), meta_empty(out, kInt64)};
@@ -177,7 +177,7 @@ ClassTargets class_targets(const Tensor& target, const Tensor& weight, int64_t c
   return t;
 }
 
-// The temporaries of the CPU's product (dnnl_matmul.cpp): the multiplier in c's dtype,
+// The temporaries of the CPU's product (onednn/matmul.cpp): the multiplier in c's dtype,
 // a row-major copy of a transposed a where the native kernel reads one, and where a 16-bit
 // product runs on the float32 kernel (by choice, or on a CPU without a native 16-bit
 // kernel, where oneDNN's reference loops are passed over) float32 copies of the operands,

@@ -1,0 +1,8 @@
+// Included by every file under an x86/avx512/ folder. CMakeLists.txt compiles those
+// files with TC_ISA_FLAGS_avx512 (-mavx512f -mavx512bw -mavx512vl); where they are missing this stops the compile,
+// since code written with vector extensions would otherwise build, silently, for baseline x86-64.
+#pragma once
+#if !(defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__))
+#error \
+    "compiled without -mavx512f -mavx512bw -mavx512vl: files under x86/avx512/ get them from CMakeLists.txt (TC_ISA_FLAGS_avx512)"
+#endif
