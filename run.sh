@@ -100,9 +100,10 @@ case "$cmd" in
       -DTC_BUILD_BENCH=OFF > /dev/null
     # The adapter's targets; what `cmake --install` puts beside them for the installed torch
     # component's consumer test (the core, tc::dist, the command); the AMP recipes and their
-    # libtorch port, which the label's tests compare with PyTorch's.
+    # libtorch port, which the label's tests compare with PyTorch's; tc_float8_codes, whose
+    # 8-bit float casts one of them compares with PyTorch's.
     cmake --build "$dir" -j "$JOBS" --target tensorcast_torch test_torch_amp libtorch_amp tensorcast tensorcast_dist \
-      tensorcast_cli amp_recipes amp_recipes_torch
+      tensorcast_cli amp_recipes amp_recipes_torch tc_float8_codes
     ctest --test-dir "$dir" --output-on-failure -L torch "$@"
     ;;
   *)

@@ -20,7 +20,7 @@ struct CpuFeatures {
   bool avx512_fp16 = false, amx_bf16 = false;
   /// @}
   CpuVendor vendor = CpuVendor::kOther;  ///< Intel, AMD or another
-  bool fast_gather = false;  ///< AVX-512 gathers at about an element a cycle (Intel; AMD microcodes them)
+  bool fast_gather = false;              ///< AVX-512 gathers at about an element a cycle (Intel; AMD microcodes them)
 };
 /// This CPU's features, read once.
 const CpuFeatures& cpu_features();

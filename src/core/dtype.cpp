@@ -1,4 +1,4 @@
-// DType printing and promote_types.
+// DType printing (and the scalars' and devices'), and promote_types.
 #include "tensorcast/dtype.h"
 
 #include <charconv>
@@ -7,12 +7,16 @@
 
 #include "tensorcast/device.h"
 #include "tensorcast/error.h"
+#include "tensorcast/float8.h"
 
 namespace tc {
 
 std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 std::ostream& operator<<(std::ostream& os, BFloat16 v) { return os << float(v); }
 std::ostream& operator<<(std::ostream& os, Half v) { return os << float(v); }
+std::ostream& operator<<(std::ostream& os, Float8_e4m3fn v) { return os << float(v); }
+std::ostream& operator<<(std::ostream& os, Float8_e5m2 v) { return os << float(v); }
+std::ostream& operator<<(std::ostream& os, Float8_e8m0fnu v) { return os << float(v); }
 std::ostream& operator<<(std::ostream& os, Device d) {
   if (d.is_cuda()) return os << "cuda:" << static_cast<int>(d.index);
   return os << (d.is_meta() ? "meta" : "cpu");
