@@ -101,13 +101,15 @@ else()
   message(STATUS "tensorcast: CPU only (TC_CUDA=${TC_CUDA})")
 endif()
 
-# Adds the backend to the library: the kernels (src/backend/cuda/*.cu, nvcc) and the CUDA
-# runtime and cuBLASLt, which the core's device runtime and allocator call too.
+# Adds the backend to the library: the kernels (src/backend/cuda: *.cu by nvcc, the kernel
+# table kernels.cpp) and the CUDA runtime and cuBLASLt, which the core's device runtime and
+# allocator call too.
 function(tc_add_cuda_backend target)
   if(NOT TC_WITH_CUDA)
     return()
   endif()
-  file(GLOB cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/backend/cuda/*.cu)
+  file(GLOB cuda_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/backend/cuda/*.cu
+       ${PROJECT_SOURCE_DIR}/src/backend/cuda/*.cpp)
   target_sources(${target} PRIVATE ${cuda_sources})
   target_compile_definitions(${target} PRIVATE TC_WITH_CUDA=1)
   target_include_directories(${target} SYSTEM PRIVATE ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "amp/dispatch.h"
-#include "backend/cuda/conv.h"
+#include "common/cuda_testing.h"  // kBuiltWithCudnn
 #include "common/op_db.h"
 #include "common/testing.h"
 #include "tensorcast/cuda.h"
@@ -349,7 +349,7 @@ class OpDb : public ::testing::TestWithParam<Param> {
   void SetUp() override {
     if (GetParam().device != kCUDA) return;
     if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
-    if (GetParam().op->id() == "conv2d" && !gpu::conv2d_available())
+    if (GetParam().op->id() == "conv2d" && !testing::kBuiltWithCudnn)
       GTEST_SKIP() << "built without cuDNN (conv2d's CUDA kernels)";
   }
   Check check() const { return {*GetParam().op, GetParam().dtype, GetParam().device}; }

@@ -12,6 +12,14 @@ namespace tc::testing {
 
 inline const Device kGpu(kCUDA, 0);
 
+// Whether the library was built with cuDNN (conv2d's CUDA kernels): tests/CMakeLists.txt
+// gives the CUDA test files the library's definitions.
+#if defined(TC_WITH_CUDNN)
+inline constexpr bool kBuiltWithCudnn = true;
+#else
+inline constexpr bool kBuiltWithCudnn = false;
+#endif
+
 // Equal bits (NaN payloads included), same sizes, strides and dtype.
 inline ::testing::AssertionResult same_bits(const Tensor& got_any, const Tensor& want) {
   const Tensor got = got_any.to(Device(kCPU));

@@ -395,14 +395,6 @@ void check_operands(const Tensor& a, const Tensor& b, const char* what) {
 
 }  // namespace
 
-bool conv2d_available() {
-#if defined(TC_WITH_CUDNN)
-  return true;
-#else
-  return false;
-#endif
-}
-
 size_t conv2d_cache_size() {
 #if defined(TC_WITH_CUDNN)
   std::lock_guard<std::mutex> lock(g_cache_mutex);

@@ -28,9 +28,7 @@ Tensor conv2d_backward_data(const Tensor& grad_out, const Tensor& w, const Shape
 std::pair<Tensor, Tensor> conv2d_backward_weights(const Tensor& x, const Tensor& grad_out, const Shape& weight_sizes,
                                                   bool with_bias, const cpu::ConvParams& p, DType grad_dtype);
 
-// Whether this build has cuDNN (conv2d on CUDA tensors), and the cached algorithm choices
-// (one per pass, dtype, layout and geometry), for tests.
-bool conv2d_available();
+// The cached algorithm choices (one per pass, dtype, layout and geometry), for tests.
 size_t conv2d_cache_size();
 
 }  // namespace tc::gpu

@@ -1,7 +1,7 @@
 // The CUDA backend's kernel table: what backend/cuda has kernels for. A kernel left out
 // here raises "[name] no kernel for cuda tensors"; where a front end has a composite it
-// runs that instead (add_layer_norm_forward: add, then layer_norm).
-#if defined(TC_WITH_CUDA)
+// runs that instead (add_layer_norm_forward: add, then layer_norm). Built only with CUDA
+// (cmake/cuda.cmake).
 #include <initializer_list>
 
 #include "backend/cuda/amp_kernels.h"
@@ -172,4 +172,3 @@ void register_cuda(Registry& registry) {
 }
 
 }  // namespace tc::backend
-#endif
