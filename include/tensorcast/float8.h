@@ -76,28 +76,32 @@ constexpr uint8_t float_to_e8m0fnu_bits(float f) noexcept {
   return static_cast<uint8_t>(exp + ((half && (rest || exp > 0)) ? 1u : 0u));  // 254 + 1: NaN
 }
 
-constexpr float e4m3fn_bits_to_float(uint8_t b) noexcept {
+/// The value of a code that is neither NaN nor infinity, exactly, in a format with kMan
+/// mantissa bits and exponent bias kBias.
+template <int kMan, int kBias>
+constexpr float fp8_finite_to_float(uint8_t b) noexcept {
   const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
-  const uint32_t exp = (b >> 3) & 0xfu, man = b & 0x7u;
-  if (exp == 0xfu && man == 0x7u) return std::bit_cast<float>(sign | 0x7ff00000u);
-  if (exp == 0) {
+  const uint32_t exp = (b & 0x7fu) >> kMan, man = b & ((1u << kMan) - 1u);
+  if (exp == 0) {  // subnormal: man units of 2^(1 - bias - kMan), normalized for float
     if (man == 0) return std::bit_cast<float>(sign);
-    const uint32_t p = static_cast<uint32_t>(std::bit_width(man)) - 1u;  // leading bit, 0..2
-    return std::bit_cast<float>(sign | ((p + 118u) << 23) | ((man << (23u - p)) & 0x7fffffu));
+    const uint32_t p = static_cast<uint32_t>(std::bit_width(man)) - 1u;  // the leading bit
+    return std::bit_cast<float>(sign | ((p + 127u + 1u - kBias - kMan) << 23) | ((man << (23u - p)) & 0x7fffffu));
   }
-  return std::bit_cast<float>(sign | ((exp + 120u) << 23) | (man << 20));
+  return std::bit_cast<float>(sign | ((exp + 127u - kBias) << 23) | (man << (23 - kMan)));
+}
+
+constexpr float e4m3fn_bits_to_float(uint8_t b) noexcept {
+  if ((b & 0x7fu) == 0x7fu) return std::bit_cast<float>((static_cast<uint32_t>(b & 0x80u) << 24) | 0x7ff00000u);
+  return fp8_finite_to_float<3, 7>(b);
 }
 
 constexpr float e5m2_bits_to_float(uint8_t b) noexcept {
-  const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
-  const uint32_t exp = (b >> 2) & 0x1fu, man = b & 0x3u;
-  if (exp == 0x1fu) return std::bit_cast<float>(sign | 0x7f800000u | (man << 21) | (man ? 0x400000u : 0u));
-  if (exp == 0) {
-    if (man == 0) return std::bit_cast<float>(sign);
-    const uint32_t p = static_cast<uint32_t>(std::bit_width(man)) - 1u;  // leading bit, 0..1
-    return std::bit_cast<float>(sign | ((p + 111u) << 23) | ((man << (23u - p)) & 0x7fffffu));
+  if ((b & 0x7cu) == 0x7cu) {  // infinity, or NaN quieted
+    const uint32_t man = b & 0x3u;
+    return std::bit_cast<float>((static_cast<uint32_t>(b & 0x80u) << 24) | 0x7f800000u | (man << 21) |
+                                (man ? 0x400000u : 0u));
   }
-  return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (man << 21));
+  return fp8_finite_to_float<2, 15>(b);
 }
 
 constexpr float e8m0fnu_bits_to_float(uint8_t b) noexcept {
