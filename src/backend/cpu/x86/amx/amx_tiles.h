@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "core/x86/amx/require.h"  // the intrinsics below need the folder's flags
+
 namespace tc::cpu::detail {
 namespace {
 
@@ -32,7 +34,6 @@ constexpr TileConfig tile_config() {
 }
 inline const TileConfig kTileConfig = tile_config();
 
-#if defined(__AMX_TILE__)
 inline void configure_tiles() { _tile_loadconfig(&kTileConfig); }
 
 // A 32 x 32 block of float32 c in the accumulator tiles 0-3 (rows 0-15 and 16-31 by
@@ -55,9 +56,7 @@ inline void store_block(float* c, int64_t ld) {
   _tile_stored(2, c + kTile * ld, ld * 4);
   _tile_stored(3, c + kTile * ld + kTile, ld * 4);
 }
-#endif
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
 // The block's four products for one chunk of the sum: a's two tiles (its rows 0-15 and
 // 16-31; rows a_ld bytes apart) times b's two (columns 0-15 and 16-31, b_ld bytes), in
 // tiles 4-7, loaded in the order that lets the first product start after two loads.
@@ -71,7 +70,6 @@ inline void block_products(const void* a0, const void* a1, int64_t a_ld, const v
   _tile_dpbf16ps(2, 5, 6);
   _tile_dpbf16ps(3, 5, 7);
 }
-#endif
 
 }  // namespace
 }  // namespace tc::cpu::detail
