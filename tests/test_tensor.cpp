@@ -19,7 +19,8 @@ namespace {
 using testing::all_close;
 using testing::equal;
 
-const DType kAll[kNumDTypes] = {kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kUInt8, kBool};
+const DType kAll[kNumDTypes] = {kFloat32, kFloat16, kBFloat16,      kFloat64,     kInt64,         kInt32,
+                                kUInt8,   kBool,    kFloat8_e4m3fn, kFloat8_e5m2, kFloat8_e8m0fnu};
 
 // ------------------------------------------------------------------ dtype traits
 
@@ -32,8 +33,11 @@ TEST(DType, TraitsMatchPyTorch) {
   EXPECT_EQ(dtype_name(kInt32), "int32");
   EXPECT_EQ(dtype_name(kUInt8), "uint8");
   EXPECT_EQ(dtype_name(kBool), "bool");
-  const size_t sizes[] = {4, 2, 2, 8, 8, 4, 1, 1};
-  const bool floating[] = {true, true, true, true, false, false, false, false};
+  EXPECT_EQ(dtype_name(kFloat8_e4m3fn), "float8_e4m3fn");
+  EXPECT_EQ(dtype_name(kFloat8_e5m2), "float8_e5m2");
+  EXPECT_EQ(dtype_name(kFloat8_e8m0fnu), "float8_e8m0fnu");
+  const size_t sizes[] = {4, 2, 2, 8, 8, 4, 1, 1, 1, 1, 1};
+  const bool floating[] = {true, true, true, true, false, false, false, false, true, true, true};
   for (int i = 0; i < kNumDTypes; ++i) {
     EXPECT_EQ(element_size(kAll[i]), sizes[i]) << dtype_name(kAll[i]);
     EXPECT_EQ(is_floating(kAll[i]), floating[i]) << dtype_name(kAll[i]);
@@ -50,6 +54,19 @@ TEST(DType, TraitsMatchPyTorch) {
   EXPECT_EQ(traits(kBFloat16).max, static_cast<double>(float(BFloat16::from_bits(0x7f7f))));
   EXPECT_EQ(traits(kFloat16).max, static_cast<double>(float(Half::from_bits(0x7bff))));
   EXPECT_EQ(traits(kUInt8).max, 255.0);
+  // torch.finfo of the 8-bit floats
+  EXPECT_EQ(traits(kFloat8_e4m3fn).epsilon, 0.125);
+  EXPECT_EQ(traits(kFloat8_e5m2).epsilon, 0.25);
+  EXPECT_EQ(traits(kFloat8_e8m0fnu).epsilon, 1.0);
+  EXPECT_EQ(traits(kFloat8_e4m3fn).max, 448.0);
+  EXPECT_EQ(traits(kFloat8_e5m2).max, 57344.0);
+  EXPECT_EQ(traits(kFloat8_e8m0fnu).max, 1.7014118346046923e+38);
+  EXPECT_EQ(traits(kFloat8_e4m3fn).max, double(float(Float8_e4m3fn(0x7e, Float8_e4m3fn::from_bits()))));
+  EXPECT_EQ(traits(kFloat8_e5m2).max, double(float(Float8_e5m2(0x7b, Float8_e5m2::from_bits()))));
+  EXPECT_EQ(traits(kFloat8_e8m0fnu).max, double(float(Float8_e8m0fnu(0xfe, Float8_e8m0fnu::from_bits()))));
+  EXPECT_TRUE(is_float8(kFloat8_e5m2));
+  EXPECT_FALSE(is_float8(kBFloat16));
+  EXPECT_FALSE(is_reduced_float(kFloat8_e4m3fn));
   EXPECT_EQ(traits(kBFloat16).accumulate, kFloat32);
   EXPECT_EQ(traits(kFloat16).accumulate, kFloat32);
   EXPECT_EQ(traits(kFloat64).accumulate, kFloat64);
@@ -78,6 +95,16 @@ TEST(DType, PromoteTypesAll64PairsAgainstPyTorchTable) {
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 8; ++j)
       EXPECT_EQ(promote_types(kAll[i], kAll[j]), table[i][j]) << dtype_name(kAll[i]) << " + " << dtype_name(kAll[j]);
+  // An 8-bit float promotes with itself only; PyTorch raises for every other pair.
+  for (int i = 8; i < kNumDTypes; ++i)
+    for (int j = 0; j < kNumDTypes; ++j) {
+      if (i == j) {
+        EXPECT_EQ(promote_types(kAll[i], kAll[j]), kAll[i]);
+        continue;
+      }
+      TC_EXPECT_ERROR(promote_types(kAll[i], kAll[j]), "promotion for 8-bit float types is not supported");
+      TC_EXPECT_ERROR(promote_types(kAll[j], kAll[i]), "promotion for 8-bit float types is not supported");
+    }
 }
 
 TEST(Device, ParsesTorchDeviceStrings) {

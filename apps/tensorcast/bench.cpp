@@ -31,7 +31,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
   if (device.is_cuda() && cfg.distributed)
     throw tc::Error("[cli] --distributed runs on the CPU only for now; drop --device " + cfg.device);
   // A plan is of a CPU run (the meta device follows the CPU's autocast state).
-  const Precision prec = resolve_precision(cfg.precision, cfg.meta ? tc::Device(tc::kCPU) : device);
+  const Precision prec = resolve_precision(cfg.precision, cfg.meta ? tc::Device(tc::kCPU) : device, cfg.fp8_recipe);
   const bool use_scaler = prec.compute == tc::kFloat16 && cfg.scaler && !cfg.inference && !cfg.meta;
   auto counted = [&] { return tc::memory_stats(device).current_bytes; };
   const int64_t before_model = counted();
@@ -320,6 +320,8 @@ int cmd_bench(int argc, char** argv) {
   p.choice("--model", &c.model, setting_choices<ModelKind>(), "model (default cnn)");
   p.choice("--precision", &c.precision, setting_choices<PrecisionChoice>({PrecisionChoice::kBf16Pure}),
            "compute precision (default auto)");
+  p.choice("--fp8-recipe", &c.fp8_recipe, setting_choices<Fp8RecipeChoice>(),
+           "--precision fp8: tensorwise (default), delayed, rowwise or mxfp8");
   p.string("--device", &c.device, "D", "cpu (default), cuda or cuda:N");
   p.positive_int("--batch-size", &c.batch_size, "B", "batch size (default 128)");
   p.positive_int("--width", &c.size.width, "W",

@@ -13,7 +13,8 @@ namespace tcli {
 struct BenchConfig {
   ModelKind model = ModelKind::kCnn;
   PrecisionChoice precision = PrecisionChoice::kAuto;  // not kBf16Pure
-  std::string device = "cpu";                          // cpu, cuda or cuda:N
+  Fp8RecipeChoice fp8_recipe = Fp8RecipeChoice::kTensorwise;
+  std::string device = "cpu";  // cpu, cuda or cuda:N
   int64_t batch_size = 128, steps = 20, warmup = 3;
   bool inference = false, scaler = true;
   bool profile = false;      // then also run `steps` more steps under tc::profiler

@@ -38,7 +38,7 @@ std::vector<PrecisionChoice> precisions(const std::string& flag) {
   std::vector<PrecisionChoice> out;
   for (const std::string& item : split_list(flag)) {
     const std::optional<PrecisionChoice> p = parse_setting<PrecisionChoice>(item);
-    if (!p || *p == PrecisionChoice::kAuto || *p == PrecisionChoice::kBf16Pure)
+    if (!p || *p == PrecisionChoice::kAuto || *p == PrecisionChoice::kBf16Pure || *p == PrecisionChoice::kFp8)
       throw UsageError("--precision expects a comma-separated list of fp32, bf16 and fp16, got '" + item + "'");
     out.push_back(*p);
   }

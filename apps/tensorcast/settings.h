@@ -15,7 +15,9 @@ namespace tcli {
 
 enum class ModelKind { kCnn, kMlp, kMlpLarge, kGpt };
 // kAuto resolves to one of the others (resolve_precision, trainer.h).
-enum class PrecisionChoice { kAuto, kFp32, kBf16, kFp16, kBf16Pure };
+enum class PrecisionChoice { kAuto, kFp32, kBf16, kFp16, kBf16Pure, kFp8 };
+// --fp8-recipe: the recipe of --precision fp8 (tc::fp8::Recipe::named).
+enum class Fp8RecipeChoice { kTensorwise, kDelayed, kRowwise, kMxfp8 };
 enum class OptimizerKind { kAdamW, kSgd };
 enum class LrSchedule { kCosine, kConstant };
 // How bf16-pure rounds each weight update (tc::optim::WeightUpdate, Rounding).
@@ -31,7 +33,11 @@ struct SettingNames<ModelKind> {
 };
 template <>
 struct SettingNames<PrecisionChoice> {
-  static constexpr std::array<std::string_view, 5> names{"auto", "fp32", "bf16", "fp16", "bf16-pure"};
+  static constexpr std::array<std::string_view, 6> names{"auto", "fp32", "bf16", "fp16", "bf16-pure", "fp8"};
+};
+template <>
+struct SettingNames<Fp8RecipeChoice> {
+  static constexpr std::array<std::string_view, 4> names{"tensorwise", "delayed", "rowwise", "mxfp8"};
 };
 template <>
 struct SettingNames<OptimizerKind> {

@@ -21,6 +21,7 @@ int cmd_train(int argc, char** argv) {
   OnNonfinite on_nonfinite = OnNonfinite::kStop;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   WeightUpdate weight_update = WeightUpdate::kKahan;
+  Fp8RecipeChoice fp8_recipe = Fp8RecipeChoice::kTensorwise;
   std::string device = "cpu", data, checkpoint, resume, metrics, summary, tensorboard, numerics_json;
   int64_t epochs = 2, batch = 128, seed = 0, threads = 0, max_steps = 0, ck_every = 0, log_every = 10;
   int64_t numerics_every = 10;
@@ -35,7 +36,11 @@ int cmd_train(int argc, char** argv) {
            "Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist); a text file for gpt");
   p.choice("--precision", &precision, setting_choices<PrecisionChoice>(),
            "compute precision (default auto: bf16 on CPUs with native bf16, else fp32); bf16-pure: bf16 weights "
-           "and optimizer state, no fp32 master copy");
+           "and optimizer state, no fp32 master copy; fp8: the linear layers' GEMMs in fp8 (--fp8-recipe), the "
+           "rest bf16");
+  p.choice("--fp8-recipe", &fp8_recipe, setting_choices<Fp8RecipeChoice>(),
+           "fp8: tensorwise (default; E4M3 forward, E5M2 gradients), delayed (amax history of 1024 steps), "
+           "rowwise (per-row power-of-two scales, E4M3) or mxfp8 (an E8M0 scale per 32 elements)");
   p.string("--device", &device, "D",
            "cpu (default), cuda or cuda:N: where the model trains; on a GPU, --precision auto is bf16 (fp16 with "
            "a GradScaler before compute capability 8.0)");
@@ -86,6 +91,7 @@ int cmd_train(int argc, char** argv) {
       "  tensorcast train --precision fp16 --no-scaler --epochs 1 --numerics-report\n"
       "                                                           # which gradients underflow in fp16\n"
       "  tensorcast train --precision bf16-pure --epochs 5        # bf16 weights and AdamW state, Kahan updates\n"
+      "  tensorcast train --precision fp8 --fp8-recipe delayed    # the linear layers' GEMMs in fp8\n"
       "  tensorcast train --model mlp --checkpoint ck --checkpoint-every 100\n"
       "  tensorcast train --resume ck --epochs 4                  # continue it, bit-identically\n"
       "  tensorcast train --model gpt --data book.txt --precision bf16\n"
@@ -96,12 +102,15 @@ int cmd_train(int argc, char** argv) {
 
   if (p.given("--weight-update") && precision != PrecisionChoice::kBf16Pure)
     throw UsageError("--weight-update applies to --precision bf16-pure only");
+  if (p.given("--fp8-recipe") && precision != PrecisionChoice::kFp8)
+    throw UsageError("--fp8-recipe applies to --precision fp8 only");
   for (const char* f : {"--model", "--precision", "--batch-size", "--seed", "--lr", "--lr-schedule", "--no-scaler",
-                        "--data", "--weight-update", "--optimizer", "--loss-weight"})
+                        "--data", "--weight-update", "--optimizer", "--loss-weight", "--fp8-recipe"})
     if (p.given(f)) c.explicit_flags.push_back(f);
   c.model = model;
   c.data = data;
   c.precision = precision;
+  c.fp8_recipe = fp8_recipe;
   c.device = device;
   c.scaler = !no_scaler;
   c.epochs = epochs;

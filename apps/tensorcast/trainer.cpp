@@ -13,6 +13,7 @@
 #include <tensorcast/error.h>
 #include <tensorcast/io/checkpoint.h>
 #include <tensorcast/io/safetensors.h>
+#include <tensorcast/nn/linear.h>
 #include <tensorcast/ops.h>
 #include <tensorcast/optim/adamw.h>
 #include <tensorcast/optim/schedulers.h>
@@ -41,9 +42,18 @@ namespace tcli {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-Precision resolve_precision(PrecisionChoice choice, tc::Device device) {
+Precision resolve_precision(PrecisionChoice choice, tc::Device device, Fp8RecipeChoice recipe) {
   using P = PrecisionChoice;
   switch (choice) {
+    case P::kFp8: {
+      if (device.is_cuda())
+        throw tc::Error(
+            "[cli] --precision fp8 runs on the CPU only for now (its GEMMs emulate fp8 with float32 "
+            "accumulation); use --precision bf16 on a GPU");
+      Precision p{P::kFp8, tc::kBFloat16, ""};
+      p.fp8 = tc::fp8::Recipe::named(setting_name(recipe));
+      return p;
+    }
     case P::kFp32:
       return {P::kFp32, tc::kFloat32, ""};
     case P::kBf16:
@@ -484,7 +494,8 @@ void adopt_checkpoint_settings(TrainConfig& cfg, const tc::io::Metadata& meta, c
   adopt_setting(cfg, meta, "model", "--model", cfg.model, dir);
   // Compared resolved: a run started with auto stored what auto chose.
   adopt(
-      cfg, meta, "precision", "--precision", resolve_precision(cfg.precision, resolve_device(cfg.device)).name(),
+      cfg, meta, "precision", "--precision",
+      resolve_precision(cfg.precision, resolve_device(cfg.device), cfg.fp8_recipe).name(),
       [&](const std::string& v) { cfg.precision = meta_setting<PrecisionChoice>(v, "precision", dir); }, dir);
   adopt(
       cfg, meta, "batch_size", "--batch-size", std::to_string(cfg.batch_size),
@@ -509,6 +520,7 @@ void adopt_checkpoint_settings(TrainConfig& cfg, const tc::io::Metadata& meta, c
       [&](const std::string& v) { cfg.loss_weight = meta_double(v, "loss_weight", dir); }, dir);
   adopt_setting(cfg, meta, "optimizer", "--optimizer", cfg.optimizer, dir);
   adopt_setting(cfg, meta, "weight_update", "--weight-update", cfg.weight_update, dir);
+  adopt_setting(cfg, meta, "fp8_recipe", "--fp8-recipe", cfg.fp8_recipe, dir);
   adopt(
       cfg, meta, "scaler", "--no-scaler", cfg.scaler ? "1" : "0", [&](const std::string& v) { cfg.scaler = v == "1"; },
       dir);
@@ -548,7 +560,7 @@ void check_checkpoint_dir(const TrainConfig& cfg) {
 
 void choose_device_and_precision(TrainingRun& run) {
   run.device = resolve_device(run.cfg.device);
-  run.prec = resolve_precision(run.cfg.precision, run.device);
+  run.prec = resolve_precision(run.cfg.precision, run.device, run.cfg.fp8_recipe);
   if (run.device.is_cuda() && run.prec.pure)
     throw tc::Error(
         "[cli] --precision bf16-pure runs on the CPU only for now (the CUDA optimizers keep float32 "
@@ -589,6 +601,8 @@ void build_model_and_optimizer(TrainingRun& run) {
   // Before the optimizer: it makes its state where, and as, the parameters are.
   if (run.device.is_cuda()) run.model.module->to(run.device);
   if (run.prec.pure) run.model.module->to(tc::kBFloat16);
+  // Delayed fp8 scaling's state is part of the model (buffers), so a resume restores it.
+  if (run.prec.fp8) tc::nn::init_fp8_state(*run.model.module, *run.prec.fp8);
   run.params = run.model.module->parameters();
   run.optimizer = make_optimizer(cfg, run.params);
   if (run.prec.pure) {
@@ -728,6 +742,7 @@ tc::io::Metadata checkpoint_metadata(const TrainingRun& run) {
           {"precision", run.prec.name()},
           {"scaler", cfg.scaler ? "1" : "0"},  // the choice (--no-scaler), not whether fp16 used it
           {"weight_update", setting_name(cfg.weight_update)},
+          {"fp8_recipe", setting_name(cfg.fp8_recipe)},
           {"optimizer", setting_name(cfg.optimizer)},
           {"loss_weight", fmt_double(cfg.loss_weight)},
           {"batch_size", std::to_string(cfg.batch_size)},

@@ -3,6 +3,7 @@
 // at each epoch end, checkpoints, exact resume, metrics and the progress display.
 #pragma once
 #include <tensorcast/amp/autocast.h>
+#include <tensorcast/amp/fp8.h>
 #include <tensorcast/amp/numerics.h>
 #include <tensorcast/device.h>
 #include <tensorcast/dtype.h>
@@ -41,28 +42,32 @@ namespace tcli {
 struct Precision {
   PrecisionChoice choice = PrecisionChoice::kFp32;  // resolved: never kAuto
   tc::DType compute = tc::kFloat32;
-  std::string reason;  // filled for auto
-  bool pure = false;   // bf16-pure: the weights and optimizer state themselves are bf16
+  std::string reason;                                 // filled for auto
+  bool pure = false;                                  // bf16-pure: the weights and optimizer state themselves are bf16
+  std::optional<tc::fp8::Recipe> fp8 = std::nullopt;  // fp8: the linear layers' GEMMs on this recipe, the rest bf16
   std::string name() const { return setting_name(choice); }  // fp32, bf16, fp16, bf16-pure
 };
 
 // The autocast region of every forward pass of the CLI (training, evaluation, benchmarks):
-// the precision's 16-bit dtype; fp32 runs with autocast off.
+// the precision's 16-bit dtype; fp32 runs with autocast off; fp8 adds its recipe's guard.
 class AutocastRegion {
  public:
   AutocastRegion(const Precision& prec, tc::Device device)
-      : guard_(device.type, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute, prec.compute != tc::kFloat32) {
-  }
+      : guard_(device.type, prec.compute == tc::kFloat32 ? tc::kBFloat16 : prec.compute, prec.compute != tc::kFloat32),
+        fp8_(prec.fp8.value_or(tc::fp8::Recipe{}), prec.fp8.has_value()) {}
 
  private:
   tc::amp::AutocastGuard guard_;
+  tc::fp8::AutocastGuard fp8_;
 };
 
 // kAuto on the CPU -> bf16 where it has native bf16 math, else fp32; on a GPU -> bf16
 // where it has bf16 Tensor Cores (compute capability 8.0 on), else fp16 with a GradScaler.
 // kBf16Pure: bf16 autocast over bf16 weights with bf16 optimizer state
 // (TrainConfig::weight_update says how updates are rounded), no float32 master copy.
-Precision resolve_precision(PrecisionChoice choice, tc::Device device = {});
+// kFp8: bf16 autocast with the linear layers on `recipe`'s fp8 GEMMs (the CPU path only).
+Precision resolve_precision(PrecisionChoice choice, tc::Device device = {},
+                            Fp8RecipeChoice recipe = Fp8RecipeChoice::kTensorwise);
 
 // --device: "cpu", "cuda" or "cuda:N", checked here: a CUDA device this machine or build
 // does not have is a one-line tc::Error saying why.
@@ -72,6 +77,7 @@ struct TrainConfig {
   ModelKind model = ModelKind::kCnn;
   std::string data;  // empty: the model's default
   PrecisionChoice precision = PrecisionChoice::kAuto;
+  Fp8RecipeChoice fp8_recipe = Fp8RecipeChoice::kTensorwise;  // --precision fp8 only
   std::string device = "cpu";  // cpu, cuda or cuda:N: where the model trains (the data is read on the CPU)
   bool scaler = true;          // fp16 only: false = --no-scaler
   // bf16-pure only: compensated (the default), to nearest or stochastic.

@@ -3,6 +3,7 @@
 // (compiled for their ISA).
 #include "tensorcast/convert.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -24,11 +25,43 @@ std::string_view convert_path_name(ConvertPath p) {
   return "?";
 }
 
+namespace {
+
+// An 8-bit float on either side goes through float, a block at a time: widening is exact, and
+// narrowing from float is the one rounding PyTorch's casts make (a double or int64 reaches the
+// 8-bit type through float in PyTorch too).
+void convert_through_float(const char* src, DType sdt, char* dst, DType ddt, int64_t n) {
+  constexpr int64_t kBlock = 256;
+  float buf[kBlock];
+  const size_t ses = element_size(sdt), des = element_size(ddt);
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    const char* s = src + b * static_cast<int64_t>(ses);
+    char* d = dst + b * static_cast<int64_t>(des);
+    if (is_float8(sdt))
+      dispatch_float8(sdt, "convert", [&]<class S>() {
+        for (int64_t i = 0; i < m; ++i) buf[i] = static_cast<float>(reinterpret_cast<const S*>(s)[i]);
+      });
+    else
+      convert(s, sdt, buf, kFloat32, m);
+    if (is_float8(ddt))
+      dispatch_float8(ddt, "convert", [&]<class D>() {
+        for (int64_t i = 0; i < m; ++i) reinterpret_cast<D*>(d)[i] = D(buf[i]);
+      });
+    else
+      convert(buf, kFloat32, d, ddt, m);
+  }
+}
+
+}  // namespace
+
 void convert(const void* src, DType sdt, void* dst, DType ddt, int64_t n) {
   if (sdt == ddt) {
     std::memcpy(dst, src, static_cast<size_t>(n) * element_size(sdt));
     return;
   }
+  if (is_float8(sdt) || is_float8(ddt))
+    return convert_through_float(static_cast<const char*>(src), sdt, static_cast<char*>(dst), ddt, n);
   if (sdt == kFloat32 && ddt == kBFloat16)
     return float_to_bf16(static_cast<const float*>(src), static_cast<BFloat16*>(dst), n);
   if (sdt == kBFloat16 && ddt == kFloat32)

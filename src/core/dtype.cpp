@@ -41,8 +41,17 @@ Device::Device(std::string_view spec) {
   index = static_cast<int8_t>(index_value);
 }
 
+void fail_float8_op(const char* op, DType t) {
+  TC_FAIL(op, "not implemented for ", dtype_name(t),
+          ": 8-bit float tensors take only casts (.to), copies, views and safetensors I/O, as in PyTorch;"
+          " convert with .to(tc::kBFloat16) first");
+}
+
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
+  if (is_float8(a) || is_float8(b))
+    TC_FAIL("promote_types", "promotion for 8-bit float types is not supported, attempted to promote ", dtype_name(a),
+            " and ", dtype_name(b), " (as PyTorch: cast one of them with .to() first)");
   const bool fa = is_floating(a), fb = is_floating(b);
   if (fa != fb) return fa ? a : b;  // floating beats integral
   if (fa) {

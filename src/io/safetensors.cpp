@@ -38,8 +38,17 @@ struct DTypeName {
   std::string_view name;
 };
 constexpr DTypeName kDTypeNames[] = {
-    {kFloat32, "F32"}, {kFloat16, "F16"}, {kBFloat16, "BF16"}, {kFloat64, "F64"},
-    {kInt64, "I64"},   {kInt32, "I32"},   {kUInt8, "U8"},      {kBool, "BOOL"},
+    {kFloat32, "F32"},
+    {kFloat16, "F16"},
+    {kBFloat16, "BF16"},
+    {kFloat64, "F64"},
+    {kInt64, "I64"},
+    {kInt32, "I32"},
+    {kUInt8, "U8"},
+    {kBool, "BOOL"},
+    {kFloat8_e4m3fn, "F8_E4M3"},
+    {kFloat8_e5m2, "F8_E5M2"},
+    {kFloat8_e8m0fnu, "F8_E8M0"},
 };
 
 std::optional<DType> dtype_from_name(std::string_view name) {

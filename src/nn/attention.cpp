@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "tensorcast/amp/autocast.h"
+#include "tensorcast/amp/fp8.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/nn/gpt.h"
 #include "tensorcast/ops.h"
@@ -47,9 +48,11 @@ MLPImpl::MLPImpl(int64_t width, double dropout) : Module("MLP") {
 
 // fc, act and proj as one op (tc::mlp): GELU in the GEMM's epilogue when no graph is
 // recorded, and without a pass of its own in training; the same value as
-// proj->forward(act->forward(fc->forward(x))) but for the 16-bit rounding.
+// proj->forward(act->forward(fc->forward(x))) but for the 16-bit rounding. Under an fp8
+// recipe the layers run one by one, each Linear on the recipe's GEMMs.
 Tensor MLPImpl::forward(const Tensor& x) {
-  const Tensor h = tc::mlp(x, fc->weight, fc->bias, proj->weight, proj->bias, act->activation());
+  const Tensor h = fp8::active_recipe() ? proj->forward(act->forward(fc->forward(x)))
+                                        : tc::mlp(x, fc->weight, fc->bias, proj->weight, proj->bias, act->activation());
   return drop->forward(h);
 }
 

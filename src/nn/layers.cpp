@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "tensorcast/amp/autocast.h"
+#include "tensorcast/amp/fp8.h"
 #include "tensorcast/nn/activation.h"
 #include "tensorcast/nn/container.h"
 #include "tensorcast/nn/conv.h"
@@ -74,9 +75,27 @@ Tensor LinearImpl::forward(const Tensor& input) {
            options.in_features(), ", ", options.out_features(), ") expects input of shape (*, ", options.in_features(),
            "), got ", input.defined() ? shape_str(input.sizes()) : "an undefined tensor");
   const std::optional<Activation> act = options.activation();
+  if (const std::optional<fp8::Recipe> recipe = fp8::active_recipe()) {
+    init_fp8_state(*recipe);
+    const Tensor y = fp8::linear(input, weight, bias, *recipe, fp8_state.get());
+    return act ? activate(*act, y) : y;
+  }
   if (!act) return tc::linear(input, weight, bias);
   if (fused_gives_same_bits(*act, input, weight, bias)) return tc::linear_activation(input, weight, bias, *act);
   return activate(*act, tc::linear(input, weight, bias));
+}
+
+void LinearImpl::init_fp8_state(const fp8::Recipe& recipe) {
+  if (recipe.scaling != fp8::Scaling::kDelayed || fp8_state) return;
+  fp8_state = std::make_shared<fp8::LinearState>(recipe.amax_history_len);
+  register_buffer("fp8_amax_history", fp8_state->amax_history);
+  register_buffer("fp8_scale", fp8_state->scale);
+}
+
+void init_fp8_state(Module& model, const fp8::Recipe& recipe) {
+  if (auto* self = dynamic_cast<LinearImpl*>(&model)) self->init_fp8_state(recipe);
+  for (const auto& [name, m] : model.named_modules())
+    if (auto* fc = dynamic_cast<LinearImpl*>(m.get())) fc->init_fp8_state(recipe);
 }
 
 void LinearImpl::pretty_print(std::ostream& os) const {

@@ -1,10 +1,16 @@
 /// \file
 /// Linear, Identity and Flatten.
 #pragma once
+#include <memory>
 #include <optional>
 
 #include "tensorcast/nn/module.h"
 #include "tensorcast/ops.h"
+
+namespace tc::fp8 {
+struct LinearState;
+struct Recipe;
+}  // namespace tc::fp8
 
 namespace tc::nn {
 
@@ -48,8 +54,19 @@ class LinearImpl : public Module {
   LinearOptions options;  ///< as constructed
   Tensor weight;          ///< (out_features, in_features)
   Tensor bias;            ///< undefined with .bias(false)
+  /// Delayed fp8 scaling's amax histories and scales (tensorcast/amp/fp8.h), registered as
+  /// the buffers fp8_amax_history and fp8_scale: made by the first forward under a delayed
+  /// recipe, or beforehand by init_fp8_state (so that a checkpoint's state loads into them).
+  std::shared_ptr<fp8::LinearState> fp8_state;
+  /// Makes fp8_state for `recipe` if it is delayed scaling and the layer has none.
+  void init_fp8_state(const fp8::Recipe& recipe);
 };
 TC_MODULE(Linear);
+
+/// Gives every Linear in `model` (itself included) its delayed-scaling state now, when
+/// `recipe` is delayed scaling: the state then shows in state_dict(), so a checkpoint of an
+/// fp8 run loads into a fresh model. Other recipes keep no state; nothing happens.
+void init_fp8_state(Module& model, const fp8::Recipe& recipe);
 
 /// Returns its input (a placeholder layer); TC_MODULE(Identity) is its holder.
 class IdentityImpl : public Module {

@@ -194,6 +194,16 @@ void copy_into(const Tensor& dst, const Tensor& src) {
                  [&](int64_t b, int64_t e) { convert(s + b * ses, src.dtype(), d + b * des, dst.dtype(), e - b); });
     return;
   }
+  if (is_float8(dst.dtype()) || is_float8(src.dtype())) {
+    // An 8-bit float converts between contiguous buffers only (convert()): a strided or
+    // broadcast operand is first copied contiguous in its own dtype.
+    const Tensor s = make_tensor(dst.sizes(), src.dtype(), dst.device());
+    copy_into(s, src);
+    const Tensor d = dst.is_contiguous() ? dst : make_tensor(dst.sizes(), dst.dtype(), dst.device());
+    copy_into(d, s);
+    if (!d.is_same(dst)) copy_into(dst, d);
+    return;
+  }
   const bool dbl = computes_in_double(dst.dtype()) || computes_in_double(src.dtype());
   auto body = [&]<class C>() {
     map_blocks<C, 1>(dst, {src}, "copy_",

@@ -140,6 +140,10 @@ void map_blocks(const Tensor& out, const std::array<Tensor, NIn>& in, const char
   // A CUDA tensor reaching a CPU loop (an op without a CUDA kernel yet, called inside
   // another op or by the autograd engine) is refused before its memory is read.
   TC_CHECK(out.device().is_cpu(), op, "no CUDA kernel yet for this op (tensor on ", out.device(), ")");
+  // 8-bit floats are storage types: copy_into converts them, no arithmetic loop does.
+  if (is_float8(out.dtype())) fail_float8_op(op, out.dtype());
+  for (const Tensor& t : in)
+    if (is_float8(t.dtype())) fail_float8_op(op, t.dtype());
   std::array<Shape, N> strides;
   std::array<Operand, N> ops;
   strides[0] = out.strides();

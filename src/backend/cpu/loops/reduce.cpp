@@ -370,7 +370,8 @@ void store_result(const Tensor& out, C* final_vals, double divisor) {
 }
 
 template <class F>
-void dispatch_acc(DType dt, F&& f) {
+void dispatch_acc(DType dt, const char* op, F&& f) {
+  if (is_float8(dt)) fail_float8_op(op, dt);
   if (dt == kFloat64)
     f.template operator()<double>();
   else if (is_floating(dt))
@@ -384,7 +385,7 @@ void dispatch_acc(DType dt, F&& f) {
 void sum_kernel(const Tensor& out, const Tensor& x, const std::vector<bool>& reduced, double divisor) {
   TC_CHECK(x.device().is_cpu(), "sum", "no CUDA kernel yet for this op (tensor on ", x.device(), ")");
   if (out.numel() == 0) return;
-  dispatch_acc(x.dtype(), [&]<class C>() {
+  dispatch_acc(x.dtype(), "sum", [&]<class C>() {
     if (x.numel() == 0) {  // empty reduction: 0 (0 / 0 = nan for a mean)
       std::vector<C> zero(static_cast<size_t>(out.numel()), C(0));
       store_result<C>(out, zero.data(), std::is_same_v<C, int64_t> ? 1.0 : divisor);
@@ -407,7 +408,7 @@ void var_kernel(const Tensor& out, const Tensor& mean_out, const Tensor& x, cons
   const int64_t n_out = out.numel();
   const int64_t n = n_out == 0 ? 0 : x.numel() / n_out;
   const double divisor = static_cast<double>(std::max<int64_t>(0, n - correction));
-  dispatch_acc(x.dtype(), [&]<class C>() {
+  dispatch_acc(x.dtype(), "var", [&]<class C>() {
     if constexpr (std::is_same_v<C, int64_t>) {
       TC_FAIL("var", "expected a floating dtype, got ", dtype_name(x.dtype()));
     } else {
@@ -592,7 +593,7 @@ void minmax_kernel(const Tensor& values, const Tensor& indices, const Tensor& x,
   std::vector<bool> reduced(static_cast<size_t>(x.dim()), dim < 0);
   if (dim >= 0) reduced[dim] = true;
   if ((values.defined() ? values.numel() : indices.numel()) == 0) return;
-  dispatch_acc(x.dtype(), [&]<class C>() {
+  dispatch_acc(x.dtype(), is_max ? "max" : "min", [&]<class C>() {
     if (is_max)
       minmax_impl<C, true>(values, indices, x, reduced);
     else

@@ -459,6 +459,7 @@ bool matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, con
   }
   // The multiplier is read in the destination's dtype: oneDNN 2.x accepts a float16 one
   // on CPUs without float16 math and reads it wrong (MatmulEpilogue test).
+  if (is_float8(dt)) fail_float8_op(op, dt);
   const Tensor mul = cast_dense(mul_in, dt);
   TC_CHECK(dt == kFloat32 || dt == kBFloat16 || dt == kFloat16, op, "expected a floating dtype, got ", dtype_name(dt));
   if (is_reduced_float(a.dtype()) || is_reduced_float(b.dtype()) || is_reduced_float(dt)) {

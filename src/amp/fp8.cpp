@@ -1,0 +1,347 @@
+// FP8 recipes: the scale formulas, quantization, the scaled GEMM and the fp8 linear layer
+// (tensorcast/amp/fp8.h). Scales are computed on the host from the amaxes (a scalar, or one
+// per row or block); the element work is tensor ops, so it runs wherever those run.
+#include "tensorcast/amp/fp8.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "tensorcast/amp/autocast.h"
+#include "tensorcast/autograd_function.h"
+#include "tensorcast/factories.h"
+#include "tensorcast/ops.h"
+
+namespace tc::fp8 {
+namespace {
+
+constexpr const char* kOp = "fp8";
+
+constexpr std::array<std::pair<Scaling, std::string_view>, 4> kScalingNames = {{
+    {Scaling::kTensorwise, "tensorwise"},
+    {Scaling::kDelayed, "delayed"},
+    {Scaling::kRowwise, "rowwise"},
+    {Scaling::kMXFP8, "mxfp8"},
+}};
+
+thread_local std::optional<Recipe> t_recipe;
+
+double fp8_max(DType dt) {
+  TC_CHECK(dt == kFloat8_e4m3fn || dt == kFloat8_e5m2, kOp,
+           "expected float8_e4m3fn or float8_e5m2 for a GEMM operand, got ", dtype_name(dt));
+  return traits(dt).max;
+}
+
+float round_down_to_power_of_two(float s) {
+  if (!(s > 0.0f) || std::isinf(s)) return s;
+  return std::ldexp(1.0f, std::ilogb(s));
+}
+
+// x as float32 rows: (rows, K), contiguous.
+Tensor as_rows(const Tensor& x) {
+  TC_CHECK(x.defined() && x.dim() >= 1 && is_floating(x.dtype()) && !is_float8(x.dtype()), kOp,
+           "expected a floating tensor of at least one dimension to quantize, got ",
+           x.defined() ? dtype_name(x.dtype()) : std::string_view("an undefined tensor"));
+  const Tensor f = x.to(kFloat32);
+  return (x.dim() == 2 ? f : f.reshape({-1, x.size(-1)})).contiguous();
+}
+
+// The saturating cast of float32 values already multiplied by their scale.
+Tensor saturate_to(const Tensor& scaled, DType dt) {
+  const double m = fp8_max(dt);
+  return tc::clamp(scaled, -m, m).to(dt);
+}
+
+float amax_of(const Tensor& x) { return tc::max(x.abs()).item<float>(); }
+
+}  // namespace
+
+std::string_view scaling_name(Scaling s) {
+  for (const auto& [v, n] : kScalingNames)
+    if (v == s) return n;
+  return "?";
+}
+
+std::optional<Scaling> parse_scaling(std::string_view name) {
+  for (const auto& [v, n] : kScalingNames)
+    if (n == name) return v;
+  return std::nullopt;
+}
+
+Recipe Recipe::tensorwise() { return Recipe{}; }
+
+Recipe Recipe::delayed(int64_t amax_history_len, AmaxAlgo algo, int margin) {
+  TC_CHECK(amax_history_len >= 1, kOp, "amax_history_len must be at least 1, got ", amax_history_len);
+  Recipe r;
+  r.scaling = Scaling::kDelayed;
+  r.amax_history_len = amax_history_len;
+  r.amax_algo = algo;
+  r.margin = margin;
+  return r;
+}
+
+Recipe Recipe::rowwise() {
+  Recipe r;
+  r.scaling = Scaling::kRowwise;
+  r.backward_dtype = kFloat8_e4m3fn;
+  r.power_of_two_scales = true;
+  return r;
+}
+
+Recipe Recipe::mxfp8() {
+  Recipe r;
+  r.scaling = Scaling::kMXFP8;
+  r.backward_dtype = kFloat8_e4m3fn;
+  return r;
+}
+
+Recipe Recipe::named(std::string_view name) {
+  const std::optional<Scaling> s = parse_scaling(name);
+  TC_CHECK(s.has_value(), kOp, "unknown fp8 recipe '", name, "' (expected tensorwise, delayed, rowwise or mxfp8)");
+  switch (*s) {
+    case Scaling::kDelayed:
+      return delayed();
+    case Scaling::kRowwise:
+      return rowwise();
+    case Scaling::kMXFP8:
+      return mxfp8();
+    default:
+      return tensorwise();
+  }
+}
+
+float amax_to_scale(double amax, DType dt, bool power_of_two) {
+  const float s = static_cast<float>(fp8_max(dt) / std::max(amax, 1e-12));
+  return power_of_two ? round_down_to_power_of_two(s) : s;
+}
+
+float delayed_scale(float amax, float previous, DType dt, int margin) {
+  if (!(amax > 0.0f) || !std::isfinite(amax)) return previous;
+  float s = static_cast<float>(fp8_max(dt)) / amax;
+  s = std::ldexp(s, -margin);  // exact: the division by 2^margin
+  return std::isinf(s) ? std::numeric_limits<float>::max() : s;
+}
+
+Float8_e8m0fnu mx_scale(float amax, DType dt) {
+  if (!std::isfinite(amax)) return Float8_e8m0fnu(0xff, Float8_e8m0fnu::from_bits());
+  const double q = static_cast<double>(amax) / fp8_max(dt);  // exact enough: only its exponent and
+  int e = -127;                                              // whether it is a power of two matter
+  if (q > 0) {
+    int exp2 = 0;
+    const double m = std::frexp(q, &exp2);  // q = m * 2^exp2, m in [0.5, 1)
+    e = m == 0.5 ? exp2 - 1 : exp2;         // ceil(log2(q))
+  }
+  e = std::clamp(e, -127, 127);
+  return Float8_e8m0fnu(static_cast<uint8_t>(e + 127), Float8_e8m0fnu::from_bits());
+}
+
+Quantized quantize_with_scale(const Tensor& x, DType dt, float scale) {
+  const Tensor rows = as_rows(x);
+  return {saturate_to(rows * static_cast<double>(scale), dt), scalar_tensor(scale, kFloat32), Scaling::kTensorwise};
+}
+
+Quantized quantize_tensorwise(const Tensor& x, DType dt, bool power_of_two) {
+  const Tensor rows = as_rows(x);
+  return quantize_with_scale(rows, dt, amax_to_scale(amax_of(rows), dt, power_of_two));
+}
+
+Quantized quantize_rowwise(const Tensor& x, DType dt, bool power_of_two) {
+  const Tensor rows = as_rows(x);
+  const std::vector<double> amax = std::get<0>(tc::max(rows.abs(), 1)).to_vector();
+  std::vector<float> scale(amax.size());
+  for (size_t r = 0; r < amax.size(); ++r) scale[r] = amax_to_scale(amax[r], dt, power_of_two);
+  const Tensor s = tensor(scale, {static_cast<int64_t>(scale.size()), 1});
+  return {saturate_to(rows * s, dt), s, Scaling::kRowwise};
+}
+
+Quantized quantize_mxfp8(const Tensor& x, DType dt) {
+  Tensor rows = as_rows(x);
+  const int64_t r = rows.size(0), k = rows.size(1), kp = (k + kMXBlock - 1) / kMXBlock * kMXBlock;
+  if (kp != k) {  // a last, partial block: padded with zeros, which change neither amax nor product
+    Tensor padded = zeros({r, kp}, kFloat32);
+    padded.narrow(1, 0, k).copy_(rows);
+    rows = padded;
+  }
+  const Tensor blocks = rows.reshape({r, kp / kMXBlock, kMXBlock});
+  const std::vector<double> amax = std::get<0>(tc::max(blocks.abs(), 2)).to_vector();
+  Tensor scale = empty({r, kp / kMXBlock}, kFloat8_e8m0fnu);
+  auto* codes = static_cast<Float8_e8m0fnu*>(scale.raw_data());
+  for (size_t i = 0; i < amax.size(); ++i) codes[i] = mx_scale(static_cast<float>(amax[i]), dt);
+  // Dividing by a power of two is exact (or the one rounding of a result below float's normals).
+  const Tensor data = saturate_to(blocks / scale.to(kFloat32).unsqueeze(2), dt).reshape({r, kp});
+  return {data, scale, Scaling::kMXFP8};
+}
+
+Quantized quantize(const Tensor& x, Scaling scaling, DType dt, bool power_of_two) {
+  switch (scaling) {
+    case Scaling::kRowwise:
+      return quantize_rowwise(x, dt, power_of_two);
+    case Scaling::kMXFP8:
+      return quantize_mxfp8(x, dt);
+    case Scaling::kTensorwise:
+      return quantize_tensorwise(x, dt, power_of_two);
+    case Scaling::kDelayed:
+      break;
+  }
+  TC_FAIL(kOp, "delayed scaling quantizes with its state's scale (quantize_with_scale)");
+}
+
+Tensor Quantized::dequantize() const {
+  const Tensor f = data.to(kFloat32);
+  if (scaling == Scaling::kMXFP8) {
+    const int64_t r = f.size(0), k = f.size(1);
+    return (f.reshape({r, k / kMXBlock, kMXBlock}) * scale.to(kFloat32).unsqueeze(2)).reshape({r, k});
+  }
+  return f / scale;
+}
+
+Quantized Quantized::t() const {
+  TC_CHECK(scale.dim() == 0, kOp, "only a tensorwise-scaled operand can be transposed; quantize ",
+           scaling_name(scaling), " operands along the other dimension instead");
+  return {data.t().contiguous(), scale, scaling};
+}
+
+Tensor scaled_mm(const Quantized& a, const Quantized& b) {
+  TC_CHECK(a.data.dim() == 2 && b.data.dim() == 2 && a.data.size(1) == b.data.size(1), kOp,
+           "scaled_mm expects a (M, K) and b (N, K), got ", shape_str(a.data.sizes()), " and ",
+           shape_str(b.data.sizes()));
+  const bool mx_a = a.scaling == Scaling::kMXFP8, mx_b = b.scaling == Scaling::kMXFP8;
+  amp::AutocastGuard off(kCPU, kBFloat16, false);  // float32 products, whatever the caller's region
+  TC_CHECK(mx_a == mx_b, kOp, "scaled_mm: an MXFP8 operand multiplies only another MXFP8 operand");
+  if (mx_a) return a.dequantize().matmul(b.dequantize().t());  // per-block scales: exact powers of two
+  // Codes are exact in float32 and so are their products: a float32 GEMM with float32
+  // accumulation, then scale_inv(a) * scale_inv(b) in the epilogue, as cuBLASLt applies them.
+  const Tensor acc = a.data.to(kFloat32).matmul(b.data.to(kFloat32).t());
+  const Tensor inv_a = tc::reciprocal(a.scale), inv_b = tc::reciprocal(b.scale);
+  return acc * (inv_a * (inv_b.dim() == 0 ? inv_b : inv_b.reshape({1, -1})));
+}
+
+LinearState::LinearState(int64_t history_len)
+    : amax_history(zeros({3, history_len}, kFloat32)), scale(ones({3}, kFloat32)) {
+  TC_CHECK(history_len >= 1, kOp, "amax_history_len must be at least 1, got ", history_len);
+}
+
+float LinearState::scale_of(Role role) const { return static_cast<const float*>(scale.raw_data())[role]; }
+
+void LinearState::update(Role role, float amax, const Recipe& recipe, DType dt) {
+  const int64_t len = amax_history.size(1);
+  TC_CHECK(amax_history.device().is_cpu() && amax_history.dtype() == kFloat32 && amax_history.is_contiguous() &&
+               scale.device().is_cpu() && scale.dtype() == kFloat32 && scale.numel() == 3,
+           kOp, "the delayed-scaling state must be float32 tensors on the CPU");
+  TC_CHECK(len == recipe.amax_history_len, kOp, "this layer's amax history holds ", len,
+           " steps but the recipe asks for ", recipe.amax_history_len);
+  float* h = static_cast<float*>(amax_history.raw_data()) + role * len;
+  std::copy_backward(h, h + len - 1, h + len);  // the oldest entry drops out
+  h[0] = amax;
+  float a = h[0];
+  if (recipe.amax_algo == AmaxAlgo::kMax)
+    for (int64_t i = 1; i < len; ++i) a = (std::isnan(h[i]) || h[i] > a) ? h[i] : a;  // a NaN keeps the scale
+  float* s = static_cast<float*>(scale.raw_data()) + role;
+  *s = delayed_scale(a, *s, dt, recipe.margin);
+}
+
+std::optional<Recipe> active_recipe() { return t_recipe; }
+
+AutocastGuard::AutocastGuard(const Recipe& recipe, bool enabled) : previous_(t_recipe) {
+  if (enabled)
+    t_recipe = recipe;
+  else
+    t_recipe.reset();
+}
+
+AutocastGuard::~AutocastGuard() { t_recipe = previous_; }
+
+namespace {
+
+// Quantizes for a GEMM as the recipe says; delayed scaling uses the role's scale and, when
+// `record`, adds this amax to its history (`state` is null for the other recipes).
+Quantized quantize_role(const Tensor& x, const Recipe& recipe, DType dt, LinearState* state, LinearState::Role role,
+                        bool record) {
+  if (recipe.scaling != Scaling::kDelayed) return quantize(x, recipe.scaling, dt, recipe.power_of_two_scales);
+  Quantized q = quantize_with_scale(x, dt, state->scale_of(role));
+  if (record) state->update(role, amax_of(x), recipe, dt);
+  return q;
+}
+
+struct LinearFunction : autograd::Function<LinearFunction> {
+  static constexpr const char* name = "Fp8LinearBackward";
+
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x, const Tensor& w, const Tensor& b,
+                        const Recipe& recipe, LinearState* state, DType out_dtype, bool record) {
+    const Tensor x2 = x.reshape({-1, x.size(-1)});
+    const Quantized xq = quantize_role(x2, recipe, recipe.forward_dtype, state, LinearState::kInput, record);
+    const Quantized wq = quantize_role(w, recipe, recipe.forward_dtype, state, LinearState::kWeight, record);
+    Tensor y = scaled_mm(xq, wq);
+    if (b.defined()) y = y + b.to(kFloat32);
+    // What backward needs of x and w, 8-bit where the recipe allows: a tensorwise operand is
+    // transposed as it is; rowwise and MXFP8 ones are quantized along the other dimension.
+    const bool by_tensor = recipe.scaling == Scaling::kTensorwise || recipe.scaling == Scaling::kDelayed;
+    if (recipe.weight_grad_in_bf16)
+      ctx->saved_data["x"] = x2.to(kBFloat16);
+    else
+      ctx->saved_data["xt"] =
+          by_tensor ? xq.t() : quantize(x2.t(), recipe.scaling, recipe.forward_dtype, recipe.power_of_two_scales);
+    if (by_tensor) ctx->saved_data["wt"] = wq.t();
+    ctx->save_for_backward({w});
+    ctx->saved_data["recipe"] = recipe;
+    ctx->saved_data["state"] = state;
+    ctx->saved_data["x_sizes"] = Shape(x.sizes());
+    ctx->saved_data["x_dtype"] = x.dtype();
+    ctx->saved_data["has_bias"] = b.defined();
+    Shape out = x.sizes();
+    out.back() = w.size(0);
+    return y.reshape(out).to(out_dtype);
+  }
+
+  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> g) {
+    const auto recipe = std::any_cast<Recipe>(ctx->saved_data["recipe"]);
+    auto* state = std::any_cast<LinearState*>(ctx->saved_data["state"]);
+    const auto x_sizes = std::any_cast<Shape>(ctx->saved_data["x_sizes"]);
+    const auto x_dtype = std::any_cast<DType>(ctx->saved_data["x_dtype"]);
+    const Tensor& w = ctx->get_saved_variables()[0];
+    const Tensor gy = g[0].reshape({-1, g[0].size(-1)});
+    const bool by_tensor = recipe.scaling == Scaling::kTensorwise || recipe.scaling == Scaling::kDelayed;
+    const DType bdt = recipe.backward_dtype;
+    // dx = gy w: gy (M, N) reduced along N with w^T (K, N).
+    const Quantized gq = quantize_role(gy, recipe, bdt, state, LinearState::kGradOutput, true);
+    const Quantized wt = by_tensor ? std::any_cast<Quantized>(ctx->saved_data["wt"])
+                                   : quantize(w.t(), recipe.scaling, recipe.forward_dtype, recipe.power_of_two_scales);
+    Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) dx = scaled_mm(gq, wt).reshape(x_sizes).to(x_dtype);
+    if (ctx->needs_input_grad(1)) {
+      // dw = gy^T x: both reduced along M.
+      if (recipe.weight_grad_in_bf16) {
+        const Tensor x = std::any_cast<Tensor>(ctx->saved_data["x"]);
+        dw = gy.to(kBFloat16).t().matmul(x).to(kFloat32);
+      } else {
+        const Quantized gt = by_tensor ? gq.t() : quantize(gy.t(), recipe.scaling, bdt, recipe.power_of_two_scales);
+        dw = scaled_mm(gt, std::any_cast<Quantized>(ctx->saved_data["xt"]));
+      }
+      dw = dw.to(w.dtype());
+    }
+    if (ctx->needs_input_grad(2) && std::any_cast<bool>(ctx->saved_data["has_bias"]))
+      db = gy.to(kFloat32).sum({0}).to(w.dtype());
+    return {dx, dw, db};
+  }
+};
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const Recipe& recipe, LinearState* state) {
+  TC_CHECK(x.defined() && w.defined() && w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), kOp,
+           "linear expects x (*, K) and w (N, K), got ", x.defined() ? shape_str(x.sizes()) : "undefined", " and ",
+           w.defined() ? shape_str(w.sizes()) : "undefined");
+  TC_CHECK(recipe.scaling != Scaling::kDelayed || state != nullptr, kOp,
+           "delayed scaling needs the layer's LinearState (its amax histories)");
+  // The output dtype a bf16/fp16 linear gives under CPU autocast, else x's.
+  const DType out = amp::is_autocast_enabled(kCPU) ? amp::get_autocast_dtype(kCPU) : x.dtype();
+  // Delayed scaling learns from training steps only: a forward without grad mode
+  // (evaluation) uses the scales and leaves the histories as they are.
+  const bool record = is_grad_enabled();
+  amp::AutocastGuard off(kCPU, kBFloat16, false);  // the GEMMs are the recipe's, not autocast's
+  return LinearFunction::apply(x, w, b, recipe, recipe.scaling == Scaling::kDelayed ? state : nullptr, out, record);
+}
+
+}  // namespace tc::fp8
