@@ -195,8 +195,8 @@ class StMutator {
   void mutate_tensor(StFile& f) {
     if (f.tensors.empty()) return add_tensor(f);
     StTensor& t = f.tensors[pick(f.tensors.size())];
-    static const char* const kDTypes[] = {"F32", "F16",  "BF16", "F64",     "I64", "I32",
-                                          "U8",  "BOOL", "I16",  "F8_E4M3", ""};
+    static const char* const kDTypes[] = {"F32",  "F16", "BF16",    "F64",     "I64",     "I32", "U8",
+                                          "BOOL", "I16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4",  ""};
     static const char* const kDims[] = {"0",
                                         "1",
                                         "2",

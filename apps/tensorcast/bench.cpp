@@ -356,6 +356,8 @@ int cmd_bench(int argc, char** argv) {
       "  tensorcast bench --model cnn --precision bf16 --memory-budget 256 --json\n"
       "  mpirun -np 2 tensorcast bench --model gpt --distributed --threads 1\n");
   if (!p.parse(argc, argv, 2)) return 0;
+  if (p.given("--fp8-recipe") && c.precision != PrecisionChoice::kFp8)
+    throw UsageError("--fp8-recipe applies to --precision fp8 only");
   c.scaler = !no_scaler;
   c.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mib * 1048576.0));
   if (threads > 0) tc::set_num_threads(static_cast<int>(threads));

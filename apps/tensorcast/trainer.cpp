@@ -673,6 +673,7 @@ void describe_run(TrainingRun& run) {
   r.device = run.cfg.device;
   r.precision = run.prec.name();
   r.precision_reason = run.prec.reason;
+  if (run.prec.fp8) r.fp8_recipe = setting_name(run.cfg.fp8_recipe);
   r.data_description = run.data.description;
   r.scaler = run.use_scaler;
   r.batch_size = run.cfg.batch_size;
@@ -1074,6 +1075,7 @@ std::string summary_json(const TrainResult& r) {
   o.add("model", r.model).add("precision", r.precision);
   if (r.device != "cpu") o.add("device", r.device);
   if (!r.weight_update.empty()) o.add("weight_update", r.weight_update);
+  if (!r.fp8_recipe.empty()) o.add("fp8_recipe", r.fp8_recipe);
   o.add("scaler", r.scaler)
       .add("epochs", r.epochs)
       .add("steps", r.steps)

@@ -141,6 +141,7 @@ struct TrainResult {
   int64_t peak_memory_bytes = 0;   // tensors during training (weights, optimizer, activations), not the dataset
   int64_t weight_state_bytes = 0;  // the weights and the optimizer's state (moments, master copies, compensation)
   std::string weight_update;       // bf16-pure runs: kahan, nearest or stochastic
+  std::string fp8_recipe;          // fp8 runs: tensorwise, delayed, rowwise or mxfp8
   std::string numerics_table;      // --numerics-report: the table printed at the end
   std::vector<tc::amp::NumericsReport::TensorStats> numerics;  // and its rows
   int64_t parameters = 0;

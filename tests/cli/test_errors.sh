@@ -9,7 +9,10 @@ expect_fail 2 "^tensorcast: --epochs expects a positive integer, got '0'" -- "$T
 expect_fail 2 "^tensorcast: --lr expects a positive number, got '1e-3x'" -- "$TC" train --lr 1e-3x
 expect_fail 2 "^tensorcast: --epochs expects a value" -- "$TC" train --epochs
 expect_fail 2 "^tensorcast: unknown flag --epoch for 'train'.*--help" -- "$TC" train --epoch 3
-expect_fail 2 "^tensorcast: --precision expects one of auto\|fp32\|bf16\|fp16\|bf16-pure, got 'fp8'" -- "$TC" train --precision fp8
+expect_fail 2 "^tensorcast: --precision expects one of auto\|fp32\|bf16\|fp16\|bf16-pure\|fp8, got 'fp4'" -- "$TC" train --precision fp4
+expect_fail 2 "^tensorcast: --fp8-recipe applies to --precision fp8 only" -- "$TC" train --fp8-recipe delayed
+expect_fail 2 "^tensorcast: --fp8-recipe expects one of tensorwise\|delayed\|rowwise\|mxfp8, got 'block'" -- \
+  "$TC" train --precision fp8 --fp8-recipe block
 expect_fail 2 "^tensorcast: --weight-update applies to --precision bf16-pure only" -- "$TC" train --weight-update nearest
 expect_fail 2 "^tensorcast: --optimizer expects one of adamw\|sgd, got 'adam'" -- "$TC" train --optimizer adam
 expect_fail 2 "^tensorcast: --numerics-every expects a positive integer, got '0'" -- "$TC" train --numerics-every 0

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Acceptance 2: a run resumed from a checkpoint written at step k gives bit-identical
 # losses and final weights to an uninterrupted run (bf16, fp16 with its GradScaler state,
-# and bf16-pure with its Kahan compensation), across an epoch boundary.
+# bf16-pure with its Kahan compensation, and fp8 with delayed scaling's amax histories),
+# across an epoch boundary.
 source "$(dirname "$0")/lib.sh"
 make_idx_dataset data 256 64   # 16 batches of 16 per epoch
 
 # metrics without the wall-clock field
 losses() { sed -E 's/, "seconds": [^,}]*//' "$@"; }
 
-for precision in bf16 fp16 bf16-pure; do
-  common=(--data data --model mlp --batch-size 16 --epochs 3 --precision "$precision" --log-every 1 --no-progress)
+for spec in bf16 fp16 bf16-pure "fp8 --fp8-recipe delayed"; do
+  read -r precision extra <<< "$spec"
+  # shellcheck disable=SC2086 # $extra is the precision's own flags, word-split on purpose
+  common=(--data data --model mlp --batch-size 16 --epochs 3 --precision "$precision" $extra --log-every 1 --no-progress)
   "$TC" train "${common[@]}" --max-steps 24 --metrics full.jsonl --checkpoint full > /dev/null
   "$TC" train "${common[@]}" --max-steps 10 --metrics a.jsonl --checkpoint part --checkpoint-every 4 > /dev/null
   # Resume from the step-8 checkpoint (checkpoint.prev) as well as the final one (step 10).
@@ -23,6 +26,6 @@ for precision in bf16 fp16 bf16-pure; do
   diff <(losses full.jsonl) <(losses a.jsonl | head -8; losses c.jsonl) || fail "$precision: resumed losses (from step 8) differ"
   cmp full/model.safetensors part/model.safetensors || fail "$precision: final weights differ (resumed at step 10)"
   cmp full/model.safetensors part8/model.safetensors || fail "$precision: final weights differ (resumed at step 8)"
-  pass "$precision: resume at steps 8 and 10 of 24 is bit-identical (losses and model.safetensors)"
+  pass "$spec: resume at steps 8 and 10 of 24 is bit-identical (losses and model.safetensors)"
   rm -rf full part part8 ./*.jsonl
 done

@@ -230,7 +230,7 @@ void fill_zero(const Tensor& t) {
     copy_into(t, zero);
     return;
   }
-  // All-zero bits are +0 in every dtype.
+  // All-zero bits are +0 in every dtype (E8M0's are 2^-127, which is also what 0 converts to).
   char* base = static_cast<char*>(t.raw_data());
   const int64_t es = static_cast<int64_t>(element_size(t.dtype()));
   parallel_for(0, t.numel(), kGrainElements * 4,
