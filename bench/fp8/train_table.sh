@@ -3,13 +3,15 @@
 # and with each fp8 recipe from the same seed and batches, then the mean training loss of the
 # last 20 steps, the test metric, the peak tensor memory and the median step time.
 #
-#   bench/fp8/train_table.sh [BUILD_DIR] [GPT_STEPS] [MLP_EPOCHS]
+#   bench/fp8/train_table.sh [BUILD_DIR] [GPT_STEPS] [MLP_EPOCHS] [MODELS]
 #
-# Defaults: build, 200 gpt steps, 2 mlp epochs (about 25 minutes on 2 cores).
+# Defaults: build, 150 gpt steps (batch 16), 2 mlp epochs, "mlp gpt" (about 25 minutes on 2
+# cores).
 set -euo pipefail
 build="${1:-build}"
-gpt_steps="${2:-200}"
+gpt_steps="${2:-150}"
 mlp_epochs="${3:-2}"
+models="${4:-mlp gpt}"
 tc="$build/apps/tensorcast/tensorcast"
 [ -x "$tc" ] || { echo "train_table.sh: $tc not found; build first (./run.sh build)" >&2; exit 1; }
 work="$(mktemp -d)"
@@ -27,7 +29,7 @@ run() {  # model label flags...
     > "$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
   local metric
   if [ "$model" = gpt ]; then
-    metric="$(field "$out.json" test_bits_per_byte) bits/byte"
+    metric="$(awk -v b="$(field "$out.json" test_bits_per_byte)" 'BEGIN {printf "%.4f bits/byte", b}')"
   else
     metric="$(awk -v a="$(field "$out.json" test_accuracy)" 'BEGIN {printf "%.2f%%", 100 * a}')"
   fi
@@ -39,8 +41,12 @@ run() {  # model label flags...
 
 echo "| model | precision | steps | train loss (last 20 steps) | test | peak MiB | median ms/step |"
 echo "|---|---|---|---|---|---|---|"
-for model in mlp gpt; do
-  if [ "$model" = gpt ]; then length=(--max-steps "$gpt_steps" --epochs 100); else length=(--epochs "$mlp_epochs"); fi
+for model in $models; do
+  if [ "$model" = gpt ]; then
+    length=(--max-steps "$gpt_steps" --epochs 100 --batch-size 16)  # 16 sequences of 128 bytes, as bench's gpt
+  else
+    length=(--epochs "$mlp_epochs")
+  fi
   run "$model" bf16 --precision bf16 "${length[@]}"
   for recipe in tensorwise delayed rowwise mxfp8; do
     run "$model" "fp8 $recipe" --precision fp8 --fp8-recipe "$recipe" "${length[@]}"
