@@ -10,9 +10,9 @@ make_idx_dataset data 256 64   # 16 batches of 16 per epoch
 losses() { sed -E 's/, "seconds": [^,}]*//' "$@"; }
 
 for spec in bf16 fp16 bf16-pure "fp8 --fp8-recipe delayed"; do
-  read -r precision extra <<< "$spec"
-  # shellcheck disable=SC2086 # $extra is the precision's own flags, word-split on purpose
-  common=(--data data --model mlp --batch-size 16 --epochs 3 --precision "$precision" $extra --log-every 1 --no-progress)
+  read -r -a words <<< "$spec"  # the precision, then its own flags
+  precision="${words[0]}"
+  common=(--data data --model mlp --batch-size 16 --epochs 3 --precision "${words[@]}" --log-every 1 --no-progress)
   "$TC" train "${common[@]}" --max-steps 24 --metrics full.jsonl --checkpoint full > /dev/null
   "$TC" train "${common[@]}" --max-steps 10 --metrics a.jsonl --checkpoint part --checkpoint-every 4 > /dev/null
   # Resume from the step-8 checkpoint (checkpoint.prev) as well as the final one (step 10).
