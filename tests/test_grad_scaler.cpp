@@ -335,6 +335,10 @@ TEST(GradScalerState, HostileValuesAreRefusedBeforeAnyCast) {
       {"backoff_factor", state_scalar(1.0), "invalid settings"},
       {"hysteresis", state_scalar(0.5), "'hysteresis' is 0.5, expected an integer"},
       {"steps_taken", state_scalar(-kInf), "'steps_taken' is -inf"},
+      // a count the next step would overflow
+      {"steps_taken", state_int(INT64_MAX),
+       "'steps_taken' is 9223372036854775807, expected an integer in [0, 4611686018427387904]"},
+      {"steps_skipped", state_int(int64_t{1} << 62 | 1), "expected an integer in [0, 4611686018427387904]"},
       {"min_scale", state_scalar(1e6), "min_scale 1e+06 above max_scale 1000"},
       {"scale", zeros({0}), "'scale' should hold one value, got shape (0,)"},
   };

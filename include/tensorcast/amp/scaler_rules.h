@@ -243,7 +243,8 @@ ScalerState read_scaler_state(Dict& dict, const ScalerState& current) {
   TC_CHECK(!dict.empty(), kOp,
            "The source state dict is empty, possibly because it was saved from a disabled instance of GradScaler.");
   constexpr double kMax = std::numeric_limits<double>::max();
-  constexpr int64_t kMaxCount = std::numeric_limits<int64_t>::max();
+  // Step counts go on being incremented: 2^62 leaves them room no run can use up.
+  constexpr int64_t kMaxCount = int64_t{1} << 62;
   auto opt_real = [&](const char* key, double fallback, double lo, double hi) {
     return dict.has(key) ? dict.real(key, lo, hi) : fallback;
   };
