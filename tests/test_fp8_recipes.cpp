@@ -3,6 +3,7 @@
 // of each quantization, the scaled GEMM, and the fp8 linear layer's forward and backward.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "tensorcast/amp/fp8.h"
 #include "tensorcast/autograd.h"
 #include "tensorcast/factories.h"
+#include "tensorcast/nn/container.h"
 #include "tensorcast/nn/linear.h"
 #include "tensorcast/ops.h"
 
@@ -360,6 +362,109 @@ TEST(Fp8Linear, DelayedStateTravelsInTheStateDict) {
   EXPECT_EQ(b->fp8_state->amax_history.to_vector(), a->fp8_state->amax_history.to_vector());
   EXPECT_EQ(b->forward(x).to_vector(), a->forward(x).to_vector());
   EXPECT_EQ(b->fp8_state->scale.to_vector(), a->fp8_state->scale.to_vector());
+}
+
+// The counts of count_quantization against a float64 reference of where each format's
+// round-to-nearest-even cast overflows (|v| > 464 in E4M3, >= 61440 in E5M2, where the next
+// code would be NaN or infinity) and flushes (|v| <= 2^-10 in E4M3, 2^-17 in E5M2: half the
+// smallest subnormal, a tie that goes to the even code 0).
+TEST(Fp8Stats, CountsSaturatedAndFlushedValuesAsTheCastDoes) {
+  for (const DType dt : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const bool e4m3 = dt == kFloat8_e4m3fn;
+    const double over = e4m3 ? 464.0 : 61440.0, flush = e4m3 ? 0x1p-10 : 0x1p-17, max = e4m3 ? 448.0 : 57344.0;
+    std::vector<float> v = spread(4000, 71, 4.0f);
+    // Each threshold's float neighbours, both signs, so that the boundaries are decided.
+    for (const double t : {over, flush, max}) {
+      float f = static_cast<float>(t);
+      for (int k = 0; k < 3; ++k) f = std::nextafter(f, 0.0f);
+      for (int k = 0; k < 7; ++k, f = std::nextafter(f, INFINITY)) v.insert(v.end(), {f, -f});
+    }
+    const float scale = 1.0f;  // the values are already scaled: the reference reads them as the cast does
+    int64_t want_saturated = 0, want_flushed = 0;
+    double want_amax = 0;
+    for (const float x : v) {
+      const double a = std::abs(static_cast<double>(x) * scale);
+      want_saturated += e4m3 ? a > over : a >= over;
+      want_flushed += x != 0.0f && a <= flush;
+      want_amax = std::max(want_amax, std::abs(double(x)));
+    }
+    ASSERT_GT(want_saturated, 0);
+    ASSERT_GT(want_flushed, 0);
+    const Tensor x = tensor(v, {static_cast<int64_t>(v.size()) / 2, 2});
+    const Quantized q = quantize_with_scale(x, dt, scale);
+    QuantizationStats stats;
+    count_quantization(x, q, dt, stats);
+    EXPECT_EQ(stats.quantizations, 1);
+    EXPECT_EQ(stats.total, static_cast<int64_t>(v.size()));
+    EXPECT_EQ(stats.saturated, want_saturated);
+    EXPECT_EQ(stats.flushed, want_flushed);
+    EXPECT_EQ(stats.amax, static_cast<float>(want_amax));
+    EXPECT_EQ(stats.scale_min, scale);
+    EXPECT_EQ(stats.scale_max, scale);
+    // A second tensor adds its counts; the amax is the larger one.
+    count_quantization(x * 0.5, quantize_with_scale(x * 0.5, dt, scale), dt, stats);
+    EXPECT_EQ(stats.quantizations, 2);
+    EXPECT_EQ(stats.total, 2 * static_cast<int64_t>(v.size()));
+    EXPECT_EQ(stats.amax, static_cast<float>(want_amax));
+  }
+}
+
+TEST(Fp8Stats, CurrentScalingSaturatesNothingAndMxPaddingIsNotCounted) {
+  const Tensor x = rows_of(spread(6 * 40, 73), 6, 40);  // 40 = a block and a partial one
+  for (const Recipe& r : {Recipe::tensorwise(), Recipe::rowwise(), Recipe::mxfp8()}) {
+    SCOPED_TRACE(scaling_name(r.scaling));
+    const Quantized q = quantize(x, r.scaling, kFloat8_e4m3fn, r.power_of_two_scales);
+    QuantizationStats stats;
+    count_quantization(x, q, kFloat8_e4m3fn, stats);
+    EXPECT_EQ(stats.total, 6 * 40);
+    EXPECT_EQ(stats.saturated, 0);
+    // Flushed: nonzero values with a zero code, counted independently here.
+    const std::vector<float> xv = floats(x), codes = floats(q.dequantize());
+    int64_t flushed = 0;
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t j = 0; j < 40; ++j)
+        flushed += xv[size_t(i * 40 + j)] != 0.0f && codes[size_t(i * q.data.size(1) + j)] == 0.0f;
+    EXPECT_EQ(stats.flushed, flushed);
+    // The scales as multipliers: MXFP8's are the reciprocals of its E8M0 codes.
+    std::vector<float> factors = floats(q.scale);
+    if (r.scaling == Scaling::kMXFP8)
+      for (float& f : factors) f = 1.0f / f;
+    EXPECT_EQ(stats.scale_min, *std::min_element(factors.begin(), factors.end()));
+    EXPECT_EQ(stats.scale_max, *std::max_element(factors.begin(), factors.end()));
+    if (r.scaling == Scaling::kTensorwise) EXPECT_EQ(stats.scale_min, stats.scale_max);
+  }
+}
+
+TEST(Fp8Stats, TheObserveGuardCountsALayersThreeTensors) {
+  manual_seed(7);
+  nn::Sequential model(nn::Linear(24, 16), nn::ReLU(), nn::Linear(16, 8));
+  const Tensor x = rows_of(spread(10 * 24, 79), 10, 24);
+  AutocastGuard fp8(Recipe::tensorwise());
+  model->forward(x).sum().backward();
+  EXPECT_TRUE(nn::named_fp8_stats(*model).empty());  // counting is off by default
+  {
+    ObserveGuard observe;
+    EXPECT_TRUE(observing());
+    model->forward(x).sum().backward();
+  }
+  EXPECT_FALSE(observing());
+  const auto named = nn::named_fp8_stats(*model);
+  ASSERT_EQ(named.size(), 2u);
+  EXPECT_EQ(named[0].first, "0");
+  EXPECT_EQ(named[1].first, "2");
+  const LinearStats& first = *named[0].second;
+  EXPECT_EQ(first.roles[LinearState::kInput].total, 10 * 24);
+  EXPECT_EQ(first.roles[LinearState::kWeight].total, 16 * 24);
+  EXPECT_EQ(first.roles[LinearState::kGradOutput].total, 10 * 16);  // counted in backward
+  for (const auto& q : first.roles) EXPECT_EQ(q.quantizations, 1);
+  EXPECT_EQ(first.roles[LinearState::kInput].amax, tc::max(x.abs()).item<float>());
+  EXPECT_EQ(std::string(role_name(LinearState::kGradOutput)), "grad_output");
+  // Outside the guard the layers keep their counts until cleared.
+  model->forward(x).sum().backward();
+  EXPECT_EQ(first.roles[LinearState::kInput].quantizations, 1);
+  named[0].second->clear();
+  EXPECT_EQ(first.roles[LinearState::kInput].quantizations, 0);
 }
 
 TEST(Fp8Recipe, NamesAndDefaults) {

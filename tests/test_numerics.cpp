@@ -177,5 +177,35 @@ TEST(NumericsReport, TableAndSharesAndBadEvery) {
   EXPECT_THROW(NumericsReport(0), Error);
 }
 
+TEST(NumericsReport, Fp8StatisticsAddUpOverSampledStepsOnly) {
+  NumericsReport report(2);
+  fp8::LinearStats layer;
+  fp8::QuantizationStats& in = layer.roles[fp8::LinearState::kInput];
+  in = {/*quantizations=*/1, /*total=*/100, /*saturated=*/3, /*flushed=*/5,
+        /*amax=*/2.0f,       224.0f,        224.0f};
+  report.begin_step(1);  // not sampled
+  report.record_fp8("fc", layer);
+  EXPECT_TRUE(report.fp8_stats().empty());
+  report.begin_step(2);
+  report.record_fp8("fc", layer);
+  in.amax = 1.0f, in.scale_min = 64.0f, in.scale_max = 512.0f;
+  report.begin_step(4);
+  report.record_fp8("fc", layer);
+  ASSERT_EQ(report.fp8_stats().size(), 1u);  // the roles never counted have no row
+  const NumericsReport::Fp8Stats& f = report.fp8_stats()[0];
+  EXPECT_EQ(f.layer, "fc");
+  EXPECT_EQ(f.tensor, "input");
+  EXPECT_EQ(f.quantizations, 2);
+  EXPECT_EQ(f.total, 200);
+  EXPECT_EQ(f.share(f.saturated), 0.03);
+  EXPECT_EQ(f.share(f.flushed), 0.05);
+  EXPECT_EQ(f.amax, 2.0f);        // the largest seen
+  EXPECT_EQ(f.scale_min, 64.0f);  // the last step's
+  EXPECT_EQ(f.scale_max, 512.0f);
+  const std::string table = report.table();
+  EXPECT_NE(table.find("fp8 layer"), std::string::npos) << table;
+  EXPECT_NE(table.find("64..512"), std::string::npos) << table;
+}
+
 }  // namespace
 }  // namespace tc

@@ -22,6 +22,25 @@ void TensorBoardLog::epoch(int64_t step, double test_accuracy, double test_loss,
   if (!(test_bits_per_byte < 0)) writer_.add_scalar("test/bits_per_byte", test_bits_per_byte, step);
 }
 
+void TensorBoardLog::fp8(int64_t step, const std::string& layer, const tc::fp8::LinearStats& stats,
+                         bool one_scale_per_tensor) {
+  for (int role = 0; role < 3; ++role) {
+    const tc::fp8::QuantizationStats& q = stats.roles[static_cast<size_t>(role)];
+    if (q.quantizations == 0) continue;
+    const std::string name =
+        layer + "." + std::string(tc::fp8::role_name(static_cast<tc::fp8::LinearState::Role>(role)));
+    writer_.add_scalar("fp8_amax/" + name, q.amax, step);
+    if (one_scale_per_tensor) {
+      writer_.add_scalar("fp8_scale/" + name, q.scale_min, step);
+    } else {
+      writer_.add_scalar("fp8_scale_min/" + name, q.scale_min, step);
+      writer_.add_scalar("fp8_scale_max/" + name, q.scale_max, step);
+    }
+    writer_.add_scalar("fp8_saturated/" + name, q.share(q.saturated), step);
+    writer_.add_scalar("fp8_flushed/" + name, q.share(q.flushed), step);
+  }
+}
+
 void TensorBoardLog::flush() { writer_.flush(); }
 
 }  // namespace tcli

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <tensorcast/allocator.h>
 #include <tensorcast/amp/autocast.h>
+#include <tensorcast/amp/fp8.h>
 #include <tensorcast/amp/grad_scaler.h>
 #include <tensorcast/amp/numerics.h>
 #include <tensorcast/autograd.h>
@@ -815,6 +816,18 @@ bool apply_gradients(TrainingRun& run, RunLog& log, double loss) {
   return stepped;
 }
 
+// What the fp8 casts of step `step` did per linear layer, to the numerics report and (on a
+// logged step) TensorBoard; the counts then start again.
+void report_fp8(TrainingRun& run, RunLog& log, int64_t step, bool logged) {
+  const bool one_scale =
+      run.prec.fp8->scaling == tc::fp8::Scaling::kTensorwise || run.prec.fp8->scaling == tc::fp8::Scaling::kDelayed;
+  for (const auto& [layer, stats] : tc::nn::named_fp8_stats(*run.model.module)) {
+    if (log.numerics) log.numerics->record_fp8(layer, *stats);
+    if (log.tensorboard && logged) log.tensorboard->fp8(step, layer, *stats, one_scale);
+    stats->clear();
+  }
+}
+
 // One optimizer step on `batch`, recorded; `norm` gets the gradient norm when the step is
 // logged to TensorBoard, else -1.
 StepRecord train_step(TrainingRun& run, RunLog& log, tc::data::Example& batch, int64_t epoch, double& norm) {
@@ -823,10 +836,18 @@ StepRecord train_step(TrainingRun& run, RunLog& log, tc::data::Example& batch, i
   if (run.device.is_cuda()) batch = {batch.data.to(run.device, true), batch.target.to(run.device, true)};
   run.optimizer->zero_grad(/*set_to_none=*/true);
   if (log.numerics) log.numerics->begin_step(run.step + 1);
-  const tc::Tensor loss = forward_loss(run, log, batch);
+  const bool logged = is_log_step(run, run.step + 1);
+  // fp8 statistics cost a pass over each quantized tensor: only where they are reported.
+  const bool observe_fp8 = run.prec.fp8 && ((log.numerics && log.numerics->sampling()) || (log.tensorboard && logged));
+  tc::Tensor loss;
+  {
+    const tc::fp8::ObserveGuard observe(observe_fp8);
+    loss = forward_loss(run, log, batch);
+  }
   // --loss-weight scales the objective (as an auxiliary-loss weight or 1/K gradient
   // accumulation does) and so every gradient; the logged loss stays unweighted.
   run.scaler->scale(run.cfg.loss_weight == 1.0 ? loss : loss * run.cfg.loss_weight).backward();
+  if (observe_fp8) report_fp8(run, log, run.step + 1, logged);
   if (log.numerics) {
     log.numerics->record_gradients(run.named);
     log.numerics->before_update(run.named);
@@ -836,7 +857,7 @@ StepRecord train_step(TrainingRun& run, RunLog& log, tc::data::Example& batch, i
   rec.loss_scale = run.scaler->get_scale();                     // the scale this step's gradients carry
   rec.lr = run.optimizer->param_groups()[0].options->get_lr();  // the lr of this step
   rec.loss = run.world > 1 ? mean_over_ranks(loss) : loss.item<double>();
-  norm = log.tensorboard && is_log_step(run, run.step + 1) ? grad_norm(run.params, rec.loss_scale) : -1;
+  norm = log.tensorboard && logged ? grad_norm(run.params, rec.loss_scale) : -1;
   const bool stepped = apply_gradients(run, log, rec.loss);
   if (run.scheduler) run.scheduler->step();
   const auto t1 = Clock::now();
@@ -1062,12 +1083,26 @@ std::string numerics_json(const tc::amp::NumericsReport& report) {
   for (const auto& ov : report.overflows())
     overflows += (overflows.empty() ? "" : ", ") +
                  JsonObject().add("step", ov.step).add("first_nonfinite", ov.first_nonfinite).str();
-  return JsonObject()
-             .add("sampled_steps", report.sampled_steps())
-             .add_raw("tensors", "[" + tensors + "]")
-             .add_raw("overflow_steps", "[" + overflows + "]")
-             .str() +
-         "\n";
+  std::string fp8;
+  for (const auto& f : report.fp8_stats()) {
+    JsonObject o;
+    o.add("layer", f.layer)
+        .add("tensor", f.tensor)
+        .add("quantizations", f.quantizations)
+        .add("values", f.total)
+        .add("amax", double(f.amax))
+        .add("scale_min", double(f.scale_min))
+        .add("scale_max", double(f.scale_max))
+        .add("saturated", f.share(f.saturated))
+        .add("flushed", f.share(f.flushed));
+    fp8 += (fp8.empty() ? "\n  " : ",\n  ") + o.str();
+  }
+  JsonObject out;
+  out.add("sampled_steps", report.sampled_steps())
+      .add_raw("tensors", "[" + tensors + "]")
+      .add_raw("overflow_steps", "[" + overflows + "]");
+  if (!fp8.empty()) out.add_raw("fp8", "[" + fp8 + "]");
+  return out.str() + "\n";
 }
 
 std::string summary_json(const TrainResult& r) {

@@ -176,7 +176,9 @@ void check_output_path(const std::string& path, const std::string& flag);
 std::filesystem::path absolute_path(const std::string& path, const std::string& flag);
 
 // --numerics-json: the report's rows ({"name", "kind", "amax", "zero", "fp16_flush_to_zero",
-// "fp16_subnormal", "fp16_overflow", "nonfinite", "bf16_update_lost"}) and overflow steps.
+// "fp16_subnormal", "fp16_overflow", "nonfinite", "bf16_update_lost"}), overflow steps and,
+// in an fp8 run, "fp8": per linear layer and quantized tensor {"layer", "tensor", "amax",
+// "scale_min", "scale_max", "saturated", "flushed"} (shares of the values).
 std::string numerics_json(const tc::amp::NumericsReport& report);
 
 // The summary JSON of a run (model, precision, epochs, steps, skipped_steps,

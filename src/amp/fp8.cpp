@@ -27,6 +27,7 @@ constexpr std::array<std::pair<Scaling, std::string_view>, 4> kScalingNames = {{
 }};
 
 thread_local std::optional<Recipe> t_recipe;
+thread_local bool t_observing = false;
 
 double fp8_max(DType dt) {
   TC_CHECK(dt == kFloat8_e4m3fn || dt == kFloat8_e5m2, kOp,
@@ -244,6 +245,73 @@ void LinearState::update(Role role, float amax, const Recipe& recipe, DType dt) 
 
 std::optional<Recipe> active_recipe() { return t_recipe; }
 
+std::string_view role_name(LinearState::Role role) {
+  switch (role) {
+    case LinearState::kInput:
+      return "input";
+    case LinearState::kWeight:
+      return "weight";
+    case LinearState::kGradOutput:
+      return "grad_output";
+  }
+  return "?";
+}
+
+void count_quantization(const Tensor& x, const Quantized& q, DType dt, QuantizationStats& stats) {
+  Tensor rows = as_rows(x).to(kCPU);
+  const int64_t r = rows.size(0), k = q.data.size(1);
+  if (rows.size(1) != k) {  // MXFP8's zero padding, which counts as neither saturated nor flushed
+    Tensor padded = zeros({r, k}, kFloat32);
+    padded.narrow(1, 0, rows.size(1)).copy_(rows);
+    rows = padded;
+  }
+  // The factor each value was multiplied by before the cast, per row and per block.
+  Tensor factor = q.scale.to(kCPU).to(kFloat32);
+  if (q.scaling == Scaling::kMXFP8)
+    factor = tc::reciprocal(factor).unsqueeze(2).expand({r, k / kMXBlock, kMXBlock}).reshape({r, k});
+  const Tensor scaled = (rows * factor).contiguous();
+  const Tensor codes = q.data.to(kCPU).to(kFloat32).contiguous();
+  const auto* xv = static_cast<const float*>(rows.raw_data());
+  const auto* sv = static_cast<const float*>(scaled.raw_data());
+  const auto* cv = static_cast<const float*>(codes.raw_data());
+  // Saturated: a finite value that rounding to nearest even would take past the largest
+  // code, so the cast clamps it: above 464 in E4M3 (448 + half its last step of 32), from
+  // 61440 in E5M2 (57344 + 4096, a tie that goes to the even 65536).
+  const bool tie_overflows = dt == kFloat8_e5m2;
+  const float past = tie_overflows ? 61440.0f : 464.0f;
+  fp8_max(dt);  // refuses any other dtype
+  const auto overflows = [past, tie_overflows](float v) {
+    const float a = std::abs(v);
+    return std::isfinite(a) && (a > past || (tie_overflows && a == past));
+  };
+  const int64_t n = rows.numel();
+  int64_t saturated = 0, flushed = 0;
+  float amax = stats.amax;
+  for (int64_t i = 0; i < n; ++i) {
+    amax = std::max(amax, std::abs(xv[i]));
+    saturated += overflows(sv[i]);
+    flushed += xv[i] != 0.0f && cv[i] == 0.0f;
+  }
+  const Tensor f = factor.contiguous();
+  const auto* fv = static_cast<const float*>(f.raw_data());
+  stats.quantizations += 1;
+  stats.total += n - (k - x.size(-1)) * r;  // the padding is not the tensor's
+  stats.saturated += saturated;
+  stats.flushed += flushed;
+  stats.amax = amax;
+  if (f.numel() > 0) {
+    const auto [lo, hi] = std::minmax_element(fv, fv + f.numel());
+    stats.scale_min = *lo;
+    stats.scale_max = *hi;
+  }
+}
+
+ObserveGuard::ObserveGuard(bool enabled) : previous_(t_observing) { t_observing = enabled; }
+
+ObserveGuard::~ObserveGuard() { t_observing = previous_; }
+
+bool observing() { return t_observing; }
+
 AutocastGuard::AutocastGuard(const Recipe& recipe, bool enabled) : previous_(t_recipe) {
   if (enabled)
     t_recipe = recipe;
@@ -257,11 +325,14 @@ namespace {
 
 // Quantizes for a GEMM as the recipe says; delayed scaling uses the role's scale and, when
 // `record`, adds this amax to its history (`state` is null for the other recipes).
+// `stats` (null unless observed) counts what the quantization did.
 Quantized quantize_role(const Tensor& x, const Recipe& recipe, DType dt, LinearState* state, LinearState::Role role,
-                        bool record) {
-  if (recipe.scaling != Scaling::kDelayed) return quantize(x, recipe.scaling, dt, recipe.power_of_two_scales);
-  Quantized q = quantize_with_scale(x, dt, state->scale_of(role));
-  if (record) state->update(role, amax_of(x), recipe, dt);
+                        bool record, LinearStats* stats) {
+  const bool delayed = recipe.scaling == Scaling::kDelayed;
+  Quantized q = delayed ? quantize_with_scale(x, dt, state->scale_of(role))
+                        : quantize(x, recipe.scaling, dt, recipe.power_of_two_scales);
+  if (stats) count_quantization(x, q, dt, stats->roles[role]);
+  if (delayed && record) state->update(role, amax_of(x), recipe, dt);
   return q;
 }
 
@@ -269,10 +340,13 @@ struct LinearFunction : autograd::Function<LinearFunction> {
   static constexpr const char* name = "Fp8LinearBackward";
 
   static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x, const Tensor& w, const Tensor& b,
-                        const Recipe& recipe, LinearState* state, DType out_dtype, bool record) {
+                        const Recipe& recipe, LinearState* state, DType out_dtype, bool record,
+                        const std::shared_ptr<LinearStats>& stats) {
     const Tensor x2 = x.reshape({-1, x.size(-1)});
-    const Quantized xq = quantize_role(x2, recipe, recipe.forward_dtype, state, LinearState::kInput, record);
-    const Quantized wq = quantize_role(w, recipe, recipe.forward_dtype, state, LinearState::kWeight, record);
+    const Quantized xq =
+        quantize_role(x2, recipe, recipe.forward_dtype, state, LinearState::kInput, record, stats.get());
+    const Quantized wq =
+        quantize_role(w, recipe, recipe.forward_dtype, state, LinearState::kWeight, record, stats.get());
     Tensor y = scaled_mm(xq, wq);
     if (b.defined()) y = y + b.to(kFloat32);
     // What backward needs of x and w, 8-bit where the recipe allows: a tensorwise operand is
@@ -287,6 +361,7 @@ struct LinearFunction : autograd::Function<LinearFunction> {
     ctx->save_for_backward({w});
     ctx->saved_data["recipe"] = recipe;
     ctx->saved_data["state"] = state;
+    ctx->saved_data["stats"] = stats;
     ctx->saved_data["x_sizes"] = Shape(x.sizes());
     ctx->saved_data["x_dtype"] = x.dtype();
     ctx->saved_data["has_bias"] = b.defined();
@@ -298,6 +373,7 @@ struct LinearFunction : autograd::Function<LinearFunction> {
   static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> g) {
     const auto recipe = std::any_cast<Recipe>(ctx->saved_data["recipe"]);
     auto* state = std::any_cast<LinearState*>(ctx->saved_data["state"]);
+    const auto stats = std::any_cast<std::shared_ptr<LinearStats>>(ctx->saved_data["stats"]);
     const auto x_sizes = std::any_cast<Shape>(ctx->saved_data["x_sizes"]);
     const auto x_dtype = std::any_cast<DType>(ctx->saved_data["x_dtype"]);
     const Tensor& w = ctx->get_saved_variables()[0];
@@ -305,7 +381,7 @@ struct LinearFunction : autograd::Function<LinearFunction> {
     const bool by_tensor = recipe.scaling == Scaling::kTensorwise || recipe.scaling == Scaling::kDelayed;
     const DType bdt = recipe.backward_dtype;
     // dx = gy w: gy (M, N) reduced along N with w^T (K, N).
-    const Quantized gq = quantize_role(gy, recipe, bdt, state, LinearState::kGradOutput, true);
+    const Quantized gq = quantize_role(gy, recipe, bdt, state, LinearState::kGradOutput, true, stats.get());
     const Quantized wt = by_tensor ? std::any_cast<Quantized>(ctx->saved_data["wt"])
                                    : quantize(w.t(), recipe.scaling, recipe.forward_dtype, recipe.power_of_two_scales);
     Tensor dx, dw, db;
@@ -329,7 +405,8 @@ struct LinearFunction : autograd::Function<LinearFunction> {
 
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const Recipe& recipe, LinearState* state) {
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const Recipe& recipe, LinearState* state,
+              std::shared_ptr<LinearStats> stats) {
   TC_CHECK(x.defined() && w.defined() && w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), kOp,
            "linear expects x (*, K) and w (N, K), got ", x.defined() ? shape_str(x.sizes()) : "undefined", " and ",
            w.defined() ? shape_str(w.sizes()) : "undefined");
@@ -341,7 +418,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const Recipe& r
   // (evaluation) uses the scales and leaves the histories as they are.
   const bool record = is_grad_enabled();
   amp::AutocastGuard off(kCPU, kBFloat16, false);  // the GEMMs are the recipe's, not autocast's
-  return LinearFunction::apply(x, w, b, recipe, recipe.scaling == Scaling::kDelayed ? state : nullptr, out, record);
+  if (!t_observing) stats.reset();
+  return LinearFunction::apply(x, w, b, recipe, recipe.scaling == Scaling::kDelayed ? state : nullptr, out, record,
+                               stats);
 }
 
 }  // namespace tc::fp8

@@ -2,6 +2,7 @@
 // and the first non-finite tensor of an overflow step.
 #include "tensorcast/amp/numerics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -138,6 +139,25 @@ std::vector<NumericsReport::TensorStats> NumericsReport::stats() const {
   return out;
 }
 
+void NumericsReport::record_fp8(const std::string& layer, const fp8::LinearStats& stats) {
+  if (!sampling_) return;
+  for (int role = 0; role < 3; ++role) {
+    const fp8::QuantizationStats& q = stats.roles[static_cast<size_t>(role)];
+    if (q.quantizations == 0) continue;
+    const std::string tensor(fp8::role_name(static_cast<fp8::LinearState::Role>(role)));
+    auto it = std::find_if(fp8_.begin(), fp8_.end(),
+                           [&](const Fp8Stats& e) { return e.layer == layer && e.tensor == tensor; });
+    if (it == fp8_.end()) it = fp8_.insert(fp8_.end(), Fp8Stats{layer, tensor});
+    it->quantizations += q.quantizations;
+    it->total += q.total;
+    it->saturated += q.saturated;
+    it->flushed += q.flushed;
+    it->amax = std::max(it->amax, q.amax);
+    it->scale_min = q.scale_min;
+    it->scale_max = q.scale_max;
+  }
+}
+
 std::string NumericsReport::table() const {
   std::string out;
   char buf[320];
@@ -151,6 +171,21 @@ std::string NumericsReport::table() const {
                   s.kind == "param_grad" ? "parameter" : "output", s.amax, 100 * s.share(s.zero),
                   100 * s.share(s.flush), 100 * s.share(s.subnormal), 100 * s.share(s.overflow + s.nonfinite), lost);
     out += buf;
+  }
+  if (!fp8_.empty()) {
+    std::snprintf(buf, sizeof buf, "\n%-22s %-11s %10s %21s %8s %8s\n", "fp8 layer", "tensor", "amax", "scale",
+                  "satur%", "flush%");
+    out += buf;
+    for (const auto& f : fp8_) {
+      char scale[48];
+      if (f.scale_min == f.scale_max)
+        std::snprintf(scale, sizeof scale, "%.4g", f.scale_min);
+      else
+        std::snprintf(scale, sizeof scale, "%.3g..%.3g", f.scale_min, f.scale_max);
+      std::snprintf(buf, sizeof buf, "%-22s %-11s %10.3g %21s %8.3f %8.3f\n", f.layer.c_str(), f.tensor.c_str(), f.amax,
+                    scale, 100 * f.share(f.saturated), 100 * f.share(f.flushed));
+      out += buf;
+    }
   }
   for (const auto& o : overflows_)
     out += "overflow at step " + std::to_string(o.step) + ": " + o.first_nonfinite + "\n";

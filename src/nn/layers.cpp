@@ -77,7 +77,8 @@ Tensor LinearImpl::forward(const Tensor& input) {
   const std::optional<Activation> act = options.activation();
   if (const std::optional<fp8::Recipe> recipe = fp8::active_recipe()) {
     init_fp8_state(*recipe);
-    const Tensor y = fp8::linear(input, weight, bias, *recipe, fp8_state.get());
+    if (fp8::observing() && !fp8_stats) fp8_stats = std::make_shared<fp8::LinearStats>();
+    const Tensor y = fp8::linear(input, weight, bias, *recipe, fp8_state.get(), fp8_stats);
     return act ? activate(*act, y) : y;
   }
   if (!act) return tc::linear(input, weight, bias);
@@ -90,6 +91,16 @@ void LinearImpl::init_fp8_state(const fp8::Recipe& recipe) {
   fp8_state = std::make_shared<fp8::LinearState>(recipe.amax_history_len);
   register_buffer("fp8_amax_history", fp8_state->amax_history);
   register_buffer("fp8_scale", fp8_state->scale);
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<fp8::LinearStats>>> named_fp8_stats(const Module& model) {
+  std::vector<std::pair<std::string, std::shared_ptr<fp8::LinearStats>>> out;
+  if (const auto* self = dynamic_cast<const LinearImpl*>(&model); self && self->fp8_stats)
+    out.emplace_back("", self->fp8_stats);
+  for (const auto& [name, m] : model.named_modules())
+    if (const auto* fc = dynamic_cast<const LinearImpl*>(m.get()); fc && fc->fp8_stats)
+      out.emplace_back(name, fc->fp8_stats);
+  return out;
 }
 
 void init_fp8_state(Module& model, const fp8::Recipe& recipe) {

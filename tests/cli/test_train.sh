@@ -35,6 +35,24 @@ done
 ls tb/events.out.tfevents.* > /dev/null || fail "no TensorBoard event file in tb/"
 pass "bf16-pure memory, numerics report, TensorBoard file"
 
+# ---- fp8: the numerics report and TensorBoard hold per linear layer and quantized tensor the
+# amax, the scale (one per tensor or a range) and the shares saturated and flushed to zero
+for recipe in tensorwise mxfp8; do
+  "$TC" train --data data --model mlp --batch-size 32 --max-steps 4 --precision fp8 --fp8-recipe $recipe \
+    --numerics-every 2 --numerics-json n8-$recipe.json --log-every 2 --tensorboard tb8-$recipe > fp8-$recipe.log
+  grep -q "^fp8 layer  *tensor  *amax  *scale  *satur%  *flush%" fp8-$recipe.log || fail "no fp8 table: $(cat fp8-$recipe.log)"
+  for key in '"layer": "1", "tensor": "input", "quantizations": 2' '"layer": "5", "tensor": "grad_output"' \
+    '"scale_min": ' '"saturated": ' '"flushed": '; do
+    grep -q "$key" n8-$recipe.json || fail "$recipe numerics JSON without $key: $(cat n8-$recipe.json)"
+  done
+  scale_tags="fp8_scale/1.weight"
+  [ $recipe = mxfp8 ] && scale_tags="fp8_scale_min/1.weight fp8_scale_max/1.weight"
+  for tag in fp8_amax/3.input fp8_saturated/5.grad_output fp8_flushed/1.weight $scale_tags; do
+    grep -aq "$tag" tb8-$recipe/events.out.tfevents.* || fail "$recipe TensorBoard file without $tag"
+  done
+done
+pass "fp8 statistics in the numerics report and TensorBoard"
+
 # ---- inspect
 "$TC" inspect ck > inspect.txt
 grep -q "0.weight\|1.weight" inspect.txt || { cat inspect.txt; fail "inspect lists no weights"; }

@@ -30,7 +30,9 @@
 /// gives, up to the order of the additions. It is not faster than bf16 on a CPU without fp8
 /// units; what backward keeps of a linear layer is 8-bit, half of bf16's bytes.
 #pragma once
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -156,12 +158,64 @@ struct LinearState {
   void update(Role role, float amax, const Recipe& recipe, DType fp8_dtype);
 };
 
+/// What quantization did to one tensor of a linear layer, summed over the quantizations
+/// counted since the last clear().
+struct QuantizationStats {
+  int64_t quantizations = 0;  ///< tensors quantized
+  int64_t total = 0;          ///< values quantized
+  int64_t saturated = 0;      ///< values past the format's range once scaled, clamped to its largest
+  int64_t flushed = 0;        ///< nonzero values whose code is zero
+  float amax = 0;             ///< the largest |x| seen
+  /// The last quantization's smallest scale, as the factor x is multiplied by before the
+  /// cast (MXFP8: the reciprocal of an E8M0 scale).
+  float scale_min = 0;
+  float scale_max = 0;  ///< its largest (equal to scale_min for one scale per tensor)
+  /// count / total (0 before any value was counted).
+  double share(int64_t count) const { return total > 0 ? double(count) / double(total) : 0.0; }
+};
+
+/// The statistics of a linear layer's quantized tensors, indexed by LinearState::Role: the
+/// input and the weight as the forward GEMM takes them, the output gradient as the input
+/// gradient's GEMM takes it.
+struct LinearStats {
+  std::array<QuantizationStats, 3> roles;  ///< input, weight, output gradient
+  /// Zeroes every count, for the next step.
+  void clear() { roles = {}; }
+};
+
+/// "input", "weight", "grad_output".
+std::string_view role_name(LinearState::Role role);
+
+/// Counts what the quantizations of x into `q` did into `stats` (host passes over the
+/// values, so only on the steps a report samples).
+void count_quantization(const Tensor& x, const Quantized& q, DType fp8_dtype, QuantizationStats& stats);
+
+/// Inside its scope, every fp8::linear called on this thread counts its quantizations
+/// (forward and, later, backward) into the LinearStats it was handed. Off by default:
+/// counting costs a pass over each tensor.
+class ObserveGuard {
+ public:
+  /// Counting on (or off, with `enabled` false) until destroyed; nests.
+  explicit ObserveGuard(bool enabled = true);
+  ~ObserveGuard();
+  ObserveGuard(const ObserveGuard&) = delete;
+  ObserveGuard& operator=(const ObserveGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+/// Whether fp8::linear counts its quantizations on this thread (inside an ObserveGuard).
+bool observing();
+
 /// y = x w^T + b with the GEMMs in fp8 as `recipe` says: x (..., K) any floating dtype, w
 /// (N, K) the float32 master (or any floating dtype), b (N) or undefined. The output has x's
 /// dtype (bf16 under autocast). `state` holds delayed scaling's amax histories (required for
 /// it, with the recipe's history length; ignored otherwise): a forward with grad mode on
 /// (a training step) and its backward add their amaxes to it; one without (evaluation)
-/// uses its scales and leaves it as it is. Differentiable in x, w and b.
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const Recipe& recipe, LinearState* state = nullptr);
+/// uses its scales and leaves it as it is. Inside an ObserveGuard, a non-null `stats`
+/// receives the counts of this forward's quantizations and of its backward's. Differentiable
+/// in x, w and b.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const Recipe& recipe, LinearState* state = nullptr,
+              std::shared_ptr<LinearStats> stats = nullptr);
 
 }  // namespace tc::fp8

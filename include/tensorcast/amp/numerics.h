@@ -23,7 +23,9 @@
 /// loss scale: the fractions are those fp16 would see at that scale. Around the optimizer
 /// step it counts the updates bf16 weights would lose (smaller than half a bf16 ulp).
 /// Watched gradients are also checked for inf/NaN on every step, so an overflow step can
-/// name the first non-finite tensor in backward order. Off (no report object), nothing runs.
+/// name the first non-finite tensor in backward order. In an fp8 run, record_fp8() adds per
+/// linear layer and quantized tensor the amax, the scale and the shares of values saturated
+/// or flushed to zero by the cast. Off (no report object), nothing runs.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -31,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensorcast/amp/fp8.h"
 #include "tensorcast/tensor.h"
 
 namespace tc::amp {
@@ -103,6 +106,27 @@ class NumericsReport {
   /// A fixed-width table: one row per tensor, fractions in percent, then the overflow steps.
   std::string table() const;
 
+  /// On sampled steps of an fp8 run, after backward: what the fp8 quantizations of the
+  /// linear layer `layer` did in this step (the LinearStats counted inside an
+  /// fp8::ObserveGuard, which the caller then clears).
+  void record_fp8(const std::string& layer, const fp8::LinearStats& stats);
+  /// One quantized tensor of a linear layer over the sampled steps.
+  struct Fp8Stats {
+    std::string layer;   ///< the Linear's module name ("0", "blocks.1.mlp.fc")
+    std::string tensor;  ///< "input", "weight" or "grad_output"
+    int64_t quantizations = 0;  ///< tensors quantized over the sampled steps
+    int64_t total = 0;          ///< their values
+    int64_t saturated = 0;      ///< values saturated (fp8::QuantizationStats)
+    int64_t flushed = 0;        ///< nonzero values with a zero code
+    float amax = 0;             ///< the largest |x| seen
+    float scale_min = 0;        ///< the last sampled step's smallest scale
+    float scale_max = 0;        ///< and its largest (equal for one scale per tensor)
+    /// count / total (0 before any value was counted).
+    double share(int64_t count) const { return total > 0 ? double(count) / double(total) : 0.0; }
+  };
+  /// Per linear layer in the order first recorded, its tensors in role order.
+  const std::vector<Fp8Stats>& fp8_stats() const { return fp8_; }
+
   /// For the watch node's backward (not for users).
   void on_output_grad(const std::string& layer, const Tensor& grad);
 
@@ -117,6 +141,7 @@ class NumericsReport {
   std::vector<std::pair<std::string, bool>> step_outputs_;  ///< this step's watched gradients: name, non-finite
   std::vector<Tensor> weights_before_;
   std::vector<Overflow> overflows_;
+  std::vector<Fp8Stats> fp8_;
 };
 
 }  // namespace tc::amp

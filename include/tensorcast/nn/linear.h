@@ -3,12 +3,16 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tensorcast/nn/module.h"
 #include "tensorcast/ops.h"
 
 namespace tc::fp8 {
 struct LinearState;
+struct LinearStats;
 struct Recipe;
 }  // namespace tc::fp8
 
@@ -60,6 +64,9 @@ class LinearImpl : public Module {
   std::shared_ptr<fp8::LinearState> fp8_state;
   /// Makes fp8_state for `recipe` if it is delayed scaling and the layer has none.
   void init_fp8_state(const fp8::Recipe& recipe);
+  /// What the fp8 quantizations of the forwards run inside an fp8::ObserveGuard (and their
+  /// backwards) did, since the caller last cleared it; made by the first such forward.
+  std::shared_ptr<fp8::LinearStats> fp8_stats;
 };
 TC_MODULE(Linear);
 
@@ -67,6 +74,10 @@ TC_MODULE(Linear);
 /// `recipe` is delayed scaling: the state then shows in state_dict(), so a checkpoint of an
 /// fp8 run loads into a fresh model. Other recipes keep no state; nothing happens.
 void init_fp8_state(Module& model, const fp8::Recipe& recipe);
+
+/// The fp8 statistics of every Linear in `model` (itself included, as "") that has counted
+/// any, by module name in registration order (fp8::ObserveGuard).
+std::vector<std::pair<std::string, std::shared_ptr<fp8::LinearStats>>> named_fp8_stats(const Module& model);
 
 /// Returns its input (a placeholder layer); TC_MODULE(Identity) is its holder.
 class IdentityImpl : public Module {
