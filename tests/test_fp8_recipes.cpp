@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -362,6 +363,35 @@ TEST(Fp8Linear, DelayedStateTravelsInTheStateDict) {
   EXPECT_EQ(b->fp8_state->amax_history.to_vector(), a->fp8_state->amax_history.to_vector());
   EXPECT_EQ(b->forward(x).to_vector(), a->forward(x).to_vector());
   EXPECT_EQ(b->fp8_state->scale.to_vector(), a->fp8_state->scale.to_vector());
+}
+
+// The backward GEMMs' operands are quantized along x's first dimension without a transposed
+// copy: the codes and scales of quantizing the transpose, bit for bit, from float32 and bf16
+// values, with partial MX blocks, a NaN and an infinity.
+TEST(Fp8Quantize, ColumnsAreTheTransposesQuantization) {
+  const std::vector<float> clean = spread(40 * 24, 83);
+  std::vector<float> special = clean;
+  special[5] = std::numeric_limits<float>::quiet_NaN();
+  special[7 * 24 + 3] = INFINITY;
+  const std::vector<std::pair<const std::vector<float>*, DType>> inputs = {
+      {&clean, kFloat32}, {&clean, kBFloat16}, {&special, kFloat32}};
+  for (const auto& [values, in] : inputs) {
+    const Tensor x = rows_of(*values, 40, 24).to(in);
+    for (const Scaling s : {Scaling::kTensorwise, Scaling::kRowwise, Scaling::kMXFP8})
+      for (const DType dt : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+        SCOPED_TRACE(std::string(values == &special ? "nan/inf " : "") + std::string(dtype_name(in)) + " " +
+                     std::string(scaling_name(s)) + " " + std::string(dtype_name(dt)));
+        const Quantized want = quantize(x.t().contiguous(), s, dt, s == Scaling::kRowwise);
+        const Quantized got = quantize_columns(x, s, dt, s == Scaling::kRowwise);
+        ASSERT_EQ(got.data.sizes(), want.data.sizes());
+        const Tensor gb = got.data.contiguous(), wb = want.data.contiguous();
+        EXPECT_EQ(std::memcmp(gb.raw_data(), wb.raw_data(), static_cast<size_t>(gb.numel())), 0);
+        const Tensor gs = got.scale.contiguous(), ws = want.scale.contiguous();
+        ASSERT_EQ(gs.sizes(), ws.sizes());
+        EXPECT_EQ(std::memcmp(gs.raw_data(), ws.raw_data(), static_cast<size_t>(gs.numel()) * element_size(gs.dtype())),
+                  0);
+      }
+  }
 }
 
 // The counts of count_quantization against a float64 reference of where each format's

@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "backend/cpu/loops/fp8_quantize.h"
 #include "tensorcast/amp/autocast.h"
 #include "tensorcast/autograd_function.h"
 #include "tensorcast/factories.h"
@@ -40,22 +41,50 @@ float round_down_to_power_of_two(float s) {
   return std::ldexp(1.0f, std::ilogb(s));
 }
 
-// x as float32 rows: (rows, K), contiguous.
-Tensor as_rows(const Tensor& x) {
+void check_quantizable(const Tensor& x) {
   TC_CHECK(x.defined() && x.dim() >= 1 && is_floating(x.dtype()) && !is_float8(x.dtype()), kOp,
            "expected a floating tensor of at least one dimension to quantize, got ",
            x.defined() ? dtype_name(x.dtype()) : std::string_view("an undefined tensor"));
-  const Tensor f = x.to(kFloat32);
-  return (x.dim() == 2 ? f : f.reshape({-1, x.size(-1)})).contiguous();
+  TC_CHECK(x.device().is_cpu(), kOp, "the fp8 recipes run on the CPU; got a tensor on ", x.device(),
+           " (cuBLASLt fp8 GEMMs are not implemented)");
 }
 
-// The saturating cast of float32 values already multiplied by their scale.
-Tensor saturate_to(const Tensor& scaled, DType dt) {
-  const double m = fp8_max(dt);
-  return tc::clamp(scaled, -m, m).to(dt);
+// x as the quantization passes read it: (rows, K), contiguous, float32, bf16 or fp16 (a
+// view of x where it already is one; float64 is narrowed to float32 first).
+Tensor kernel_rows(const Tensor& x) {
+  check_quantizable(x);
+  const Tensor f = x.dtype() == kFloat64 ? x.to(kFloat32) : x;
+  return (f.dim() == 2 ? f : f.reshape({-1, f.size(-1)})).contiguous();
 }
 
-float amax_of(const Tensor& x) { return tc::max(x.abs()).item<float>(); }
+// x as float32 rows (rows, K), contiguous: for counting, not on the training path.
+Tensor as_rows(const Tensor& x) { return kernel_rows(x).to(kFloat32); }
+
+// max |x| over the tensor, NaN when it holds one.
+float amax_of_rows(const Tensor& rows) {
+  std::vector<float> amax(static_cast<size_t>(rows.size(0)));
+  cpu::fp8_row_block_amax(rows, std::max<int64_t>(rows.size(1), 1), amax.data());
+  float a = 0.0f;
+  for (const float v : amax) a = (std::isnan(a) || std::isnan(v)) ? v + a : std::max(a, v);
+  return a;
+}
+
+float amax_of(const Tensor& x) { return amax_of_rows(kernel_rows(x)); }
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// MXFP8's E8M0 scales for block amaxes, and the factors the values are multiplied by (the
+// reciprocals: multiplying by 2^-e rounds as dividing by 2^e does).
+Tensor mx_scales(const std::vector<float>& amax, int64_t rows, int64_t blocks, DType dt, std::vector<float>& factor) {
+  Tensor scale = empty({rows, blocks}, kFloat8_e8m0fnu);
+  auto* codes = static_cast<Float8_e8m0fnu*>(scale.raw_data());
+  factor.resize(amax.size());
+  for (size_t i = 0; i < amax.size(); ++i) {
+    codes[i] = mx_scale(amax[i], dt);
+    factor[i] = 1.0f / static_cast<float>(codes[i]);
+  }
+  return scale;
+}
 
 }  // namespace
 
@@ -139,39 +168,40 @@ Float8_e8m0fnu mx_scale(float amax, DType dt) {
 }
 
 Quantized quantize_with_scale(const Tensor& x, DType dt, float scale) {
-  const Tensor rows = as_rows(x);
-  return {saturate_to(rows * static_cast<double>(scale), dt), scalar_tensor(scale, kFloat32), Scaling::kTensorwise};
+  const Tensor rows = kernel_rows(x);
+  const int64_t r = rows.size(0), k = rows.size(1);
+  Tensor data = empty({r, k}, dt);
+  fp8_max(dt);  // refuses a dtype other than the two formats
+  cpu::fp8_quantize_rows(rows, &scale, 0, std::max<int64_t>(k, 1), dt, data.raw_data(), k);
+  return {data, scalar_tensor(scale, kFloat32), Scaling::kTensorwise};
 }
 
 Quantized quantize_tensorwise(const Tensor& x, DType dt, bool power_of_two) {
-  const Tensor rows = as_rows(x);
-  return quantize_with_scale(rows, dt, amax_to_scale(amax_of(rows), dt, power_of_two));
+  const Tensor rows = kernel_rows(x);
+  return quantize_with_scale(rows, dt, amax_to_scale(amax_of_rows(rows), dt, power_of_two));
 }
 
 Quantized quantize_rowwise(const Tensor& x, DType dt, bool power_of_two) {
-  const Tensor rows = as_rows(x);
-  const std::vector<double> amax = std::get<0>(tc::max(rows.abs(), 1)).to_vector();
-  std::vector<float> scale(amax.size());
-  for (size_t r = 0; r < amax.size(); ++r) scale[r] = amax_to_scale(amax[r], dt, power_of_two);
-  const Tensor s = tensor(scale, {static_cast<int64_t>(scale.size()), 1});
-  return {saturate_to(rows * s, dt), s, Scaling::kRowwise};
+  const Tensor rows = kernel_rows(x);
+  const int64_t r = rows.size(0), k = rows.size(1);
+  std::vector<float> scale(static_cast<size_t>(r));
+  cpu::fp8_row_block_amax(rows, std::max<int64_t>(k, 1), scale.data());
+  for (float& s : scale) s = amax_to_scale(s, dt, power_of_two);
+  Tensor data = empty({r, k}, dt);
+  cpu::fp8_quantize_rows(rows, scale.data(), 1, std::max<int64_t>(k, 1), dt, data.raw_data(), k);
+  return {data, tensor(scale, {r, 1}), Scaling::kRowwise};
 }
 
 Quantized quantize_mxfp8(const Tensor& x, DType dt) {
-  Tensor rows = as_rows(x);
-  const int64_t r = rows.size(0), k = rows.size(1), kp = (k + kMXBlock - 1) / kMXBlock * kMXBlock;
-  if (kp != k) {  // a last, partial block: padded with zeros, which change neither amax nor product
-    Tensor padded = zeros({r, kp}, kFloat32);
-    padded.narrow(1, 0, k).copy_(rows);
-    rows = padded;
-  }
-  const Tensor blocks = rows.reshape({r, kp / kMXBlock, kMXBlock});
-  const std::vector<double> amax = std::get<0>(tc::max(blocks.abs(), 2)).to_vector();
-  Tensor scale = empty({r, kp / kMXBlock}, kFloat8_e8m0fnu);
-  auto* codes = static_cast<Float8_e8m0fnu*>(scale.raw_data());
-  for (size_t i = 0; i < amax.size(); ++i) codes[i] = mx_scale(static_cast<float>(amax[i]), dt);
-  // Dividing by a power of two is exact (or the one rounding of a result below float's normals).
-  const Tensor data = saturate_to(blocks / scale.to(kFloat32).unsqueeze(2), dt).reshape({r, kp});
+  const Tensor rows = kernel_rows(x);
+  fp8_max(dt);
+  // A last, partial block is padded with zeros, which change neither amax nor product.
+  const int64_t r = rows.size(0), k = rows.size(1), kp = round_up(k, kMXBlock), nb = kp / kMXBlock;
+  std::vector<float> amax(static_cast<size_t>(r * nb)), factor;
+  cpu::fp8_row_block_amax(rows, kMXBlock, amax.data());
+  Tensor scale = mx_scales(amax, r, nb, dt, factor);
+  Tensor data = empty({r, kp}, dt);
+  cpu::fp8_quantize_rows(rows, factor.data(), nb, kMXBlock, dt, data.raw_data(), kp);
   return {data, scale, Scaling::kMXFP8};
 }
 
@@ -187,6 +217,30 @@ Quantized quantize(const Tensor& x, Scaling scaling, DType dt, bool power_of_two
       break;
   }
   TC_FAIL(kOp, "delayed scaling quantizes with its state's scale (quantize_with_scale)");
+}
+
+Quantized quantize_columns(const Tensor& x, Scaling scaling, DType dt, bool power_of_two) {
+  if (scaling == Scaling::kTensorwise) return quantize_tensorwise(x, dt, power_of_two).t();
+  TC_CHECK(scaling == Scaling::kRowwise || scaling == Scaling::kMXFP8, kOp,
+           "delayed scaling quantizes with its state's scale (quantize_with_scale)");
+  const Tensor rows = kernel_rows(x);
+  fp8_max(dt);
+  const int64_t m = rows.size(0), k = rows.size(1);
+  if (scaling == Scaling::kRowwise) {
+    std::vector<float> scale(static_cast<size_t>(k));
+    cpu::fp8_column_block_amax(rows, std::max<int64_t>(m, 1), scale.data());
+    for (float& s : scale) s = amax_to_scale(s, dt, power_of_two);
+    Tensor data = empty({k, m}, dt);
+    cpu::fp8_quantize_columns(rows, scale.data(), std::max<int64_t>(m, 1), dt, data.raw_data(), m);
+    return {data, tensor(scale, {k, 1}), Scaling::kRowwise};
+  }
+  const int64_t mp = round_up(m, kMXBlock), nb = mp / kMXBlock;
+  std::vector<float> amax(static_cast<size_t>(k * nb)), factor;
+  cpu::fp8_column_block_amax(rows, kMXBlock, amax.data());
+  Tensor scale = mx_scales(amax, k, nb, dt, factor);
+  Tensor data = empty({k, mp}, dt);
+  cpu::fp8_quantize_columns(rows, factor.data(), kMXBlock, dt, data.raw_data(), mp);
+  return {data, scale, Scaling::kMXFP8};
 }
 
 Tensor Quantized::dequantize() const {
@@ -356,7 +410,7 @@ struct LinearFunction : autograd::Function<LinearFunction> {
       ctx->saved_data["x"] = x2.to(kBFloat16);
     else
       ctx->saved_data["xt"] =
-          by_tensor ? xq.t() : quantize(x2.t(), recipe.scaling, recipe.forward_dtype, recipe.power_of_two_scales);
+          by_tensor ? xq.t() : quantize_columns(x2, recipe.scaling, recipe.forward_dtype, recipe.power_of_two_scales);
     if (by_tensor) ctx->saved_data["wt"] = wq.t();
     ctx->save_for_backward({w});
     ctx->saved_data["recipe"] = recipe;
@@ -382,8 +436,9 @@ struct LinearFunction : autograd::Function<LinearFunction> {
     const DType bdt = recipe.backward_dtype;
     // dx = gy w: gy (M, N) reduced along N with w^T (K, N).
     const Quantized gq = quantize_role(gy, recipe, bdt, state, LinearState::kGradOutput, true, stats.get());
-    const Quantized wt = by_tensor ? std::any_cast<Quantized>(ctx->saved_data["wt"])
-                                   : quantize(w.t(), recipe.scaling, recipe.forward_dtype, recipe.power_of_two_scales);
+    const Quantized wt = by_tensor
+                             ? std::any_cast<Quantized>(ctx->saved_data["wt"])
+                             : quantize_columns(w, recipe.scaling, recipe.forward_dtype, recipe.power_of_two_scales);
     Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) dx = scaled_mm(gq, wt).reshape(x_sizes).to(x_dtype);
     if (ctx->needs_input_grad(1)) {
@@ -392,7 +447,7 @@ struct LinearFunction : autograd::Function<LinearFunction> {
         const Tensor x = std::any_cast<Tensor>(ctx->saved_data["x"]);
         dw = gy.to(kBFloat16).t().matmul(x).to(kFloat32);
       } else {
-        const Quantized gt = by_tensor ? gq.t() : quantize(gy.t(), recipe.scaling, bdt, recipe.power_of_two_scales);
+        const Quantized gt = by_tensor ? gq.t() : quantize_columns(gy, recipe.scaling, bdt, recipe.power_of_two_scales);
         dw = scaled_mm(gt, std::any_cast<Quantized>(ctx->saved_data["xt"]));
       }
       dw = dw.to(w.dtype());

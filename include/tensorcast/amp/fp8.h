@@ -24,9 +24,10 @@
 ///               smallest power of two >= amax / max_fp8 (TE's and torchao's RCEIL), so no
 ///               element saturates
 /// \endverbatim
-/// The CPU path: an 8-bit value is exact in float32 and so is the product of two, so the
-/// GEMM widens the codes, multiplies in float32 with float32 accumulation (oneDNN) and
-/// applies the scales in the epilogue, which is what an fp8 GEMM with float32 accumulation
+/// The CPU path: tensors are quantized in passes that read the 16- or 32-bit values and
+/// write the codes (no float32 copy). An 8-bit value is exact in float32 and so is the
+/// product of two, so the GEMM widens the codes, multiplies in float32 with float32
+/// accumulation (oneDNN) and applies the scales in the epilogue, which is what an fp8 GEMM with float32 accumulation
 /// gives, up to the order of the additions. It is not faster than bf16 on a CPU without fp8
 /// units; what backward keeps of a linear layer is 8-bit, half of bf16's bytes.
 #pragma once
@@ -117,6 +118,9 @@ Quantized quantize_mxfp8(const Tensor& x, DType fp8_dtype = kFloat8_e4m3fn);
 /// x quantized as `recipe` quantizes a tensor of a GEMM (not delayed scaling, which needs
 /// its state: quantize_with_scale).
 Quantized quantize(const Tensor& x, Scaling scaling, DType fp8_dtype, bool power_of_two);
+/// quantize(x^T) for x (rows, K), the same codes and scales, without a transposed copy: the
+/// operand of a GEMM that reduces along x's first dimension (the backward GEMMs).
+Quantized quantize_columns(const Tensor& x, Scaling scaling, DType fp8_dtype, bool power_of_two);
 
 /// a (M, K) and b (N, K), both 8-bit: a b^T in float32, float32 accumulation, the scales
 /// applied as an fp8 GEMM applies them (scalar and per-row scales in the epilogue; MXFP8's

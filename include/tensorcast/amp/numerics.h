@@ -112,8 +112,8 @@ class NumericsReport {
   void record_fp8(const std::string& layer, const fp8::LinearStats& stats);
   /// One quantized tensor of a linear layer over the sampled steps.
   struct Fp8Stats {
-    std::string layer;   ///< the Linear's module name ("0", "blocks.1.mlp.fc")
-    std::string tensor;  ///< "input", "weight" or "grad_output"
+    std::string layer;          ///< the Linear's module name ("0", "blocks.1.mlp.fc")
+    std::string tensor;         ///< "input", "weight" or "grad_output"
     int64_t quantizations = 0;  ///< tensors quantized over the sampled steps
     int64_t total = 0;          ///< their values
     int64_t saturated = 0;      ///< values saturated (fp8::QuantizationStats)
