@@ -198,6 +198,28 @@ TEST(Adam, LibtorchStyleOptions) {
 
 // ---------------------------------------------------------------- groups, zero_grad, skipping
 
+// Post-step hooks run after the update, in both step() forms, also when found_inf skipped
+// it (PyTorch's register_step_post_hook); a removed hook no longer runs.
+TEST(Optimizer, StepPostHooksRunAfterEveryStep) {
+  Tensor w = make_param({3}, kFloat32, 1);
+  optim::SGD opt(std::vector<Tensor>{w}, optim::SGDOptions(0.5));
+  std::vector<std::vector<double>> seen;
+  const int64_t h = opt.register_step_post_hook([&] { seen.push_back(w.to_vector()); });
+  const std::vector<double> before = w.to_vector();
+  w.set_grad(ones({3}));
+  opt.step();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0][0], static_cast<double>(static_cast<float>(before[0]) - 0.5f));  // the updated weight
+  opt.step(optim::AmpStep{Tensor(), full({}, 1.0)});                                 // skipped: found_inf
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1], seen[0]);
+  opt.remove_step_post_hook(h);
+  opt.remove_step_post_hook(h + 100);  // unknown: ignored
+  opt.step();
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_THROW(opt.register_step_post_hook(nullptr), Error);
+}
+
 TEST(Optimizer, ParamGroupsUseTheirOwnOptions) {
   Tensor a = make_param({5}, kFloat32, 1), b = make_param({5}, kFloat32, 2), c = make_param({5}, kFloat32, 3);
   std::vector<optim::OptimizerParamGroup> groups;

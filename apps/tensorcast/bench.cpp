@@ -7,6 +7,7 @@
 #include <tensorcast/amp/grad_scaler.h>
 #include <tensorcast/autograd.h>
 #include <tensorcast/dist/ddp.h>
+#include <tensorcast/dist/zero.h>
 #include <tensorcast/gemm16.h>
 #include <tensorcast/ops.h>
 #include <tensorcast/optim/adamw.h>
@@ -59,12 +60,15 @@ BenchResult run_bench(const BenchConfig& cfg) {
   tc::amp::GradScaler scaler(tc::amp::GradScalerOptions().enabled(use_scaler));
   if (cfg.inference) model.module->eval();
   std::optional<tc::dist::DistributedDataParallel> ddp;
+  std::optional<tc::dist::ZeroRedundancyOptimizer> zero;
   if (cfg.distributed) {
     ddp.emplace(model.module, tc::dist::DistributedDataParallelOptions().bucket_cap_bytes(cfg.bucket_cap_bytes));
     tc::dist::sync_grad_scaler(scaler);
+    if (cfg.zero_stage > 0) zero.emplace(*ddp, optimizer, tc::dist::ZeroOptions().stage(cfg.zero_stage));
   }
   std::vector<double> comm_ms, hidden_ms, exposed_ms;
   bool timing = false;
+  tc::dist::ShardMemory held;  // after a timed step's backward
 
   auto one = [&] {
     if (cfg.inference) {
@@ -81,6 +85,7 @@ BenchResult run_bench(const BenchConfig& cfg) {
       loss = model_loss(model, model.forward(batch.data), batch.target);
     }
     scaler.scale(loss).backward();
+    if (ddp && timing) held = zero ? zero->memory() : tc::dist::replicated_memory(*ddp, optimizer);
     if (ddp && timing) {
       const tc::dist::SyncStats& st = ddp->last_sync();
       comm_ms.push_back(1e3 * st.comm_seconds);
@@ -121,6 +126,12 @@ BenchResult run_bench(const BenchConfig& cfg) {
     };
     r.comm_ms = median(comm_ms);
     r.exposed_ms = median(exposed_ms);
+    r.zero_stage = cfg.zero_stage;
+    const std::vector<int64_t> mine{held.parameters, held.gradients, held.optimizer_state};
+    for (const tc::Tensor& t : tc::dist::all_gather(tc::tensor(mine))) {
+      const int64_t* v = t.data_ptr<int64_t>();
+      r.rank_memory.push_back({v[0], v[1], v[2]});
+    }
   }
   if (cfg.profile) {
     tc::profiler::Profile prof;
@@ -189,7 +200,20 @@ std::string bench_json(const BenchResult& r) {
         .add("comm_bytes_per_step", r.comm_bytes)
         .add("comm_ms_per_step", r.comm_ms)
         .add("comm_hidden_fraction", r.hidden_fraction)
-        .add("comm_exposed_ms_per_step", r.exposed_ms);
+        .add("comm_exposed_ms_per_step", r.exposed_ms)
+        .add("zero_stage", r.zero_stage);
+  if (!r.rank_memory.empty()) {
+    std::string rows;
+    for (const auto& m : r.rank_memory) {
+      if (!rows.empty()) rows += ',';
+      rows += JsonObject()
+                  .add("parameter_bytes", m.parameters)
+                  .add("gradient_bytes", m.gradients)
+                  .add("optimizer_state_bytes", m.optimizer_state)
+                  .str();
+    }
+    o.add_raw("rank_memory", "[" + rows + "]");
+  }
   if (!r.profile.empty()) {
     std::string list;
     for (const tc::profiler::OpStat& st : r.profile) {
@@ -307,9 +331,28 @@ std::string memory_budget_json(const MemoryBudgetResult& r) {
   return o.str();
 }
 
+namespace {
+
+// --zero: what each rank holds and the step time, against the unsharded run's.
+void print_zero_comparison(const BenchResult& zero, const BenchResult& ddp) {
+  constexpr double kMiB = 1048576.0;
+  std::printf("ZeRO stage %d, per rank (MiB; plain data parallelism in brackets):\n", zero.zero_stage);
+  for (size_t k = 0; k < zero.rank_memory.size() && k < ddp.rank_memory.size(); ++k) {
+    const auto &z = zero.rank_memory[k], &d = ddp.rank_memory[k];
+    std::printf("  rank %zu: parameters %.2f [%.2f], gradients %.2f [%.2f], optimizer state %.2f [%.2f]\n", k,
+                z.parameters / kMiB, d.parameters / kMiB, z.gradients / kMiB, d.gradients / kMiB,
+                z.optimizer_state / kMiB, d.optimizer_state / kMiB);
+  }
+  std::printf("step %.3f ms [%.3f ms]: %.2fx the time of plain data parallelism\n", zero.ms_per_step, ddp.ms_per_step,
+              ddp.ms_per_step > 0 ? zero.ms_per_step / ddp.ms_per_step : 0.0);
+}
+
+}  // namespace
+
 int cmd_bench(int argc, char** argv) {
   BenchConfig c;
   int64_t threads = 0;
+  int64_t zero_stage = 0;
   bool json = false, no_scaler = false;
   double budget_mib = 0;
   int64_t batch_cap = int64_t{1} << 16;
@@ -348,6 +391,10 @@ int cmd_bench(int argc, char** argv) {
          "all-reduce time per step, the part of it hidden behind backward, and the bytes all-reduced");
   double bucket_mib = 25;
   p.positive_double("--bucket-mib", &bucket_mib, "MIB", "with --distributed: gradient bucket size (default 25)");
+  p.positive_int("--zero", &zero_stage, "1|2",
+                 "with --distributed: shard the optimizer state (1) and the gradients (2) across the processes\n"
+                 "(ZeroRedundancyOptimizer); times plain data parallelism first, in the same run, for the ratio",
+                 2);
   p.positive_int("--max-batch-size", &batch_cap, "B",
                  "with --memory-budget: the largest batch size probed (default 65536)");
   p.epilog(
@@ -360,6 +407,8 @@ int cmd_bench(int argc, char** argv) {
     throw UsageError("--fp8-recipe applies to --precision fp8 only");
   c.scaler = !no_scaler;
   c.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mib * 1048576.0));
+  c.zero_stage = static_cast<int>(zero_stage);
+  if (p.given("--zero") && !c.distributed) throw UsageError("--zero applies with --distributed (under mpirun)");
   if (threads > 0) tc::set_num_threads(static_cast<int>(threads));
   if (c.distributed && (c.inference || p.given("--memory-budget") || c.profile))
     throw UsageError(
@@ -401,10 +450,19 @@ int cmd_bench(int argc, char** argv) {
     if (tc::dist::world_size() < 2)
       throw UsageError("--distributed needs several processes: run it under mpirun -np N (N >= 2)");
   }
+  std::optional<BenchResult> replicated;  // --zero: the same steps without sharding, first
+  if (c.zero_stage > 0) {
+    BenchConfig ddp_only = c;
+    ddp_only.zero_stage = 0;
+    replicated = run_bench(ddp_only);
+  }
   const BenchResult r = run_bench(c);
   if (tc::dist::rank() != 0) return 0;
   if (json) {
-    std::printf("%s\n", bench_json(r).c_str());
+    if (replicated)
+      std::printf("{\"zero\":%s,\"ddp\":%s}\n", bench_json(r).c_str(), bench_json(*replicated).c_str());
+    else
+      std::printf("%s\n", bench_json(r).c_str());
   } else {
     std::printf(
         "%s %s%s batch %lld, %s: %.3f ms per %s (median of %lld; min %.3f, max %.3f), %.0f samples/s, peak tensor "
@@ -417,11 +475,13 @@ int cmd_bench(int argc, char** argv) {
                                          : (", 16-bit GEMMs on the " + gemm16_path(r.precision) + " kernel").c_str());
     if (r.world_size > 1)
       std::printf(
-          "data parallel, %d processes: %lld bucket(s), %.2f MiB of gradients all-reduced per step "
-          "(a ring sends 2(p-1)/p of it per process); all-reduce %.3f ms per step, %.0f%% of it hidden "
+          "data parallel, %d processes: %lld bucket(s), %.2f MiB of gradients %s per step "
+          "(a ring sends %s of it per process); %s %.3f ms per step, %.0f%% of it hidden "
           "behind backward, %.3f ms exposed after it\n",
-          r.world_size, static_cast<long long>(r.buckets), r.comm_bytes / 1048576.0, r.comm_ms, 100 * r.hidden_fraction,
-          r.exposed_ms);
+          r.world_size, static_cast<long long>(r.buckets), r.comm_bytes / 1048576.0,
+          r.zero_stage == 2 ? "reduce-scattered" : "all-reduced", r.zero_stage == 2 ? "(p-1)/p" : "2(p-1)/p",
+          r.zero_stage == 2 ? "reduce-scatter" : "all-reduce", r.comm_ms, 100 * r.hidden_fraction, r.exposed_ms);
+    if (replicated) print_zero_comparison(r, *replicated);
     if (c.profile)
       std::printf("\nper-op profile, per %s (mean over %lld profiled %s):\n%s", r.inference ? "forward pass" : "step",
                   static_cast<long long>(r.steps), r.inference ? "passes" : "steps", r.profile_table.c_str());

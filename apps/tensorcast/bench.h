@@ -23,7 +23,8 @@ struct BenchConfig {
   // computed or allocated), untimed, without the loss scaler (it reads found_inf's value).
   bool meta = false;
   int64_t bucket_cap_bytes = int64_t{25} << 20;
-  ModelSize size;  // --width/--layers/--context (scaling benchmarks); default: the model's own
+  int zero_stage = 0;  // with distributed: 1 or 2 shards the optimizer (ZeroRedundancyOptimizer)
+  ModelSize size;      // --width/--layers/--context (scaling benchmarks); default: the model's own
 };
 
 struct BenchResult {
@@ -53,6 +54,13 @@ struct BenchResult {
   double comm_ms = 0;          // all-reduce time per step (communication thread busy)
   double hidden_fraction = 0;  // share of comm_ms that ran while backward was still running
   double exposed_ms = 0;       // waited after backward for the last buckets
+  // Per rank (index = rank; gathered to rank 0): the bytes of parameters, of gradients
+  // between backward and step, and of optimizer state.
+  int zero_stage = 0;
+  struct RankMemory {
+    int64_t parameters = 0, gradients = 0, optimizer_state = 0;
+  };
+  std::vector<RankMemory> rank_memory;
 };
 
 BenchResult run_bench(const BenchConfig& config);

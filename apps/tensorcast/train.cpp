@@ -24,7 +24,7 @@ int cmd_train(int argc, char** argv) {
   Fp8RecipeChoice fp8_recipe = Fp8RecipeChoice::kTensorwise;
   std::string device = "cpu", data, checkpoint, resume, metrics, summary, tensorboard, numerics_json;
   int64_t epochs = 2, batch = 128, seed = 0, threads = 0, max_steps = 0, ck_every = 0, log_every = 10;
-  int64_t numerics_every = 10;
+  int64_t numerics_every = 10, zero_stage = 0;
   double lr = 1e-3, loss_weight = 1.0, dist_timeout = 300, bucket_mib = 25;
   bool no_scaler = false, overwrite = false, no_progress = false, numerics_report = false;
 
@@ -84,6 +84,10 @@ int cmd_train(int argc, char** argv) {
                     "under mpirun: a collective waiting longer than this ends the job (default 300)");
   p.positive_double("--bucket-mib", &bucket_mib, "MIB",
                     "under mpirun: gradient bucket size, all-reduced while backward runs (default 25)");
+  p.positive_int("--zero", &zero_stage, "1|2",
+                 "under mpirun: shard the optimizer state (1), and the gradients too (2), across the processes "
+                 "(ZeRO); the same weights as without it, bit for bit",
+                 2);
   p.epilog(
       "examples:\n"
       "  tensorcast train                                         # the main job\n"
@@ -95,7 +99,8 @@ int cmd_train(int argc, char** argv) {
       "  tensorcast train --model mlp --checkpoint ck --checkpoint-every 100\n"
       "  tensorcast train --resume ck --epochs 4                  # continue it, bit-identically\n"
       "  tensorcast train --model gpt --data book.txt --precision bf16\n"
-      "  mpirun -np 2 tensorcast train --threads 1                # data parallel: 2 processes, batch 64 each\n");
+      "  mpirun -np 2 tensorcast train --threads 1                # data parallel: 2 processes, batch 64 each\n"
+      "  mpirun -np 4 tensorcast train --threads 1 --zero 2       # each holds 1/4 of the AdamW state and gradients\n");
   if (!p.parse(argc, argv, 2)) return 0;
   if (p.given("--checkpoint-every") && checkpoint.empty())
     throw UsageError("--checkpoint-every needs --checkpoint DIR (where to save)");
@@ -135,6 +140,10 @@ int cmd_train(int argc, char** argv) {
   c.numerics_every = numerics_every;
   c.numerics_json = numerics_json;
   c.bucket_cap_bytes = std::max<int64_t>(1, static_cast<int64_t>(bucket_mib * 1048576.0));
+  c.zero_stage = static_cast<int>(zero_stage);
+  if (zero_stage > 0 && c.numerics_report)
+    throw UsageError(
+        "--zero frees each gradient once it is in its bucket, and --numerics-report reads the gradients: drop one");
   if (threads > 0) tc::set_num_threads(static_cast<int>(threads));
 
   check_output_path(summary, "--summary-json");  // fail now, not after an hour of training

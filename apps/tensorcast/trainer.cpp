@@ -11,6 +11,7 @@
 #include <tensorcast/cuda.h>
 #include <tensorcast/data/data_loader.h>
 #include <tensorcast/dist/ddp.h>
+#include <tensorcast/dist/zero.h>
 #include <tensorcast/error.h>
 #include <tensorcast/io/checkpoint.h>
 #include <tensorcast/io/safetensors.h>
@@ -315,31 +316,6 @@ double zero_fraction(const std::vector<tc::Tensor>& params) {
   return total > 0 ? zeros / total : 0;
 }
 
-// Whether this step's loss or gradients hold inf/NaN (no GradScaler watches them). With
-// --on-nonfinite stop, throws before anything is applied or saved, naming the step and the
-// first non-finite gradient; with skip, returns true so the caller drops the step.
-bool nonfinite_step(double loss, const std::vector<tc::Tensor>& params, const tc::nn::NamedTensors& named, int64_t step,
-                    const TrainConfig& cfg) {
-  std::vector<tc::Tensor> grads;
-  grads.reserve(params.size());
-  for (const auto& p : params) grads.push_back(p.grad());
-  const bool bad_loss = !std::isfinite(loss);
-  if (!bad_loss && !tc::amp::found_nonfinite(grads)) return false;
-  if (cfg.on_nonfinite == OnNonfinite::kSkip) return true;
-  std::string what = bad_loss ? "the loss is " + std::string(std::isnan(loss) ? "nan" : "inf") : "the loss is finite";
-  const int64_t first = tc::amp::first_nonfinite(grads);
-  if (first >= 0) {
-    std::string name = "parameter " + std::to_string(first);
-    if (first < static_cast<int64_t>(named.size())) name = named[static_cast<size_t>(first)].first;
-    what += (bad_loss ? " and" : " but") + std::string(" the gradient of ") + name + " holds inf/NaN";
-  }
-  throw tc::Error(
-      "[train] step " + std::to_string(step) + ": " + what +
-      "; the run diverged and was stopped before applying that step" +
-      (cfg.checkpoint_dir.empty() ? "" : " (the last checkpoint in " + cfg.checkpoint_dir + " is untouched)") +
-      ". Lower --lr, use fp16 with its GradScaler, or pass --on-nonfinite skip|continue");
-}
-
 // The LR schedule is a closed-form function of the step: a resumed run jumps to it.
 void replay_schedule(tc::optim::LRScheduler* scheduler, int64_t step) {
   if (!scheduler) return;
@@ -352,9 +328,13 @@ void replay_schedule(tc::optim::LRScheduler* scheduler, int64_t step) {
 
 int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Module& module,
                                tc::optim::Optimizer& optimizer, tc::amp::GradScaler& scaler, bool use_scaler,
-                               tc::data::DataLoader& loader, tc::optim::LRScheduler* scheduler, std::string* note) {
+                               tc::data::DataLoader& loader, tc::optim::LRScheduler* scheduler, std::string* note,
+                               const std::function<void(const tc::StateDict&)>& load_optimizer) {
   module.load_state_dict(state.model);
-  optimizer.load_state_dict(state.optimizer);
+  if (load_optimizer)
+    load_optimizer(state.optimizer);
+  else
+    optimizer.load_state_dict(state.optimizer);
   if (use_scaler && !state.scaler.empty()) scaler.load_state_dict(state.scaler);
   // Rank 0 wrote the checkpoint; the position (epoch, batch) is the same on every rank.
   tc::StateDict position = state.data_loader;
@@ -414,10 +394,11 @@ struct TrainingRun {
   int world = 1;  // data-parallel processes
   std::optional<tc::data::DataLoader> loader;
   std::optional<tc::dist::DistributedDataParallel> ddp;
-  std::unique_ptr<tc::optim::LRScheduler> scheduler;  // null: constant lr
-  int64_t planned_steps = 0;                          // --epochs' steps
-  int64_t total_steps = 0;                            // what this run will reach: --max-steps may stop it sooner
-  int64_t step = 0;                                   // steps done, resumed ones included
+  std::optional<tc::dist::ZeroRedundancyOptimizer> zero;  // --zero: shards `optimizer` over `ddp`'s buckets
+  std::unique_ptr<tc::optim::LRScheduler> scheduler;      // null: constant lr
+  int64_t planned_steps = 0;                              // --epochs' steps
+  int64_t total_steps = 0;                                // what this run will reach: --max-steps may stop it sooner
+  int64_t step = 0;                                       // steps done, resumed ones included
   std::string resume_note;
   bool check_nonfinite = false;  // no GradScaler watches the gradients, and --on-nonfinite is not continue
   Clock::time_point t_start;
@@ -640,16 +621,74 @@ void make_loader(TrainingRun& run) {
                                          .pin_memory(run.device.is_cuda())
                                          .num_replicas(run.world)
                                          .rank(tc::dist::rank()));
-  if (run.world > 1) {
+  if (run.world > 1 || cfg.zero_stage > 0) {
     run.ddp.emplace(run.model.module,
                     tc::dist::DistributedDataParallelOptions().bucket_cap_bytes(cfg.bucket_cap_bytes));
     tc::dist::sync_grad_scaler(*run.scaler);
+    if (cfg.zero_stage > 0) run.zero.emplace(*run.ddp, *run.optimizer, tc::dist::ZeroOptions().stage(cfg.zero_stage));
   }
 }
 
 // Cosine decay over the planned epochs (not --max-steps, which only stops a run early, so
 // a run cut short and resumed follows the same schedule as one that was not); then the
 // checkpoint's state, when resuming.
+// A --zero checkpoint's metadata: the world size and the step of its shard files.
+constexpr const char* kZeroWorldSize = "zero_world_size";
+constexpr const char* kZeroStep = "zero_step";
+
+fs::path shard_path(const fs::path& dir, int rank, int world, const std::string& step) {
+  return dir / ("optimizer-shard-" + std::to_string(rank) + "-of-" + std::to_string(world) + "-step-" + step +
+                ".safetensors");
+}
+
+// This rank's shard files but the two newest: the checkpoint's and checkpoint.prev's.
+void remove_old_shards(const fs::path& dir, int rank, int world) {
+  const std::string prefix = "optimizer-shard-" + std::to_string(rank) + "-of-" + std::to_string(world) + "-step-";
+  std::vector<std::pair<int64_t, fs::path>> mine;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix) || !name.ends_with(".safetensors")) continue;
+    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - 12);
+    int64_t step = 0;
+    const auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+    if (err == std::errc() && end == digits.data() + digits.size()) mine.emplace_back(step, entry.path());
+  }
+  std::sort(mine.begin(), mine.end());
+  for (size_t k = 0; k + 2 < mine.size(); ++k) fs::remove(mine[k].second, ec);
+}
+
+// How --resume loads the optimizer: a checkpoint of a --zero run names its ranks' shard
+// files (any world size, with --zero or without: sliced again as needed); a plain one
+// holds the whole state.
+std::function<void(const tc::StateDict&)> optimizer_loader(TrainingRun& run) {
+  const tc::io::Metadata& m = run.resume->metadata;
+  const auto world = m.find(kZeroWorldSize);
+  if (world == m.end()) {
+    if (!run.zero) return nullptr;
+    return [&run](const tc::StateDict& sd) { run.zero->load_state_dict(sd); };
+  }
+  const auto step = m.find(kZeroStep);
+  int64_t p = 0;
+  const auto [end, ec] = std::from_chars(world->second.data(), world->second.data() + world->second.size(), p);
+  if (ec != std::errc() || end != world->second.data() + world->second.size() || p < 1 || p > 1 << 20 ||
+      step == m.end())
+    throw tc::Error("[cli] the checkpoint's '" + std::string(kZeroWorldSize) + "' and '" + kZeroStep +
+                    "' do not name a set of shard files");
+  std::error_code fs_ec;
+  const fs::path dir = fs::is_directory(run.cfg.resume_dir, fs_ec) ? fs::path(run.cfg.resume_dir)
+                                                                   : fs::path(run.cfg.resume_dir).parent_path();
+  std::vector<fs::path> paths;
+  for (int r = 0; r < p; ++r) paths.push_back(shard_path(dir, r, static_cast<int>(p), step->second));
+  const tc::io::Metadata expect{{"step", step->second}};
+  return [&run, paths, expect](const tc::StateDict&) {
+    if (run.zero)
+      run.zero->load_shards(paths, expect);
+    else
+      run.optimizer->load_state_dict(tc::dist::read_shards(paths, *run.optimizer, expect));
+  };
+}
+
 void make_schedule_and_restore(TrainingRun& run) {
   const TrainConfig& cfg = run.cfg;
   const int64_t per_epoch = run.loader->size();
@@ -662,7 +701,7 @@ void make_schedule_and_restore(TrainingRun& run) {
   if (!run.resume) return;
   try {
     run.step = restore_training_state(*run.resume, *run.model.module, *run.optimizer, *run.scaler, run.use_scaler,
-                                      *run.loader, run.scheduler.get(), &run.resume_note);
+                                      *run.loader, run.scheduler.get(), &run.resume_note, optimizer_loader(run));
   } catch (const tc::Error& e) {  // name the file: the parts' own errors name only the key
     throw tc::Error("[cli] --resume " + cfg.resume_dir + " (" + tc::io::kCheckpointFileName + "): " + e.what());
   }
@@ -726,8 +765,12 @@ void print_header(const TrainingRun& run, RunLog& log) {
   log.say("data: " + run.data.description);
   if (run.world > 1)
     log.say("data parallel: " + std::to_string(run.world) + " processes (MPI), " +
-            std::to_string(cfg.batch_size / run.world) + " examples each per step, gradients all-reduced in " +
-            std::to_string(run.ddp->bucket_parameter_names().size()) + " bucket(s) during backward");
+            std::to_string(cfg.batch_size / run.world) + " examples each per step, gradients " +
+            (run.zero && run.zero->stage() == 2 ? "reduce-scattered" : "all-reduced") + " in " +
+            std::to_string(run.ddp->bucket_parameter_names().size()) + " bucket(s) during backward" +
+            (run.zero ? "; optimizer state" + std::string(run.zero->stage() == 2 ? " and gradients" : "") +
+                            " sharded (ZeRO stage " + std::to_string(run.zero->stage()) + ")"
+                      : ""));
   if (run.resume)
     log.say("resumed from " + cfg.resume_dir + " at step " + std::to_string(run.step) + " (epoch " +
             std::to_string(run.loader->epoch() + 1) + ", batch " + std::to_string(run.loader->batch_index()) + ")");
@@ -755,23 +798,45 @@ tc::io::Metadata checkpoint_metadata(const TrainingRun& run) {
           {"train_seconds", fmt_double(run.previous_seconds + run.result.train_seconds)}};
 }
 
-// --checkpoint: the whole training state (rank 0 writes it), and the weights alone.
+// --checkpoint: the whole training state (rank 0 writes it), and the weights alone. With
+// --zero each rank first writes its optimizer shard, named by step, and rank 0's checkpoint
+// then names the set; a rank's older shards go once the new checkpoint is in place, but
+// those of the checkpoint before it (checkpoint.prev.safetensors) stay. A rank killed
+// midway leaves the last complete checkpoint and its shards as they were.
 void save_checkpoint(const TrainingRun& run, int64_t epoch_done) {
   const TrainConfig& cfg = run.cfg;
-  if (cfg.checkpoint_dir.empty() || tc::dist::rank() != 0) return;
-  tc::io::TrainingState st;
-  st.model = run.model.module->state_dict();
-  st.optimizer = run.optimizer->state_dict();
-  st.scaler = run.scaler->state_dict();
-  st.data_loader = run.loader->state();
-  st.rng = tc::get_rng_state();
-  st.epoch = epoch_done;
-  st.step = run.step;
-  st.metadata = checkpoint_metadata(run);
-  tc::io::save_checkpoint(cfg.checkpoint_dir, st);
-  // The weights alone, for PyTorch / safetensors users (and byte comparisons).
-  tc::io::save_safetensors(fs::path(cfg.checkpoint_dir) / "model.safetensors", run.model.module->state_dict(),
-                           {{"model", setting_name(cfg.model)}, {"step", std::to_string(run.step)}});
+  if (cfg.checkpoint_dir.empty()) return;
+  const fs::path dir(cfg.checkpoint_dir);
+  const std::string step = std::to_string(run.step);
+  if (run.zero) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);  // a failure shows in the write below
+    run.zero->save_shard(shard_path(dir, tc::dist::rank(), run.world, step), {{"step", step}});
+    tc::dist::barrier();
+  }
+  if (tc::dist::rank() == 0) {
+    tc::io::TrainingState st;
+    st.model = run.model.module->state_dict();
+    if (!run.zero) st.optimizer = run.optimizer->state_dict();
+    st.scaler = run.scaler->state_dict();
+    st.data_loader = run.loader->state();
+    st.rng = tc::get_rng_state();
+    st.epoch = epoch_done;
+    st.step = run.step;
+    st.metadata = checkpoint_metadata(run);
+    if (run.zero) {
+      st.metadata[kZeroWorldSize] = std::to_string(run.world);
+      st.metadata[kZeroStep] = step;
+    }
+    tc::io::save_checkpoint(cfg.checkpoint_dir, st);
+    // The weights alone, for PyTorch / safetensors users (and byte comparisons).
+    tc::io::save_safetensors(dir / "model.safetensors", run.model.module->state_dict(),
+                             {{"model", setting_name(cfg.model)}, {"step", step}});
+  }
+  if (run.zero) {
+    tc::dist::barrier();
+    remove_old_shards(dir, tc::dist::rank(), run.world);
+  }
 }
 
 // ---------------------------------------------------------------- one training step
@@ -790,6 +855,45 @@ tc::Tensor forward_loss(TrainingRun& run, RunLog& log, const tc::data::Example& 
 
 // Whether step `step` (1-based) is logged to --metrics and TensorBoard: every
 // --log-every steps, the last planned step and the last one --max-steps allows.
+// Whether this step's loss or gradients hold inf/NaN (no GradScaler watches them). With
+// --on-nonfinite stop, throws before anything is applied or saved, naming the step and the
+// first non-finite gradient; with skip, returns true so the caller drops the step.
+bool nonfinite_step(double loss, const TrainingRun& run, int64_t step) {
+  const TrainConfig& cfg = run.cfg;
+  std::vector<tc::Tensor> grads;
+  if (run.zero) {  // the gradients are this rank's shard: the ranks decide together
+    for (const auto& g : run.optimizer->param_groups())
+      for (const auto& p : g.params) grads.push_back(p.grad());
+  } else {
+    for (const auto& p : run.params) grads.push_back(p.grad());
+  }
+  const bool bad_loss = !std::isfinite(loss);
+  int64_t found_on = tc::amp::found_nonfinite(grads) ? tc::dist::rank() : tc::dist::world_size();
+  if (run.zero) {
+    const tc::Tensor t = tc::full({}, static_cast<double>(found_on), tc::kInt64);
+    tc::dist::all_reduce(t, tc::dist::ReduceOp::Min);
+    found_on = t.item<int64_t>();
+  }
+  if (!bad_loss && found_on == tc::dist::world_size()) return false;
+  if (cfg.on_nonfinite == OnNonfinite::kSkip) return true;
+  std::string what = bad_loss ? "the loss is " + std::string(std::isnan(loss) ? "nan" : "inf") : "the loss is finite";
+  const int64_t first = run.zero ? -1 : tc::amp::first_nonfinite(grads);
+  const tc::nn::NamedTensors& named = run.named;
+  if (run.zero && found_on < tc::dist::world_size())
+    what += (bad_loss ? " and" : " but") + std::string(" a gradient in the shard of rank ") + std::to_string(found_on) +
+            " holds inf/NaN";
+  if (first >= 0) {
+    std::string name = "parameter " + std::to_string(first);
+    if (first < static_cast<int64_t>(named.size())) name = named[static_cast<size_t>(first)].first;
+    what += (bad_loss ? " and" : " but") + std::string(" the gradient of ") + name + " holds inf/NaN";
+  }
+  throw tc::Error(
+      "[train] step " + std::to_string(step) + ": " + what +
+      "; the run diverged and was stopped before applying that step" +
+      (cfg.checkpoint_dir.empty() ? "" : " (the last checkpoint in " + cfg.checkpoint_dir + " is untouched)") +
+      ". Lower --lr, use fp16 with its GradScaler, or pass --on-nonfinite skip|continue");
+}
+
 bool is_log_step(const TrainingRun& run, int64_t step) {
   return step % run.cfg.log_every == 0 || step == run.total_steps ||
          (run.cfg.max_steps > 0 && step >= run.cfg.max_steps);
@@ -800,7 +904,7 @@ bool is_log_step(const TrainingRun& run, int64_t step) {
 // weights were updated.
 bool apply_gradients(TrainingRun& run, RunLog& log, double loss) {
   const int64_t step = run.step + 1;
-  if (run.check_nonfinite && nonfinite_step(loss, run.params, run.named, step, run.cfg)) {
+  if (run.check_nonfinite && nonfinite_step(loss, run, step)) {
     ++run.result.nonfinite_steps;
     if (log.numerics) log.numerics->record_overflow(step, run.named);
     run.optimizer->zero_grad(/*set_to_none=*/true);
@@ -857,7 +961,10 @@ StepRecord train_step(TrainingRun& run, RunLog& log, tc::data::Example& batch, i
   rec.loss_scale = run.scaler->get_scale();                     // the scale this step's gradients carry
   rec.lr = run.optimizer->param_groups()[0].options->get_lr();  // the lr of this step
   rec.loss = run.world > 1 ? mean_over_ranks(loss) : loss.item<double>();
-  norm = log.tensorboard && logged ? grad_norm(run.params, rec.loss_scale) : -1;
+  if (run.zero && logged)  // a collective: every rank, whether or not it writes TensorBoard
+    norm = run.zero->clip_grad_norm_(std::numeric_limits<double>::infinity()) / rec.loss_scale;
+  else
+    norm = log.tensorboard && logged ? grad_norm(run.params, rec.loss_scale) : -1;
   const bool stepped = apply_gradients(run, log, rec.loss);
   if (run.scheduler) run.scheduler->step();
   const auto t1 = Clock::now();

@@ -7,6 +7,7 @@
 #include <tensorcast/amp/numerics.h>
 #include <tensorcast/device.h>
 #include <tensorcast/dtype.h>
+#include <tensorcast/state_dict.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -100,6 +101,7 @@ struct TrainConfig {
   bool progress = true;                          // console output
   bool quiet = false;                            // only errors (report runs)
   int64_t bucket_cap_bytes = int64_t{25} << 20;  // data parallel: gradient bucket size
+  int zero_stage = 0;                            // ZeroRedundancyOptimizer stage (1, 2); 0: none
   bool track_zero_grads = false;                 // fraction of exactly-zero gradient values per step (report)
   // A non-finite loss or gradient that no GradScaler handles: kStop (an error naming the
   // step and the first non-finite gradient, nothing applied or saved), kSkip (drop the
@@ -161,11 +163,14 @@ TrainResult run_training(const TrainConfig& config);
 // state, the scaler's when it is used, the loader's position, the generator), replays the
 // LR schedule (may be null) to the checkpoint's step and returns that step. A checkpoint of
 // another world size restarts its epoch instead of resuming the position, saying so in
-// `note` when given. fuzz/ drives it.
+// `note` when given. `load_optimizer`, when set, loads the optimizer state in place of
+// optimizer.load_state_dict (a --zero run, or a checkpoint that names shard files). fuzz/
+// drives it.
 int64_t restore_training_state(const tc::io::TrainingState& state, tc::nn::Module& module,
                                tc::optim::Optimizer& optimizer, tc::amp::GradScaler& scaler, bool use_scaler,
                                tc::data::DataLoader& loader, tc::optim::LRScheduler* scheduler,
-                               std::string* note = nullptr);
+                               std::string* note = nullptr,
+                               const std::function<void(const tc::StateDict&)>& load_optimizer = nullptr);
 
 // Throws a one-line tc::Error when `path` (an output file of `flag`) cannot be written:
 // it names a directory, or its directory does not exist. Empty path: nothing to check.

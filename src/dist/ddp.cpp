@@ -66,22 +66,19 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     }
     groups.back().push_back(slots_.size());
     filled += bytes;
-    slots_.push_back(Slot{params[k].first, params[k].second, 0, Tensor(), 0, false});
+    slots_.push_back(Slot{params[k].first, params[k].second, 0, 0, Tensor(), 0, false});
   }
   buckets_.resize(groups.size());
   for (size_t b = 0; b < groups.size(); ++b) {
-    int64_t n = 0;
-    for (size_t s : groups[b]) n += slots_[s].param.numel();
     Bucket& bucket = buckets_[b];
-    bucket.flat = zeros({n}, wire);
     bucket.slots = groups[b];
-    int64_t off = 0;
     for (size_t s : groups[b]) {
       Slot& slot = slots_[s];
       slot.bucket = static_cast<int64_t>(b);
-      slot.view = bucket.flat.narrow(0, off, slot.param.numel()).view(slot.param.sizes());
-      off += slot.param.numel();
+      slot.offset = bucket.numel;
+      bucket.numel += slot.param.numel();
     }
+    allocate(bucket);
   }
   for (size_t s = 0; s < slots_.size(); ++s)
     slots_[s].hook =
@@ -91,6 +88,38 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 
 DistributedDataParallel::~DistributedDataParallel() {
   for (Slot& s : slots_) autograd::remove_post_accumulate_grad_hook(s.param, s.hook);
+}
+
+std::pair<int64_t, int64_t> DistributedDataParallel::owned_range(int64_t numel) {
+  const int64_t chunk = ordered_chunk(numel);
+  const int64_t begin = std::min(numel, rank() * chunk);
+  return {begin, std::min(numel, begin + chunk)};
+}
+
+void DistributedDataParallel::allocate(Bucket& b) {
+  if (b.flat.defined()) return;
+  b.flat = zeros({b.numel}, options_.comm_dtype());
+  for (size_t s : b.slots) {
+    Slot& slot = slots_[s];
+    slot.view = b.flat.narrow(0, slot.offset, slot.param.numel()).view(slot.param.sizes());
+  }
+}
+
+int64_t DistributedDataParallel::parameter_bytes() const {
+  int64_t bytes = 0;
+  for (const Slot& s : slots_) bytes += static_cast<int64_t>(s.param.nbytes());
+  return bytes;
+}
+
+int64_t DistributedDataParallel::gradient_bytes() const {
+  int64_t bytes = 0;
+  for (const Slot& s : slots_)
+    if (s.param.grad().defined()) bytes += static_cast<int64_t>(s.param.grad().nbytes());
+  for (const Bucket& b : buckets_) {
+    if (b.flat.defined()) bytes += static_cast<int64_t>(b.flat.nbytes());
+    if (b.mine.defined()) bytes += static_cast<int64_t>(b.mine.nbytes());
+  }
+  return bytes;
 }
 
 std::vector<std::vector<std::string>> DistributedDataParallel::bucket_parameter_names() const {
@@ -122,8 +151,11 @@ void DistributedDataParallel::on_gradient(size_t s) {
   Slot& slot = slots_[s];
   if (slot.ready) return;  // a second accumulation in the same backward: already copied
   slot.ready = true;
+  Bucket& bucket = buckets_[static_cast<size_t>(slot.bucket)];
+  allocate(bucket);
   slot.view.copy_(slot.param.grad());  // converts to the wire dtype; reads a channels-last grad by strides
-  if (--buckets_[static_cast<size_t>(slot.bucket)].pending == 0) launch_ready_buckets();
+  if (shard_stage_ > 0) slot.param.set_grad(Tensor());  // the bucket holds it now
+  if (--bucket.pending == 0) launch_ready_buckets();
 }
 
 void DistributedDataParallel::launch_ready_buckets() {
@@ -134,7 +166,12 @@ void DistributedDataParallel::launch(Bucket& b) {
   if (stats_.buckets == 0) stats_.first_launch = now();
   ++stats_.buckets;
   stats_.bytes += static_cast<int64_t>(b.flat.nbytes());
-  b.work = all_reduce_ordered_async(b.flat, ReduceOp::Avg);
+  if (shard_stage_ == 2) {
+    if (!b.mine.defined()) b.mine = empty({ordered_chunk(b.numel)}, b.flat.dtype());
+    b.work = reduce_scatter_ordered_async(b.flat, b.mine, ReduceOp::Avg);
+  } else {
+    b.work = all_reduce_ordered_async(b.flat, ReduceOp::Avg);
+  }
 }
 
 void DistributedDataParallel::finish_backward() {
@@ -148,6 +185,7 @@ void DistributedDataParallel::finish_backward() {
       continue;
     }
     // A zero contribution, or this rank's earlier accumulated gradient when it has one.
+    allocate(buckets_[static_cast<size_t>(s.bucket)]);
     if (s.param.grad().defined())
       s.view.copy_(s.param.grad());
     else
@@ -184,6 +222,19 @@ void DistributedDataParallel::finish_backward() {
   if (error) {
     reset_step();
     std::rethrow_exception(error);
+  }
+  if (shard_stage_ > 0) {
+    for (size_t k = 0; k < buckets_.size(); ++k) {
+      Bucket& b = buckets_[k];
+      const auto [begin, end] = owned_range(b.numel);
+      shard_sink_(k, shard_stage_ == 2 ? b.mine.narrow(0, 0, end - begin) : b.flat.narrow(0, begin, end - begin));
+      if (shard_stage_ == 2) {
+        b.flat = Tensor();
+        for (size_t s : b.slots) slots_[s].view = Tensor();
+      }
+    }
+    reset_step();
+    return;
   }
   {
     NoGradGuard no_grad;

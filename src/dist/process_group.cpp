@@ -398,30 +398,37 @@ void barrier() {
   submit(w)->wait();
 }
 
-std::shared_ptr<Work> all_reduce_ordered_async(const Tensor& t, ReduceOp op) {
-  constexpr const char* kOp = "tc::dist::all_reduce_ordered";
+namespace {
+
+// The chunk each rank owns of an n-element tensor in the ordered collectives.
+int64_t owned_chunk(int64_t n, int p, const char* op) {
+  const int64_t chunk = (n + p - 1) / p;
+  TC_CHECK(chunk * p <= std::numeric_limits<int>::max(), op, "tensors of more than 2^31-1 elements are not supported");
+  return chunk;
+}
+
+void check_ordered_input(const Tensor& t, ReduceOp op, const char* kOp) {
   check_tensor(t, kOp);
   TC_CHECK((is_16bit(t.dtype()) || t.dtype() == kFloat32) && t.is_contiguous(), kOp,
            "expected a contiguous float32, bf16 or fp16 tensor, got ", dtype_name(t.dtype()),
            t.is_contiguous() ? "" : " (not contiguous)");
   TC_CHECK(op == ReduceOp::Sum || op == ReduceOp::Avg, kOp, "only Sum and Avg accumulate in fp32");
+}
+
+// The reduce-scatter half of the ordered all-reduce, as two phases of `w`: every rank's
+// copy of my chunk arrives (all-to-all), and is summed in fp32 in rank order into `mine`
+// (chunk elements of t's dtype). `gather`, when set, is the phase's follow-up request.
+void add_ordered_reduce_scatter(WorkImpl& w, const Tensor& t, const Tensor& mine, ReduceOp op,
+                                std::function<MPI_Request()> gather) {
   const int p = world_size();
-  const int64_t n = t.numel();
-  const int64_t chunk = (n + p - 1) / p;  // each rank owns one chunk of the padded buffer
-  TC_CHECK(chunk * p <= std::numeric_limits<int>::max(), kOp, "tensors of more than 2^31-1 elements are not supported");
-  auto w = std::make_shared<WorkImpl>();
-  w->payload = t.nbytes();
-  w->what = detail::concat("rank-ordered all_reduce of ", w->payload, " bytes (", dtype_name(t.dtype()), ")");
   const DType dt = t.dtype();
-  // send: the padded input; recv: every rank's copy of my chunk; then my reduced chunk is
-  // gathered from every rank straight into `t` (through the padded `gathered`).
-  Tensor send = zeros({chunk * p}, dt), recv = empty({chunk * p}, dt), gathered = empty({chunk * p}, dt);
-  Tensor mine = empty({chunk}, dt);
+  const int64_t chunk = mine.numel();
+  Tensor send = zeros({chunk * p}, dt), recv = empty({chunk * p}, dt);
   std::memcpy(send.raw_data(), t.raw_data(), static_cast<size_t>(t.nbytes()));
   Group& g = group();
   const int64_t elem = static_cast<int64_t>(element_size(dt));
   const int bytes = static_cast<int>(chunk * elem);
-  w->phases.push_back([=, &g] {
+  w.phases.push_back([=, &g] {
     MPI_Request req = MPI_REQUEST_NULL;
     if (g.mpi)
       check_mpi(MPI_Ialltoall(send.raw_data(), bytes, MPI_BYTE, recv.raw_data(), bytes, MPI_BYTE, g.comm, &req),
@@ -430,9 +437,8 @@ std::shared_ptr<Work> all_reduce_ordered_async(const Tensor& t, ReduceOp op) {
       std::memcpy(recv.raw_data(), send.raw_data(), static_cast<size_t>(bytes));
     return req;
   });
-  w->phases.push_back([=, &g] {
-    // Sum my chunk from every rank in fp32 (in rank order: the same result on every rank),
-    // then round once.
+  w.phases.push_back([=, gather = std::move(gather)] {
+    // In rank order: the same result on every rank; then one rounding.
     std::vector<float> acc(static_cast<size_t>(chunk), 0.0f), tmp(static_cast<size_t>(chunk));
     const char* base = static_cast<const char*>(recv.raw_data());
     for (int r = 0; r < p; ++r) {
@@ -444,18 +450,77 @@ std::shared_ptr<Work> all_reduce_ordered_async(const Tensor& t, ReduceOp op) {
       for (float& v : acc) v *= inv;
     }
     convert(acc.data(), kFloat32, mine.raw_data(), dt, chunk);
+    return gather ? gather() : MPI_REQUEST_NULL;
+  });
+}
+
+// An all-gather of every rank's `mine` into `out` (p * mine.nbytes() bytes).
+std::function<MPI_Request()> gather_chunks(const Tensor& mine, const Tensor& out) {
+  Group& g = group();
+  const int bytes = static_cast<int>(mine.nbytes());
+  return [=, &g] {
     MPI_Request req = MPI_REQUEST_NULL;
     if (g.mpi)
-      check_mpi(MPI_Iallgather(mine.raw_data(), bytes, MPI_BYTE, gathered.raw_data(), bytes, MPI_BYTE, g.comm, &req),
+      check_mpi(MPI_Iallgather(mine.raw_data(), bytes, MPI_BYTE, out.raw_data(), bytes, MPI_BYTE, g.comm, &req),
                 "MPI_Iallgather", nullptr);
     else
-      std::memcpy(gathered.raw_data(), mine.raw_data(), static_cast<size_t>(bytes));
+      std::memcpy(out.raw_data(), mine.raw_data(), static_cast<size_t>(bytes));
     return req;
-  });
+  };
+}
+
+}  // namespace
+
+int64_t ordered_chunk(int64_t numel) { return (numel + world_size() - 1) / world_size(); }
+
+std::shared_ptr<Work> all_reduce_ordered_async(const Tensor& t, ReduceOp op) {
+  constexpr const char* kOp = "tc::dist::all_reduce_ordered";
+  check_ordered_input(t, op, kOp);
+  const int p = world_size();
+  const int64_t chunk = owned_chunk(t.numel(), p, kOp);
+  auto w = std::make_shared<WorkImpl>();
+  w->payload = t.nbytes();
+  w->what = detail::concat("rank-ordered all_reduce of ", w->payload, " bytes (", dtype_name(t.dtype()), ")");
+  // My reduced chunk is gathered from every rank into `t` (through the padded `gathered`).
+  Tensor mine = empty({chunk}, t.dtype()), gathered = empty({chunk * p}, t.dtype());
+  add_ordered_reduce_scatter(*w, t, mine, op, gather_chunks(mine, gathered));
   w->done = [t, gathered] {
     std::memcpy(t.raw_data(), gathered.raw_data(), static_cast<size_t>(t.nbytes()));
     increment_version(t);
   };
+  return submit(w);
+}
+
+std::shared_ptr<Work> reduce_scatter_ordered_async(const Tensor& t, const Tensor& out, ReduceOp op) {
+  constexpr const char* kOp = "tc::dist::reduce_scatter_ordered";
+  check_ordered_input(t, op, kOp);
+  const int64_t chunk = owned_chunk(t.numel(), world_size(), kOp);
+  TC_CHECK(
+      out.defined() && out.device().is_cpu() && out.is_contiguous() && out.dtype() == t.dtype() && out.numel() == chunk,
+      kOp, "out must be a contiguous CPU tensor of ", chunk, " elements of ", dtype_name(t.dtype()),
+      " (ordered_chunk of ", t.numel(), "), got ", out.defined() ? shape_str(out.sizes()) : "undefined", " of ",
+      out.defined() ? dtype_name(out.dtype()) : "-");
+  auto w = std::make_shared<WorkImpl>();
+  w->payload = t.nbytes();
+  w->what = detail::concat("rank-ordered reduce_scatter of ", w->payload, " bytes (", dtype_name(t.dtype()), ")");
+  add_ordered_reduce_scatter(*w, t, out, op, nullptr);
+  w->done = [out] { increment_version(out); };
+  return submit(w);
+}
+
+std::shared_ptr<Work> all_gather_chunks_async(const Tensor& mine, const Tensor& out) {
+  constexpr const char* kOp = "tc::dist::all_gather_chunks";
+  check_tensor(mine, kOp);
+  TC_CHECK(mine.is_contiguous() && out.defined() && out.device().is_cpu() && out.is_contiguous() &&
+               out.dtype() == mine.dtype() && out.numel() == mine.numel() * world_size(),
+           kOp, "expected contiguous tensors, `out` of ", world_size(), " x ", mine.numel(), " elements of ",
+           dtype_name(mine.dtype()), ", got ", out.defined() ? shape_str(out.sizes()) : "undefined");
+  count_of(out, kOp);
+  auto w = std::make_shared<WorkImpl>();
+  w->payload = mine.nbytes();
+  w->what = detail::concat("all_gather of ", w->payload, " bytes per rank");
+  w->phases.push_back(gather_chunks(mine, out));
+  w->done = [out] { increment_version(out); };
   return submit(w);
 }
 

@@ -11,12 +11,17 @@
 namespace tc::nn::utils {
 
 double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double p, bool error_if_nonfinite) {
+  return clip_grad_norm_combined(parameters, max_norm, p, error_if_nonfinite, nullptr);
+}
+
+double clip_grad_norm_combined(const std::vector<Tensor>& parameters, double max_norm, double p,
+                               bool error_if_nonfinite, const std::function<double(double)>& combine) {
   TC_CHECK(p > 0 || std::isinf(p), "clip_grad_norm_", "norm_type must be positive or inf, got ", p);
   NoGradGuard no_grad;
   std::vector<Tensor> grads;
   for (const Tensor& param : parameters)
     if (param.defined() && param.grad().defined()) grads.push_back(param.grad());
-  if (grads.empty()) return 0.0;
+  if (grads.empty() && !combine) return 0.0;
 
   // Per tensor, reduce in float64 (16-bit gradients would lose the small squares, and the
   // total must be exact enough to compare with max_norm), adding (or taking the max of) the
@@ -41,6 +46,7 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
     const double v = acc.item_double();
     total = inf_norm ? (std::isnan(v) || std::isnan(total) ? NAN : std::max(total, v)) : total + v;
   }
+  if (combine) total = combine(total);
   if (!inf_norm) total = p == 2.0 ? std::sqrt(total) : p == 1.0 ? total : std::pow(total, 1.0 / p);
 
   if (!std::isfinite(total)) {

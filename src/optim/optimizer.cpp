@@ -169,6 +169,22 @@ void Optimizer::resolve_pending() const {
 void Optimizer::step() {
   resolve_pending();
   run_step(nullptr, nullptr);
+  run_post_hooks();
+}
+
+int64_t Optimizer::register_step_post_hook(std::function<void()> hook) {
+  TC_CHECK(hook != nullptr, "optim", "register_step_post_hook: the hook is empty");
+  post_hooks_.emplace_back(next_hook_, std::move(hook));
+  return next_hook_++;
+}
+
+void Optimizer::remove_step_post_hook(int64_t handle) {
+  std::erase_if(post_hooks_, [handle](const auto& h) { return h.first == handle; });
+}
+
+void Optimizer::run_post_hooks() {
+  const auto hooks = post_hooks_;  // a hook may remove hooks
+  for (const auto& [id, hook] : hooks) hook();
 }
 
 void Optimizer::step(const AmpStep& amp) {
@@ -186,6 +202,7 @@ void Optimizer::step(const AmpStep& amp) {
   if (!one_device) {
     // Parameters on several devices: the kernels cannot all read the flag, so the host does.
     if (found.item_double() == 0.0) run_step(&amp, nullptr);
+    run_post_hooks();
     return;
   }
   // The kernels read found_inf and write nothing when it is set; the host's bookkeeping is
@@ -197,6 +214,7 @@ void Optimizer::step(const AmpStep& amp) {
   pending_ = pending;
   run_step(&amp, pending.get());
   if (found.device().is_cpu()) resolve_pending();
+  run_post_hooks();
 }
 
 void Optimizer::run_step(const AmpStep* amp, PendingStep* pending) {

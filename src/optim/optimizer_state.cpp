@@ -56,6 +56,12 @@ void expect_tensor(const Tensor& t, const std::string& key, DType dt, const Shap
 
 }  // namespace
 
+std::vector<std::string> Optimizer::state_tensor_names() const {
+  std::vector<std::string> names{"master", "compensation"};
+  for (auto& name : known_buffers()) names.push_back(std::move(name));
+  return names;
+}
+
 StateDict Optimizer::state_dict() const {
   resolve_pending();
   StateDict sd;

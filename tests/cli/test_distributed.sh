@@ -58,7 +58,47 @@ grep -q "rank [01]: tensorcast: error: .*--batch-size 63 is the global batch; it
   { cat err.log; fail "no error naming the rank"; }
 pass "an error on the ranks ends the job: $(grep -m1 'rank [01]: tensorcast' err.log)"
 
-# 4. A killed rank ends the job within 30 s; a stopped one (a hang) within the timeout.
+# 4. ZeRO: the same weights and losses as plain data parallelism, bit for bit; its
+# checkpoint holds the unsharded optimizer state, so it resumes on another world size with
+# another stage (or none) exactly as a DDP checkpoint does.
+"${MPI[@]}" -np 2 "$TC" train "${common[@]}" --zero 2 --metrics zero.jsonl --checkpoint zfull > zero.log
+grep -q "gradients reduce-scattered .*(ZeRO stage 2)" zero.log || { cat zero.log; fail "--zero 2: no sharding line"; }
+diff <(losses full.jsonl) <(losses zero.jsonl) || fail "--zero 2: losses differ from DDP's"
+cmp full/model.safetensors zfull/model.safetensors || fail "--zero 2: weights differ from DDP's"
+pass "-np 2 --zero 2: the losses and model.safetensors of DDP, bit for bit"
+# Each rank saves its own shard of the optimizer state; the checkpoint names the set.
+"${MPI[@]}" -np 2 "$TC" train "${common[@]}" --max-steps 4 --checkpoint dpart > /dev/null
+"${MPI[@]}" -np 2 "$TC" train "${common[@]}" --max-steps 4 --zero 2 --checkpoint zpart > /dev/null
+for r in 0 1; do [ -s zpart/optimizer-shard-$r-of-2-step-4.safetensors ] || { ls zpart; fail "no shard file of rank $r"; }; done
+cp -r dpart dpart1 && cp -r zpart zpart1 && cp -r zpart zpart2 && cp -r zpart zbad
+"${MPI[@]}" -np 2 "$TC" train --resume zpart2 --epochs 2 --no-progress --threads 1 --checkpoint zpart2 --zero 2 > /dev/null
+cmp zfull/model.safetensors zpart2/model.safetensors || fail "--zero 2 resumed on its own world size differs"
+"${MPI[@]}" -np 4 "$TC" train --resume dpart --epochs 2 --no-progress --threads 1 --checkpoint dpart > /dev/null
+"${MPI[@]}" -np 4 "$TC" train --resume zpart --epochs 2 --no-progress --threads 1 --checkpoint zpart --zero 1 > zr.log
+grep -q "resumed from zpart at step 4" zr.log || { cat zr.log; fail "--zero 1 did not resume at step 4"; }
+cmp dpart/model.safetensors zpart/model.safetensors || fail "a --zero 2 checkpoint resumed on 4 ranks with --zero 1 differs from DDP's"
+"$TC" train --resume dpart1 --epochs 2 --no-progress --threads 1 --checkpoint dpart1 > /dev/null
+"$TC" train --resume zpart1 --epochs 2 --no-progress --threads 1 --checkpoint zpart1 > /dev/null
+cmp dpart1/model.safetensors zpart1/model.safetensors || fail "a --zero 2 checkpoint resumed by one process differs from DDP's"
+pass "a -np 2 --zero 2 checkpoint (a shard file per rank) resumes bitwise as DDP's: on -np 2 --zero 2, -np 4 --zero 1, one process"
+# A shard of another step in the set, or a missing one: refused, naming the file and rank.
+"${MPI[@]}" -np 2 "$TC" train "${common[@]}" --max-steps 2 --zero 2 --checkpoint zother > /dev/null
+cp zother/optimizer-shard-1-of-2-step-2.safetensors zbad/optimizer-shard-1-of-2-step-4.safetensors
+rc=0; "$TC" train --resume zbad --epochs 2 --no-progress --threads 1 > bad.log 2>&1 || rc=$?
+[ "$rc" != 0 ] && grep -q "zbad/optimizer-shard-1-of-2-step-4.safetensors (the shard of rank 1): its 'step' is 2, expected 4" bad.log ||
+  { cat bad.log; fail "a shard of another step was not refused by name"; }
+rm zbad/optimizer-shard-0-of-2-step-4.safetensors
+rc=0; "$TC" train --resume zbad --epochs 2 --no-progress --threads 1 > bad.log 2>&1 || rc=$?
+[ "$rc" != 0 ] && grep -q "optimizer-shard-0-of-2-step-4.safetensors" bad.log || { cat bad.log; fail "a missing shard was not named"; }
+pass "a shard of another step or a missing one is refused: $(head -c 160 bad.log)"
+# Saving every 2 steps keeps each rank's shards of the last two checkpoints only.
+"${MPI[@]}" -np 2 "$TC" train "${common[@]}" --max-steps 8 --zero 1 --checkpoint zevery --checkpoint-every 2 > /dev/null
+[ "$(ls zevery | grep -c '^optimizer-shard-')" = 4 ] && [ -e zevery/optimizer-shard-1-of-2-step-6.safetensors ] &&
+  [ -e zevery/optimizer-shard-0-of-2-step-8.safetensors ] || { ls zevery; fail "old shards were not removed"; }
+pass "checkpointing every 2 steps keeps the shards of the last two checkpoints (steps 6 and 8)"
+
+# 5. A killed rank ends the job within 30 s; a stopped one (a hang) within the timeout;
+# also with the optimizer sharded (ZKILL).
 pid_of_rank() {  # pid_of_rank R: the tensorcast process with OMPI_COMM_WORLD_RANK=R
   local p
   for p in $(pgrep -f "tensorcast train .*--seed 4242" || true); do
@@ -66,8 +106,10 @@ pid_of_rank() {  # pid_of_rank R: the tensorcast process with OMPI_COMM_WORLD_RA
   done
   return 0
 }
-for how in KILL STOP; do
+for variant in KILL STOP ZKILL; do
+  how=${variant#Z}
   extra=(); [ "$how" = STOP ] && extra=(--dist-timeout 5)
+  [ "$variant" = ZKILL ] && extra=(--zero 2 --checkpoint zkill --checkpoint-every 1)
   start=$(date +%s)
   "${MPI[@]}" -np 2 "$TC" train "${common[@]}" --epochs 1000 --seed 4242 "${extra[@]}" > fault.log 2>&1 &
   job=$!
@@ -85,13 +127,32 @@ for how in KILL STOP; do
   else
     grep -q "rank 0: .* did not complete within 5 s" fault.log || { cat fault.log; fail "no timeout message"; }
   fi
-  pass "SIG$how of rank 1: the job ended in $took s with exit $rc"
+  pass "SIG$how of rank 1${extra[*]:+ (${extra[*]})}: the job ended in $took s with exit $rc"
 done
+# The rank was killed while checkpointing every step: the last complete checkpoint and its
+# shards still load.
+"$TC" train --resume zkill --max-steps 1 --no-progress --threads 1 > zkill.log 2>&1 ||
+  { cat zkill.log; fail "the checkpoint a killed --zero run left does not load"; }
+grep -q "resumed from zkill at step" zkill.log || { cat zkill.log; fail "no resume from zkill"; }
+pass "after SIGKILL mid-run with --zero 2 --checkpoint-every 1: $(grep -o 'resumed from zkill at step [0-9]*' zkill.log), shards intact"
 
-# 5. bench --distributed reports the all-reduce time, its hidden share and the bytes.
+# 6. bench --distributed reports the all-reduce time, its hidden share and the bytes.
 "${MPI[@]}" -np 2 "$TC" bench --model mlp --distributed --steps 5 --warmup 1 --threads 1 --batch-size 32 --json > bench.json
 [ "$(wc -l < bench.json)" = 1 ] || { cat bench.json; fail "bench: expected one JSON line (rank 0)"; }
 [ "$(json_field bench.json world_size)" = 2 ] || fail "bench: world_size"
 # mlp: 669706 fp32 parameters = 2678824 bytes per step
 [ "$(json_field bench.json comm_bytes_per_step)" = 2678824 ] || { cat bench.json; fail "bench: bytes per step"; }
 pass "bench --distributed: $(cat bench.json | grep -o '"comm_[a-z_]*": [^,}]*' | tr '\n' ' ')"
+
+# 7. bench --distributed --zero 2: per rank, half of DDP's optimizer state and gradients
+# (AdamW: two fp32 moments per element and a step count per piece), in one JSON line.
+"${MPI[@]}" -np 2 "$TC" bench --model mlp --distributed --zero 2 --steps 3 --warmup 1 --threads 1 --batch-size 32 \
+  --json > zbench.json
+[ "$(wc -l < zbench.json)" = 1 ] || { cat zbench.json; fail "bench --zero: expected one JSON line"; }
+grep -o '"\(optimizer_state\|gradient\)_bytes": [0-9]*' zbench.json | awk -F': ' '
+  { v[NR] = $2 }
+  END {  # zero rank 0 and 1 (gradient, state), then ddp rank 0 and 1
+    if (NR != 8) { print "expected 8 byte counts, got " NR; exit 1 }
+    for (k = 1; k <= 4; k += 1) { if (v[k + 4] < 1000) { print "entry " k + 4 ": " v[k + 4] " bytes"; exit 1 }; r = 2 * v[k] / v[k + 4]; if (r < 0.98 || r > 1.02) { print "entry " k ": " v[k] " vs DDP " v[k + 4]; exit 1 } }
+  }' || { cat zbench.json; fail "bench --zero 2: not half of DDP's bytes per rank"; }
+pass "bench --distributed --zero 2: per rank $(grep -o '"optimizer_state_bytes": [0-9]*' zbench.json | head -1) (DDP: $(grep -o '"optimizer_state_bytes": [0-9]*' zbench.json | tail -1))"

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "dist/mpi_test_main.h"
 #include "tensorcast/amp/autocast.h"
 #include "tensorcast/amp/grad_scaler.h"
 #include "tensorcast/autograd.h"
@@ -141,6 +142,37 @@ TEST(Dist, SixteenBitAllReduceAccumulatesInFloat32) {
   if (R() == 0)
     std::printf("bf16 wire, fp32 accumulation: worst |err| / sum|x_i| = %.3g (bound 2^-7 = %.3g)\n", worst,
                 std::ldexp(1.0, -7));
+}
+
+// The two halves of the ordered all-reduce on their own: the reduce-scatter leaves on rank
+// r its chunk of the float64 sum's fp32 rounding order (bitwise the all-reduce's values
+// there, zeros past the end), and the chunk gather puts every rank's chunk in rank order.
+TEST(Dist, OrderedReduceScatterIsTheAllReducesChunk) {
+  const int64_t n = 1001;  // no world size divides it
+  const int64_t chunk = dist::ordered_chunk(n);
+  EXPECT_EQ(chunk, (n + P() - 1) / P());
+  for (DType dt : {kFloat32, kBFloat16}) {
+    const Tensor x = rank_tensor(n, dt);
+    Tensor reduced = x.clone();
+    dist::all_reduce_ordered_async(reduced, ReduceOp::Avg)->wait();
+    Tensor mine = empty({chunk}, dt);
+    dist::reduce_scatter_ordered_async(x, mine, ReduceOp::Avg)->wait();
+    const std::vector<double> got = mine.to_vector(), all = reduced.to_vector();
+    for (int64_t i = 0; i < chunk; ++i) {
+      const int64_t at = R() * chunk + i;
+      const double want = at < n ? all[static_cast<size_t>(at)] : 0.0;
+      ASSERT_EQ(got[static_cast<size_t>(i)], want) << dtype_name(dt) << " element " << at;
+      if (at < n) {  // and within one rounding of the exact mean
+        ASSERT_NEAR(got[static_cast<size_t>(i)], sum_over_ranks(at) / P(), dt == kFloat32 ? 1e-6 : 1e-2);
+      }
+    }
+    Tensor gathered = empty({chunk * P()}, dt);
+    dist::all_gather_chunks_async(mine, gathered)->wait();
+    const std::vector<double> g = gathered.to_vector();
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(g[static_cast<size_t>(i)], all[static_cast<size_t>(i)]) << i;
+  }
+  Tensor wrong = empty({chunk + 1});
+  EXPECT_THROW(dist::reduce_scatter_ordered_async(rank_tensor(n, kFloat32), wrong), Error);
 }
 
 // ---- DistributedDataParallel
@@ -465,29 +497,4 @@ TEST(DDP, OverflowOnOneRankSkipsTheStepEverywhere) {
 }  // namespace
 }  // namespace tc
 
-// The other ranks print only their failures, prefixed with the rank.
-class FailurePrinter : public ::testing::EmptyTestEventListener {
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (r.failed())
-      std::fprintf(stderr, "rank %d: %s:%d: failure\n%s\n", tc::dist::rank(), r.file_name() ? r.file_name() : "?",
-                   r.line_number(), r.message());
-  }
-};
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  tc::dist::init(tc::dist::InitOptions().timeout_seconds(60));
-  if (tc::dist::rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new FailurePrinter);
-  }
-  const int failed = RUN_ALL_TESTS();
-  // Every rank's verdict: one failing rank fails the job.
-  tc::Tensor any = tc::full({}, failed ? 1.0 : 0.0, tc::kInt32);
-  tc::dist::all_reduce(any, tc::dist::ReduceOp::Max);
-  const int result = any.item<int>();
-  if (failed) std::fprintf(stderr, "rank %d: %d failure(s)\n", tc::dist::rank(), failed);
-  tc::dist::finalize();
-  return result;
-}
+int main(int argc, char** argv) { return tc::testing::run_tests_on_every_rank(argc, argv); }

@@ -32,8 +32,10 @@
 /// Buffers (running statistics) are broadcast from rank 0 at construction only.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensorcast/amp/grad_scaler.h"
@@ -104,25 +106,42 @@ class DistributedDataParallel {
 
   /// Timings of the last synchronized backward.
   const SyncStats& last_sync() const { return stats_; }
+  /// Bytes of the module's parameters (those that require grad) on this rank.
+  int64_t parameter_bytes() const;
+  /// Bytes of gradients this rank holds: the parameters' .grad() and the buckets.
+  int64_t gradient_bytes() const;
   /// Parameter names per bucket, in the order buckets are reduced.
   std::vector<std::vector<std::string>> bucket_parameter_names() const;
 
  private:
+  friend class ZeroRedundancyOptimizer;
   struct Slot {
     std::string name;
     Tensor param;
     int64_t bucket = 0;
-    Tensor view;  ///< this parameter's part of its bucket, shaped as the parameter
+    int64_t offset = 0;  ///< where this parameter starts in its bucket
+    Tensor view;         ///< this parameter's part of its bucket, shaped as the parameter
     int64_t hook = 0;
     bool ready = false;
   };
   struct Bucket {
-    Tensor flat;  ///< comm_dtype
+    int64_t numel = 0;
+    Tensor flat;  ///< comm_dtype; while sharded at stage 2, only from its first gradient to its reduction
+    Tensor mine;  ///< stage 2: this rank's chunk of the reduced bucket (ordered_chunk(numel) elements)
     std::vector<size_t> slots;
     size_t pending = 0;  ///< gradients still to come in this backward
     std::shared_ptr<Work> work;
   };
 
+  // Set by a ZeroRedundancyOptimizer: 0 writes the averaged gradients to .grad(); 1 or 2
+  // hands the chunk this rank owns of each reduced bucket to `shard_sink_` and frees the
+  // parameters' gradients once copied into their bucket (2 also reduce-scatters instead of
+  // all-reducing, and frees each bucket after its reduction).
+  int shard_stage_ = 0;
+  std::function<void(size_t bucket, const Tensor& owned)> shard_sink_;
+  void allocate(Bucket& b);
+  // [begin, end) of a bucket of `numel` elements that this rank owns (ordered_chunk).
+  static std::pair<int64_t, int64_t> owned_range(int64_t numel);
   void on_gradient(size_t slot);
   void launch_ready_buckets();
   void launch(Bucket& b);

@@ -103,5 +103,17 @@ void barrier();
 /// one rounding of each input and one of the sum (unit roundoff u = 2^-8 for bf16, 2^-11
 /// for fp16: |err| <= 2u * sum|x_i|). In place, async.
 std::shared_ptr<Work> all_reduce_ordered_async(const Tensor& t, ReduceOp op = ReduceOp::Sum);
+/// The elements of an n-element tensor that each rank owns in the ordered collectives:
+/// ceil(n / world_size()). Rank r owns [r * chunk, min((r + 1) * chunk, n)).
+int64_t ordered_chunk(int64_t numel);
+/// The first half of all_reduce_ordered_async: rank r's owned chunk of the sum (or average)
+/// of every rank's `t`, added in fp32 in rank order and rounded once, written to `out`
+/// (ordered_chunk(t.numel()) elements of t's dtype; past the end of `t`, zeros). Bitwise
+/// the same values as all_reduce_ordered_async gives those elements, at half its bytes.
+/// Neither tensor may be touched until wait() returns.
+std::shared_ptr<Work> reduce_scatter_ordered_async(const Tensor& t, const Tensor& out, ReduceOp op = ReduceOp::Sum);
+/// Every rank's contiguous `mine` into `out`, rank r's at elements [r * mine.numel(), ...)
+/// (same size and dtype on every rank). Async: neither tensor may be touched until wait().
+std::shared_ptr<Work> all_gather_chunks_async(const Tensor& mine, const Tensor& out);
 
 }  // namespace tc::dist

@@ -1,6 +1,7 @@
 /// \file
 /// tc::nn::utils: gradient clipping, as torch.nn.utils.
 #pragma once
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -23,6 +24,12 @@ namespace tc::nn::utils {
 /// throws "[clip_grad_norm_] ..." instead.
 double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
+/// clip_grad_norm_ of gradients split across processes: `combine` turns this process's
+/// sum of |g|^norm_type (its max for the inf-norm) into the total over all of them (an
+/// all-reduce), so that every process clips by the same norm. Every process must call it,
+/// with or without gradients.
+double clip_grad_norm_combined(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
+                               bool error_if_nonfinite, const std::function<double(double)>& combine);
 /// clip_grad_norm_ of one parameter.
 double clip_grad_norm_(const Tensor& parameter, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);

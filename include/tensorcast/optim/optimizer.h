@@ -39,6 +39,7 @@
 /// load_state_dict, set_weight_update), as PyTorch's fused optimizers keep their step
 /// counts on the device.
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -132,6 +133,14 @@ class Optimizer {
   void step();
   /// The fused AMP step (see the top of this file).
   void step(const AmpStep& amp);
+  /// The per-parameter tensors state_dict() may hold besides "step": "master",
+  /// "compensation" and this optimizer's buffers ("exp_avg", "momentum_buffer", ...).
+  std::vector<std::string> state_tensor_names() const;
+  /// Calls `hook` at the end of every step(), both forms, including a step an AmpStep's
+  /// found_inf skipped (PyTorch's register_step_post_hook). Returns a handle.
+  int64_t register_step_post_hook(std::function<void()> hook);
+  /// Removes a hook register_step_post_hook returned; unknown handles are ignored.
+  void remove_step_post_hook(int64_t handle);
 
   /// The parameter groups, in order (options may be changed between steps).
   std::vector<OptimizerParamGroup>& param_groups() { return groups_; }
@@ -232,6 +241,9 @@ class Optimizer {
   /// a pending skipped step is undone on first look, from const state_dict() too.
   mutable std::unordered_map<const TensorImpl*, ParamState> state_;
   mutable std::shared_ptr<PendingStep> pending_;
+  std::vector<std::pair<int64_t, std::function<void()>>> post_hooks_;
+  int64_t next_hook_ = 0;
+  void run_post_hooks();
   Rounding rounding_ = Rounding::NearestEven;
   uint64_t seed_ = 0;
   WeightUpdate weight_update_ = WeightUpdate::MasterFloat32;
