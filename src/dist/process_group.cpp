@@ -402,7 +402,7 @@ namespace {
 
 // The chunk each rank owns of an n-element tensor in the ordered collectives.
 int64_t owned_chunk(int64_t n, int p, const char* op) {
-  const int64_t chunk = (n + p - 1) / p;
+  const int64_t chunk = ordered_chunk(n);
   TC_CHECK(chunk * p <= std::numeric_limits<int>::max(), op, "tensors of more than 2^31-1 elements are not supported");
   return chunk;
 }

@@ -1,6 +1,7 @@
 // ZeRO stages 1 and 2: the optimizer updates this rank's chunk of every DDP bucket.
 #include "tensorcast/dist/zero.h"
 
+#include <charconv>
 #include <cmath>
 #include <map>
 #include <unordered_map>
@@ -291,7 +292,12 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& sd) {
     size_t i = 0;
     std::string field;
     if (is_group_params_key(key)) {
-      const size_t g = std::stoull(key.substr(13, key.size() - 13 - 7));
+      size_t g = 0;
+      const char* digits = key.data() + 13;  // after "param_groups."
+      const char* digits_end = key.data() + std::max<size_t>(13, key.size() - 7);
+      const auto [end, ec] = std::from_chars(digits, digits_end, g);
+      TC_CHECK(ec == std::errc() && end == digits_end && end != digits, kOp, "state dict entry '", key,
+               "' does not name a parameter group (param_groups.G.params)");
       TC_CHECK(g < group_params_.size() && t.numel() == static_cast<int64_t>(group_params_[g].size()), kOp,
                "state dict entry '", key, "' lists ", t.numel(), " parameters, but the optimizer's group ", g,
                g < group_params_.size() ? " has " + std::to_string(group_params_[g].size())

@@ -366,6 +366,10 @@ TEST(Zero, RefusesWhatItCannotShard) {
     optim::AdamW adam(m->parameters(), optim::AdamWOptions(1e-3));
     dist::ZeroRedundancyOptimizer z2(ddp2, adam);
     StateDict other = stepped.state_dict();
+    StateDict malformed = stepped.state_dict();
+    malformed["param_groups.x.params"] = zeros({1}, kInt64);
+    EXPECT_NE(message([&] { z2.load_state_dict(malformed); }).find("'param_groups.x.params' does not name"),
+              std::string::npos);
     other["state.0.exp_avg"] = zeros({5, 5});
     EXPECT_NE(message([&] { z2.load_state_dict(other); }).find("'state.0.exp_avg' has shape (5, 5), but parameter 0"),
               std::string::npos);
